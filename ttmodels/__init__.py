@@ -1,0 +1,65 @@
+"""ttmodels: CNNs described as YAML specs, planned for TTNN memory layouts, run on Tenstorrent
+cards (``ttnn`` backend) or on the host (``sim`` backend).
+
+    import ttmodels
+    plan = ttmodels.plan("resnet50", batch_size=2)
+    model = ttmodels.build("resnet50", weights="random", backend="sim")
+    logits = model(images_nchw)
+
+Importing this package is cheap: torch, torchvision and ttnn are imported only when needed.
+"""
+from __future__ import annotations
+
+from .errors import DeviceError, Error, LayoutError, SpecError, WeightsError
+
+__version__ = "0.1.0"
+__all__ = ["plan", "build", "register", "list_models", "load_graph", "Error", "SpecError",
+           "LayoutError", "WeightsError", "DeviceError", "formats", "__version__"]
+
+
+def load_graph(spec, *, batch_size: int = 1, input_size=None, profile: str | None = None):
+    """Parse and validate a spec into a shape-inferred Graph (see ``ttmodels.spec``)."""
+    from .spec import load_graph as _load
+    return _load(spec, batch_size=batch_size, input_size=input_size, profile=profile)
+
+
+def plan(spec, *, batch_size: int = 1, input_size=None, profile: str | None = None,
+         arch: str = "wormhole_b0"):
+    """Plan a spec: every tensor's memory layout resolved, adapters inserted where needed.
+
+    ``spec`` is a registered or shipped config name, a path, YAML text or a dict."""
+    from .planner import plan_graph
+    graph = load_graph(spec, batch_size=batch_size, input_size=input_size, profile=profile)
+    return plan_graph(graph, arch=arch)
+
+
+def build(spec, *, weights=None, backend: str = "auto", batch_size: int = 1, input_size=None,
+          profile: str | None = None, key_map=None, cache: bool | str = True):
+    """Build a runnable Model: spec -> plan -> prepared weights -> layers on a backend.
+
+    ``weights``: None or "random" (seeded, BatchNorm calibrated), "pretrained", a state dict, an
+    ``nn.Module``, or a path to ``.safetensors`` / ``.pth``. ``backend``: "auto", "sim" or "ttnn".
+    """
+    from .builder import build as _build
+    return _build(spec, weights=weights, backend=backend, batch_size=batch_size,
+                  input_size=input_size, profile=profile, key_map=key_map, cache=cache)
+
+
+def register(name: str, spec) -> None:
+    """Register a spec (path, YAML text or dict) under ``name`` for build/plan/list_models."""
+    from .registry import register as _register
+    _register(name, spec)
+
+
+def list_models() -> list[str]:
+    """Names of the shipped configs and of every registered spec."""
+    from .registry import list_models as _list
+    return _list()
+
+
+def __getattr__(name):
+    # Submodules that pull in torch are loaded on first use.
+    if name == "formats":
+        import importlib
+        return importlib.import_module(".formats", __name__)
+    raise AttributeError(f"module 'ttmodels' has no attribute {name!r}")

@@ -1,0 +1,27 @@
+"""spec -> graph -> plan -> prepared weights -> layers on a backend -> Model."""
+from __future__ import annotations
+
+import time
+
+
+def build(spec, *, weights=None, backend="auto", batch_size=1, input_size=None, profile=None,
+          key_map=None, cache=True):
+    from .backends import open_backend
+    from .model import Model
+    from .planner import plan_graph
+    from .runtime import Executor
+    from .spec import load_graph
+    from .weights import prepared_parameters
+
+    t0 = time.perf_counter()
+    graph = load_graph(spec, batch_size=batch_size, input_size=input_size, profile=profile)
+    plan = plan_graph(graph)
+    params, info = prepared_parameters(graph, "random" if weights is None else weights,
+                                       key_map=key_map, cache=cache)
+    be = open_backend(backend)
+    try:
+        executor = Executor(plan, params, be)
+    except BaseException:
+        be.close()
+        raise
+    return Model(plan, executor, be, weights_info=info, build_seconds=time.perf_counter() - t0)

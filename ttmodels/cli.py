@@ -1,0 +1,95 @@
+"""Command line: ``ttmodels plan|validate|list|compare|probe-1x1``.
+
+Errors in what the user gave (spec, weights, layouts) print one clear line and exit 2.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .errors import Error
+
+
+def _add_shape_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
+    p.add_argument("--input-size", type=int, nargs=2, metavar=("H", "W"),
+                   help="input height and width (default: the spec's)")
+    p.add_argument("--profile", help="precision profile defined in the spec (e.g. tt-perf)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="ttmodels", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    p = sub.add_parser("plan", help="show the layout plan of a spec")
+    p.add_argument("spec", help="shipped/registered config name or path to a YAML spec")
+    _add_shape_args(p)
+    p.add_argument("--format", choices=("table", "json"), default="table")
+
+    p = sub.add_parser("validate", help="check a spec; exit 0 if valid, print the error and exit 2")
+    p.add_argument("spec")
+    _add_shape_args(p)
+
+    sub.add_parser("list", help="list shipped and registered model names")
+
+    p = sub.add_parser("compare", help="per-layer PCC of the sim backend against a torch reference")
+    p.add_argument("spec")
+    _add_shape_args(p)
+    p.add_argument("--image", help="image file (default: the sample photo shipped with matplotlib)")
+    p.add_argument("--weights", default="random", help="random | pretrained | FILE")
+    p.add_argument("--threshold", type=float, default=0.99, help="PCC below this is marked")
+    p.add_argument("--plot", metavar="PNG", help="draw PCC per layer into this PNG file")
+
+    p = sub.add_parser("probe-1x1", help="time 1x1-conv lowerings on a card (device only)")
+    p.add_argument("spec")
+    _add_shape_args(p)
+    p.add_argument("--out", default="probe-1x1.json", help="JSON report path")
+    p.add_argument("--write-spec", metavar="YAML", help="write the spec with the winning lowerings")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return _run(args)
+    except Error as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def _run(args) -> int:
+    import ttmodels
+
+    size = tuple(args.input_size) if getattr(args, "input_size", None) else None
+    if args.cmd == "list":
+        for name in ttmodels.list_models():
+            print(name)
+        return 0
+    if args.cmd == "validate":
+        graph = ttmodels.load_graph(args.spec, batch_size=args.batch, input_size=size,
+                                    profile=args.profile)
+        from .planner import plan_graph
+        plan_graph(graph)
+        print(f"{graph.source}: valid ({len(graph.nodes)} layers, outputs: {', '.join(graph.outputs)})")
+        return 0
+    if args.cmd == "plan":
+        plan = ttmodels.plan(args.spec, batch_size=args.batch, input_size=size, profile=args.profile)
+        print(plan.to_json() if args.format == "json" else str(plan))
+        return 0
+    if args.cmd == "compare":
+        from .compare import run_compare
+        return run_compare(args.spec, batch_size=args.batch, input_size=size, profile=args.profile,
+                           image=args.image, weights=args.weights, threshold=args.threshold,
+                           plot=args.plot)
+    if args.cmd == "probe-1x1":
+        from .probe import run_probe
+        return run_probe(args.spec, batch_size=args.batch, input_size=size, profile=args.profile,
+                         out=args.out, write_spec=args.write_spec)
+    raise AssertionError(args.cmd)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""The validated model graph: what the spec says, with every tensor's shape known.
+
+A Graph is produced by ``ttmodels.spec.load_graph`` (parse + block expansion + validation + shape
+inference) and consumed by the planner. It is plain data: no torch, no ttnn.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+TILE = 32
+
+
+def round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+@dataclass(frozen=True)
+class SourceLoc:
+    file: str          # path as the user gave it, or "<string>" / "<dict>"
+    line: int | None   # 1-based line of the layer's mapping in the YAML, None for dicts
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}" if self.line is not None else self.file
+
+
+@dataclass(frozen=True)
+class TensorShape:
+    """Logical NHWC shape of an activation. Vectors (after global pool / linear) have h = w = 1."""
+    n: int
+    h: int
+    w: int
+    c: int
+
+    @property
+    def nhwc(self) -> tuple[int, int, int, int]:
+        return (self.n, self.h, self.w, self.c)
+
+    @property
+    def nchw(self) -> tuple[int, int, int, int]:
+        return (self.n, self.c, self.h, self.w)
+
+    @property
+    def flat(self) -> tuple[int, int, int, int]:
+        """TTNN's activation convention for CNNs: [1, 1, N*H*W, C]."""
+        return (1, 1, self.n * self.h * self.w, self.c)
+
+    @property
+    def rows(self) -> int:
+        return self.n * self.h * self.w
+
+    @property
+    def padded_flat(self) -> tuple[int, int, int, int]:
+        """``flat`` with the last two dims padded to whole 32x32 tiles (TILE layout)."""
+        return (1, 1, round_up(self.rows, TILE), round_up(self.c, TILE))
+
+    def __str__(self) -> str:
+        return f"[{self.n}, {self.h}, {self.w}, {self.c}]"
+
+
+DTYPES = ("bfloat16", "bfloat8_b", "bfloat4_b", "float32")
+MATH_FIDELITIES = ("LoFi", "HiFi2", "HiFi3", "HiFi4")
+LAYOUT_KINDS = ("auto", "interleaved", "height_sharded", "width_sharded", "block_sharded")
+BUFFERS = ("dram", "l1")
+
+
+@dataclass(frozen=True)
+class Precision:
+    weights: str = "bfloat8_b"        # one of DTYPES
+    activations: str = "bfloat16"     # one of DTYPES
+    math_fidelity: str = "HiFi2"      # one of MATH_FIDELITIES
+    fp32_accum: bool = False          # fp32_dest_acc_en in the compute kernel config
+
+
+@dataclass(frozen=True)
+class LayoutPolicy:
+    """What the spec asks for a layer's output memory: a kind, a buffer, and optionally a grid."""
+    kind: str = "auto"                       # one of LAYOUT_KINDS
+    buffer: str | None = None                # "dram" | "l1" | None (planner decides)
+    grid: tuple[int, int] | None = None      # (x, y) cores, None = planner decides
+
+
+@dataclass
+class Node:
+    """One layer of the expanded graph.
+
+    ``op`` is one of OPS. ``inputs`` are names of graph inputs, earlier nodes or constants, in the
+    op's operand order. ``attrs`` hold the op's canonical attributes (see OP_ATTRS). ``weights`` is
+    the key prefix of the layer's parameters in a state dict ("layer1.0.conv1" -> weight/bias keys),
+    ``bn`` the prefix of a BatchNorm folded into a conv, both None for parameter-free ops.
+    """
+    name: str
+    op: str
+    inputs: list[str]
+    attrs: dict[str, Any]
+    shape: TensorShape
+    layout: LayoutPolicy = field(default_factory=LayoutPolicy)
+    precision: Precision = field(default_factory=Precision)
+    loc: SourceLoc | None = None
+    weights: str | None = None
+    bn: str | None = None
+    block: str | None = None      # name of the block instance this node came from, if any
+
+
+# Canonical attributes of each op after parsing (all tuples fully expanded):
+#   conv2d:       in_channels, out_channels, kernel (kh, kw), stride (sh, sw),
+#                 padding (top, bottom, left, right), dilation (dh, dw), groups, bias (bool),
+#                 activation (None | "relu"), lowering ("conv2d" | "linear" | "auto")
+#   add, multiply: activation (None | "relu")   -- 2 inputs; either may be a constant
+#   relu:         {}
+#   max_pool2d:   kernel, stride, padding (t, b, l, r), dilation, ceil_mode
+#   avg_pool2d:   kernel, stride, padding (t, b, l, r), ceil_mode, count_include_pad
+#   global_avg_pool: {}
+#   linear:       in_features, out_features, bias (bool), activation
+#   upsample:     scale (sh, sw) ints, mode ("nearest" | "bilinear")
+#   concat:       {}  -- channel concat of >= 2 inputs with equal N, H, W
+#   pad:          padding (t, b, l, r), value (float)
+OPS = ("conv2d", "add", "multiply", "relu", "max_pool2d", "avg_pool2d", "global_avg_pool",
+       "linear", "upsample", "concat", "pad")
+
+
+@dataclass
+class Constant:
+    """A named constant tensor (e.g. a per-channel scale of shape [C])."""
+    name: str
+    shape: tuple[int, ...]
+    value: Any = None            # scalar fill, nested list, or None when it comes from weights
+    weights: str | None = None   # state-dict key when the value is loaded with the weights
+    dtype: str = "bfloat16"
+    loc: SourceLoc | None = None
+
+
+@dataclass
+class Graph:
+    name: str
+    inputs: dict[str, TensorShape]   # graph input name -> NHWC shape (batch applied)
+    nodes: list[Node]                # topological order
+    constants: dict[str, Constant]
+    outputs: list[str]               # names of nodes (or inputs) that are model outputs
+    source: str = "<string>"
+    input_precision: Precision = field(default_factory=Precision)
+
+    def node(self, name: str) -> Node:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    def shape_of(self, name: str) -> TensorShape:
+        if name in self.inputs:
+            return self.inputs[name]
+        return self.node(name).shape
+
+    def consumers(self, name: str) -> list[Node]:
+        return [n for n in self.nodes if name in n.inputs]

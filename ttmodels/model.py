@@ -1,0 +1,92 @@
+"""A built model: a Plan, its prepared layers on a backend, callable on NCHW torch tensors."""
+from __future__ import annotations
+
+from typing import Any
+
+
+class Model:
+    """Returned by ``ttmodels.build``.
+
+    ``model(x)`` takes a float NCHW torch tensor (or a dict of them by input name, or backend
+    tensors already in TTNN's ``[1, 1, N*H*W, C]`` convention) and returns the first output as a
+    float torch tensor: ``[N, classes]`` for a classifier head, NCHW for feature maps.
+    ``model.run(x)`` returns every named output.
+    """
+
+    def __init__(self, plan, executor, backend, *, weights_info: str = "", build_seconds: float = 0.0):
+        self.plan = plan
+        self.executor = executor
+        self.backend = backend
+        self.weights_info = weights_info
+        self.build_seconds = build_seconds
+
+    @property
+    def graph(self):
+        return self.plan.graph
+
+    @property
+    def backend_name(self) -> str:
+        return self.backend.name
+
+    @property
+    def outputs(self) -> list[str]:
+        return list(self.graph.outputs)
+
+    def _inputs(self, x) -> dict[str, Any]:
+        names = list(self.graph.inputs)
+        if isinstance(x, dict):
+            unknown = sorted(set(x) - set(names))
+            if unknown:
+                from .errors import Error
+                raise Error(f"unknown model input(s) {unknown}; the spec's inputs are {names}")
+            return dict(x)
+        if len(names) != 1:
+            from .errors import Error
+            raise Error(f"this model has inputs {names}: pass a dict")
+        return {names[0]: x}
+
+    def _check_input(self, name: str, x) -> None:
+        import torch
+
+        if not isinstance(x, torch.Tensor):
+            return  # a backend tensor: the executor checks it
+        s = self.graph.inputs[name]
+        expected = (s.n, s.c, s.h, s.w)
+        if tuple(x.shape) != expected:
+            from .errors import Error
+            raise Error(f"input '{name}' has shape {tuple(x.shape)}, the plan expects NCHW "
+                        f"{expected} (batch_size={s.n}, input_size=({s.h}, {s.w}))")
+
+    def run(self, x) -> dict[str, Any]:
+        """All named outputs as float torch tensors."""
+        from .runtime import to_torch_nchw
+
+        inputs = self._inputs(x)
+        for name, t in inputs.items():
+            self._check_input(name, t)
+        raw = self.executor.run(inputs)
+        out = {}
+        for name in self.graph.outputs:
+            shape = self.graph.shape_of(name)
+            t = to_torch_nchw(self.backend, raw[name], shape)
+            if name in self.graph.inputs or self.graph.node(name).op == "linear":
+                t = t.reshape(shape.n, shape.c) if shape.h == shape.w == 1 else t
+            out[name] = t
+        return out
+
+    def __call__(self, x):
+        return self.run(x)[self.graph.outputs[0]]
+
+    def summary(self) -> str:
+        lines = [f"model {self.graph.name}: backend {self.backend_name}, weights {self.weights_info},"
+                 f" built in {self.build_seconds:.2f} s", str(self.plan)]
+        return "\n".join(lines)
+
+    def close(self) -> None:
+        self.backend.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,75 @@
+"""The planner's result: every layer with its resolved layouts, and the adapters between them."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .graph import Graph, Node
+from .layout import TensorLayout
+
+
+@dataclass
+class Adapter:
+    """A layout conversion inserted on one edge: ``src`` tensor feeding input ``index`` of ``dst``.
+
+    ``kind`` is the ttnn call that performs it: "sharded_to_interleaved", "interleaved_to_sharded",
+    "reshard", "to_memory_config", "to_layout" or "typecast".
+    """
+    src: str
+    dst: str
+    index: int
+    kind: str
+    before: TensorLayout
+    after: TensorLayout
+    reason: str
+
+    @property
+    def edge(self) -> str:
+        return f"{self.src} -> {self.dst}[{self.index}]"
+
+
+@dataclass
+class PlannedLayer:
+    node: Node
+    inputs: list[TensorLayout]            # what the op receives (after adapters), operand order
+    output: TensorLayout
+    l1_bytes_per_core: int                # estimate: input/output shards + weights + CBs
+    config: dict[str, Any] = field(default_factory=dict)  # op-specific decisions (e.g. conv
+    # shard_layout, act_block_h, matmul program config parameters) for the builder/backends
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+
+@dataclass
+class Plan:
+    graph: Graph
+    layers: list[PlannedLayer]
+    adapters: list[Adapter]
+    input_layouts: dict[str, TensorLayout]    # how each graph input is fed to the first ops
+    constant_layouts: dict[str, TensorLayout]
+    arch: str = "wormhole_b0"
+    grid: tuple[int, int] = (8, 8)
+    l1_budget: int = 1_499_136
+
+    def layer(self, name: str) -> PlannedLayer:
+        for layer in self.layers:
+            if layer.name == name:
+                return layer
+        raise KeyError(name)
+
+    def adapters_into(self, name: str) -> list[Adapter]:
+        return [a for a in self.adapters if a.dst == name]
+
+    def to_dict(self) -> dict[str, Any]:
+        from .plan_format import plan_to_dict
+        return plan_to_dict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def __str__(self) -> str:
+        from .plan_format import plan_table
+        return plan_table(self)
