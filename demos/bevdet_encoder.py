@@ -1,0 +1,186 @@
+#!/usr/bin/env python
+"""Run BEVDet-R50's image encoder (ResNet50 + CustomFPN) on six camera images through ttmodels.
+
+    python demos/bevdet_encoder.py [--images CAM0 ... CAM5 | --dir DIR] [--weights random|FILE]
+                                   [--backend auto|sim|ttnn] [--out features.png]
+                                   [--input-size H W]
+
+Images, in BEVDet's camera order CAM_FRONT_LEFT, CAM_FRONT, CAM_FRONT_RIGHT, CAM_BACK_LEFT,
+CAM_BACK, CAM_BACK_RIGHT:
+  --images   six files, in that order;
+  --dir      a directory holding files named after the cameras (CAM_FRONT.jpg, cam_back_left.png,
+             ...; any image extension, case-insensitive), otherwise its first six image files
+             sorted by name, taken in camera order;
+  neither    matplotlib's sample photo for all six cameras.
+Any image mode works (grayscale, RGBA, 16-bit, CMYK, palette). A missing or unreadable file is
+reported in one line and the demo exits with status 2.
+
+Each image is prepared as BEVDet's test pipeline does (ttmodels.bevdet.preprocess): resize by
+fW / W (keeping the aspect ratio), keep the bottom fH rows and the centred fW columns, then mmcv
+normalisation mean (123.675, 116.28, 103.53), std (58.395, 57.12, 57.375) with BEVDet's to_rgb
+channel swap. Default input size 256 x 704.
+
+Weights: "random" (default; seeded, BatchNorm calibrated: the features are then meaningless, only
+the shapes and the pipeline are real) or a BEVDet checkpoint / state dict (.pth or .safetensors);
+keys outside img_backbone./img_neck. (view transformer, BEV encoder, heads) are ignored and counted.
+
+Prints the backend, the output shape, per-camera statistics of the neck output and the time, and
+saves a PNG with each camera's input above its feature map (mean over the 512 channels).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # run from a checkout without installing
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".gif", ".ppm",
+                  ".pgm", ".jp2")
+
+
+def find_camera_files(directory: Path, cameras) -> list[Path]:
+    """The six files for ``cameras`` in ``directory`` (see the module docstring). Raises
+    ImageError with one line when that is impossible."""
+    from ttmodels.images import ImageError
+
+    if not directory.is_dir():
+        raise ImageError(f"--dir {directory}: not a directory")
+    files = sorted(p for p in directory.iterdir()
+                   if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+    by_stem = {p.stem.upper(): p for p in files}
+    named = [by_stem.get(cam.upper()) for cam in cameras]
+    if all(named):
+        return named
+    if any(named):
+        missing = [cam for cam, p in zip(cameras, named) if p is None]
+        raise ImageError(f"--dir {directory}: has some camera-named images but not "
+                         f"{', '.join(missing)}")
+    if len(files) < len(cameras):
+        raise ImageError(f"--dir {directory}: needs {len(cameras)} images (named after the "
+                         f"cameras, or any six), found {len(files)}")
+    return files[:len(cameras)]
+
+
+def camera_preview(im, input_size):
+    """The part of the image the encoder sees (BEVDet's resize + crop), for the figure."""
+    from ttmodels.bevdet import eval_transform
+
+    t = eval_transform(im.height, im.width, input_size)
+    return im.resize(t.resize_dims).crop(t.crop)
+
+
+def save_figure(path: Path, cameras, previews, neck, title: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    heat = neck.float().mean(dim=1)            # [6, h, w] channel mean
+    fig, axes = plt.subplots(2, len(cameras), figsize=(3.2 * len(cameras), 3.4), squeeze=False)
+    for i, cam in enumerate(cameras):
+        axes[0, i].imshow(previews[i])
+        axes[0, i].set_title(cam, fontsize=9)
+        im = axes[1, i].imshow(heat[i].numpy(), cmap="viridis")
+        axes[1, i].set_title(f"mean {float(heat[i].mean()):+.3f}", fontsize=8)
+        fig.colorbar(im, ax=axes[1, i], fraction=0.046, pad=0.02)
+        for ax in axes[:, i]:
+            ax.set_xticks([])
+            ax.set_yticks([])
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 epilog=__doc__.split("\n\n", 2)[2],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = ap.add_mutually_exclusive_group()
+    src.add_argument("--images", nargs=6, metavar="IMG",
+                     help="six image files in camera order (see below)")
+    src.add_argument("--dir", help="directory of camera images (see below)")
+    ap.add_argument("--weights", default="random",
+                    help="random | FILE (.pth BEVDet checkpoint or .safetensors). Default: random")
+    ap.add_argument("--backend", default="auto", choices=("auto", "sim", "ttnn"))
+    ap.add_argument("--out", default="features.png", help="PNG to write (default features.png)")
+    ap.add_argument("--input-size", nargs=2, type=int, metavar=("H", "W"), default=(256, 704),
+                    help="network input size (default 256 704, BEVDet-R50's)")
+    args = ap.parse_args(argv)
+    size = tuple(args.input_size)
+    if min(size) < 32:
+        print(f"error: --input-size {size[0]} {size[1]}: both must be at least 32", file=sys.stderr)
+        return 2
+
+    import ttmodels
+    from ttmodels.bevdet import CAMERA_ORDER, preprocess_cameras
+    from ttmodels.images import ImageError, load_rgb, sample_image_path
+
+    try:
+        if args.images:
+            paths = [Path(p) for p in args.images]
+        elif args.dir:
+            paths = find_camera_files(Path(args.dir), CAMERA_ORDER)
+        else:
+            paths = [sample_image_path()] * len(CAMERA_ORDER)
+        images = [load_rgb(p) for p in paths]
+    except ImageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.weights != "random" and not Path(args.weights).is_file():
+        print(f"error: weights file not found: {args.weights}", file=sys.stderr)
+        return 2
+
+    x = preprocess_cameras(images, size)
+    try:
+        t0 = time.perf_counter()
+        model = ttmodels.build("bevdet_r50_encoder", weights=args.weights, backend=args.backend,
+                               batch_size=len(CAMERA_ORDER), input_size=size)
+        build_s = time.perf_counter() - t0
+    except ttmodels.Error as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
+        t0 = time.perf_counter()
+        outputs = model.run(x)
+        run_s = time.perf_counter() - t0
+    finally:
+        model.close()
+    names = list(outputs)
+    neck = outputs[names[0]]
+
+    print(f"backend: {model.backend_name}   weights: {model.weights_info or args.weights}")
+    print(f"input: {tuple(x.shape)} (6 cameras, BEVDet order)   "
+          f"output '{names[0]}': {tuple(neck.shape)}")
+    for n in names[1:]:
+        print(f"  also '{n}': {tuple(outputs[n].shape)}")
+    if args.weights == "random":
+        print("NOTE: random weights - these features are meaningless (only shapes and the "
+              "pipeline are real). Pass --weights FILE with a BEVDet-R50 checkpoint for real ones.")
+    print(f"{'camera':<16} {'image':<28} {'mean':>9} {'std':>9} {'min':>9} {'max':>9}")
+    for i, cam in enumerate(CAMERA_ORDER):
+        f = neck[i].float()
+        print(f"{cam:<16} {paths[i].name[:28]:<28} {float(f.mean()):9.4f} {float(f.std()):9.4f} "
+              f"{float(f.min()):9.4f} {float(f.max()):9.4f}")
+    print(f"time: {run_s:.2f} s for 6 cameras (build {build_s:.2f} s)")
+
+    out = Path(args.out)
+    previews = [camera_preview(im, size) for im in images]
+    weights_note = "random weights: features meaningless" if args.weights == "random" \
+        else f"weights {Path(args.weights).name}"
+    try:
+        save_figure(out, CAMERA_ORDER, previews, neck,
+                    f"BEVDet-R50 encoder, {model.backend_name} backend, {weights_note}; "
+                    f"top: network input crop, bottom: channel mean of {names[0]} "
+                    f"{tuple(neck.shape[1:])}")
+    except OSError as e:
+        print(f"error: cannot write {out}: {e}", file=sys.stderr)
+        return 2
+    print(f"saved {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

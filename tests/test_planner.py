@@ -1,0 +1,215 @@
+"""Planner tests: graphs built directly from graph.py dataclasses (no YAML)."""
+import pytest
+
+from ttmodels import rules
+from ttmodels.errors import LayoutError
+from ttmodels.graph import Constant, Graph, LayoutPolicy, Node, Precision, TensorShape
+from ttmodels.layout import BLOCK, HEIGHT, INTERLEAVED, TILE_LAYOUT
+from ttmodels.planner import check_plan, edge_mismatches, plan_graph
+
+
+def conv(name, inp, out_shape, cin, cout, k, s=1, p=None, layout=None, **kw):
+    p = k // 2 if p is None else p
+    return Node(name, "conv2d", [inp],
+                dict(in_channels=cin, out_channels=cout, kernel=(k, k), stride=(s, s),
+                     padding=(p, p, p, p), dilation=(1, 1), groups=1, bias=True, activation=None,
+                     lowering="conv2d"),
+                out_shape, layout=layout or LayoutPolicy(), **kw)
+
+
+def assert_valid(plan):
+    assert check_plan(plan) == []
+    assert edge_mismatches(plan) == []
+
+
+def field_report_graph():
+    return Graph("field", {"x": TensorShape(1, 224, 224, 3)}, [
+        Node("pad", "pad", ["x"], dict(padding=(3, 3, 3, 3), value=0.0), TensorShape(1, 230, 230, 3)),
+        conv("conv1", "pad", TensorShape(1, 112, 112, 64), 3, 64, 7, 2, 0,
+             layout=LayoutPolicy("height_sharded", "l1")),
+        Node("scale", "multiply", ["conv1", "gamma"], dict(activation=None),
+             TensorShape(1, 112, 112, 64)),
+    ], {"gamma": Constant("gamma", (64,), 0.5)}, ["scale"])
+
+
+def test_field_report_pad_conv_multiply_by_channel_constant():
+    plan = plan_graph(field_report_graph())
+    assert_valid(plan)
+    c1 = plan.layer("conv1")
+    assert c1.output.memory.memory_layout == HEIGHT and c1.output.memory.buffer == "l1"
+    assert c1.config["shard_layout"] == HEIGHT and c1.config["reshard_if_not_optimal"] is False
+    # ttnn 0.81 binary_ng broadcasts an interleaved [1,1,1,C] TILE operand over a sharded a
+    # (no sharded-broadcast check any more): the constant stays interleaved, the conv output
+    # flows in unchanged, and nothing is moved.
+    g = plan.constant_layouts["gamma"]
+    assert g.memory.memory_layout == INTERLEAVED and g.layout == TILE_LAYOUT
+    assert plan.adapters_into("scale") == []
+    s = plan.layer("scale")
+    assert s.inputs[0] == c1.output and s.config["broadcast"] == "row_b"
+    assert s.config["native_l1_sharding"] is False
+    assert s.output.memory == c1.output.memory          # binary_ng: output follows a
+    # the card would reject a row-major constant next to a sharded a: the rule is live
+    bad = rules.check("multiply", [c1.output, g.__class__(g.memory, "row_major", g.dtype)], {},
+                      shapes=[(1, 1, 12544, 64), (1, 1, 1, 64)])
+    assert [v.rule for v in bad] == ["binary.layout"]
+
+
+def test_field_report_constant_first_operand_is_swapped():
+    g = field_report_graph()
+    g.nodes[2].inputs = ["gamma", "conv1"]
+    plan = plan_graph(g)
+    assert_valid(plan)
+    assert plan.layer("scale").config["swap_operands"] is True
+    assert plan.layer("scale").output.memory.memory_layout == HEIGHT
+
+
+def test_conv_to_maxpool_needs_no_adapter():
+    g = Graph("cp", {"x": TensorShape(1, 112, 112, 64)}, [
+        conv("c", "x", TensorShape(1, 112, 112, 64), 64, 64, 3),
+        Node("mp", "max_pool2d", ["c"], dict(kernel=(3, 3), stride=(2, 2), padding=(1, 1, 1, 1),
+                                             dilation=(1, 1), ceil_mode=False),
+             TensorShape(1, 56, 56, 64)),
+    ], {}, ["mp"])
+    plan = plan_graph(g)
+    assert_valid(plan)
+    assert plan.adapters == []
+    c, mp = plan.layer("c"), plan.layer("mp")
+    assert c.output.memory.sharded and mp.inputs[0] == c.output
+    assert mp.output.memory.memory_layout == c.output.memory.memory_layout
+    assert mp.output.memory.grid == c.output.memory.grid
+    assert mp.config["applied_shard_scheme"] is None   # already sharded: pool keeps it
+
+
+def residual_graph(dtype_b="bfloat16"):
+    return Graph("res", {"x": TensorShape(1, 56, 56, 64)}, [
+        conv("a", "x", TensorShape(1, 56, 56, 64), 64, 64, 3, layout=LayoutPolicy("height_sharded", "l1")),
+        conv("b", "x", TensorShape(1, 56, 56, 64), 64, 64, 1, layout=LayoutPolicy("block_sharded", "l1"),
+             precision=Precision(activations=dtype_b)),
+        Node("add", "add", ["a", "b"], dict(activation="relu"), TensorShape(1, 56, 56, 64)),
+    ], {}, ["add"])
+
+
+def test_residual_add_different_shard_specs_one_adapter_on_cheaper_side():
+    # b in bfloat8_b is the cheaper operand to move (1088 vs 2048 B per tile)
+    plan = plan_graph(residual_graph("bfloat8_b"))
+    assert_valid(plan)
+    ads = plan.adapters_into("add")
+    assert len(ads) == 1 and ads[0].src == "b" and ads[0].kind == "reshard"
+    assert ads[0].after.memory == plan.layer("a").output.memory
+    assert plan.layer("add").config["native_l1_sharding"] is True
+    # and the other way round: make a the cheap one
+    g = residual_graph("bfloat16")
+    g.nodes[0].precision = Precision(activations="bfloat8_b")
+    plan = plan_graph(g)
+    ads = plan.adapters_into("add")
+    assert len(ads) == 1 and ads[0].src == "a"
+    assert_valid(plan)
+
+
+def test_residual_add_without_adapters_is_accepted_but_not_native():
+    plan = plan_graph(residual_graph(), adapters=False)
+    assert plan.adapters == []
+    assert check_plan(plan) == []          # 0.81 runs it (TensorAccessor path) ...
+    add = plan.layer("add")
+    assert [v.rule for v in rules.advise("add", add.inputs, {}, shapes=[(1, 1, 3136, 64)] * 2)] == \
+        ["binary.native_sharding"]         # ... but not on the native L1-sharded kernels
+
+
+def one_conv(n, h, w, cin, cout, k):
+    return Graph("one", {"x": TensorShape(n, h, w, cin)},
+                 [conv("c", "x", TensorShape(n, h, w, cout), cin, cout, k)], {}, ["c"])
+
+
+@pytest.mark.parametrize("shape,k,kind", [
+    ((1, 112, 112, 64, 64), 3, HEIGHT),
+    ((1, 56, 56, 64, 256), 1, HEIGHT),
+    ((1, 14, 14, 1024, 256), 1, BLOCK),
+    ((1, 7, 7, 2048, 512), 1, BLOCK),
+    ((16, 7, 7, 512, 512), 3, BLOCK),
+])
+def test_auto_shard_choice(shape, k, kind):
+    plan = plan_graph(one_conv(*shape, k))
+    layer = plan.layer("c")
+    assert layer.config["shard_layout"] == kind
+    assert layer.output.memory.memory_layout == kind
+    assert layer.l1_bytes_per_core <= plan.l1_budget
+    assert_valid(plan)
+
+
+def test_over_budget_tries_other_layout():
+    # height sharding a 3x3 512->512 conv puts all 4.5 MB of weights on every core: over budget,
+    # so the explicit height policy fails while auto finds a layout that fits
+    g = one_conv(1, 28, 28, 512, 512, 3)
+    g.nodes[0].layout = LayoutPolicy("height_sharded", "l1")
+    with pytest.raises(LayoutError) as e:
+        plan_graph(g)
+    assert "'c'" in str(e.value) and "B of L1 per core" in str(e.value)
+    assert any(ch.isdigit() for ch in str(e.value))
+    g.nodes[0].layout = LayoutPolicy()
+    plan = plan_graph(g)
+    assert plan.layer("c").config["shard_layout"] != HEIGHT
+    assert plan.layer("c").l1_bytes_per_core <= plan.l1_budget
+
+
+def test_over_budget_everywhere_raises_naming_layer_and_bytes():
+    g = one_conv(1, 1024, 1024, 256, 256, 3)
+    with pytest.raises(LayoutError) as e:
+        plan_graph(g)
+    msg = str(e.value)
+    assert "layer 'c'" in msg and "1499136" in msg
+
+
+def backbone():
+    return Graph("bb", {"x": TensorShape(1, 64, 64, 3)}, [
+        Node("pad", "pad", ["x"], dict(padding=(3, 3, 3, 3), value=0.0), TensorShape(1, 70, 70, 3)),
+        conv("c1", "pad", TensorShape(1, 32, 32, 64), 3, 64, 7, 2, 0),
+        Node("r1", "relu", ["c1"], {}, TensorShape(1, 32, 32, 64), precision=Precision(activations="bfloat8_b")),
+        Node("mp", "max_pool2d", ["r1"], dict(kernel=(3, 3), stride=(2, 2), padding=(1, 1, 1, 1),
+                                              dilation=(1, 1), ceil_mode=False), TensorShape(1, 16, 16, 64)),
+        conv("c2", "mp", TensorShape(1, 16, 16, 64), 64, 64, 3),
+        Node("add", "add", ["c2", "mp"], dict(activation="relu"), TensorShape(1, 16, 16, 64)),
+        Node("up", "upsample", ["add"], dict(scale=(2, 2), mode="nearest"), TensorShape(1, 32, 32, 64)),
+        Node("cat", "concat", ["up", "c1"], {}, TensorShape(1, 32, 32, 128)),
+        Node("gap", "global_avg_pool", ["cat"], {}, TensorShape(1, 1, 1, 128)),
+        Node("fc", "linear", ["gap"], dict(in_features=128, out_features=10, bias=True, activation=None),
+             TensorShape(1, 1, 1, 10)),
+    ], {}, ["fc"])
+
+
+def test_every_plan_passes_rules_and_no_adapter_variant_fails_where_expected():
+    plan = plan_graph(backbone())
+    assert_valid(plan)
+    kinds = {(a.dst, a.kind) for a in plan.adapters}
+    assert ("r1", "typecast") in kinds          # relu has no dtype argument
+    assert ("up", "to_layout") in kinds         # sharded upsample needs ROW_MAJOR
+    assert ("fc", "sharded_to_interleaved") in kinds
+    assert plan.layer("mp").config["output_layout"] == TILE_LAYOUT  # pool converts on its own
+    for a in plan.adapters:
+        assert a.before != a.after and a.reason
+    bare = plan_graph(backbone(), adapters=False)
+    assert bare.adapters == []
+    failing = {(name, v.rule) for name, v in check_plan(bare)}
+    assert ("fc", "linear.tile") in failing
+    assert ("add", "binary.layout") in failing        # row-major pool output next to sharded
+    assert ("up", "upsample.layout") in failing
+
+
+def test_plan_rendering():
+    plan = plan_graph(field_report_graph())
+    text = str(plan)
+    assert "conv1" in text and "height_sharded" in text and "L1 B/core" in text
+    d = plan.to_dict()
+    assert [l["name"] for l in d["layers"]] == ["pad", "conv1", "scale"]
+    assert d["layers"][1]["output"]["memory"]["memory_layout"] == HEIGHT
+    import json
+    json.loads(plan.to_json())
+    plan2 = plan_graph(residual_graph("bfloat8_b"))
+    assert "reshard" in str(plan2) and "b -> add[1]" in str(plan2)
+
+
+def test_sharded_policy_in_dram_is_rejected():
+    g = one_conv(1, 56, 56, 64, 64, 3)
+    g.nodes[0].layout = LayoutPolicy("height_sharded", "dram")
+    with pytest.raises(LayoutError) as e:
+        plan_graph(g)
+    assert e.value.layer == "c" and e.value.rule == "tensor.shard_l1"

@@ -1,0 +1,141 @@
+"""The rule table: structure, layout math, and each op's accept/reject behaviour."""
+import pytest
+
+from ttmodels import rules as R
+from ttmodels.errors import LayoutError
+from ttmodels.layout import BLOCK, HEIGHT, INTERLEAVED, WIDTH, MemSpec, TensorLayout
+
+DRAM = TensorLayout(MemSpec(INTERLEAVED, "dram"))
+HS = TensorLayout(R.sharded_memspec(HEIGHT, 12544, 64, num_cores=56))
+FLAT = (1, 1, 12544, 64)
+
+
+def test_table_is_complete_and_cited():
+    assert len(R.RULES) >= 25
+    ops = set()
+    for rid, r in R.RULES.items():
+        assert rid == r.id and r.text and r.kind in ("error", "perf")
+        assert r.source.startswith("ttnn/") and (":" in r.source), rid
+        ops.update(r.op.split("|"))
+    for op in R.GRAPH_OPS + R.ADAPTER_OPS:
+        assert op in ops or any(o in op for o in ops) or op == "global_avg_pool" or "*" in ops
+
+
+@pytest.mark.parametrize("rows,c,n,expect", [
+    (12544, 64, 56, (224, 64)),        # 112*112 rows over 56 cores
+    (12544, 64, 64, (224, 64)),        # ceil(196) -> 224: tile rounding
+    (3136, 64, 49, (64, 64)),
+    (49, 2048, 2, (32, 2048)),
+    (100, 3, 4, (32, 32)),             # channels tile padded
+])
+def test_height_shard_shape(rows, c, n, expect):
+    assert R.height_shard_shape(rows, c, n) == expect
+
+
+def test_width_block_shard_shape_and_grid():
+    assert R.width_shard_shape(49, 2048, 64) == (64, 32)
+    assert R.block_shard_shape(196, 1024, (8, 7)) == (32, 128)
+    assert R.cores_to_grid(56, (8, 8)) == (8, 7)
+    assert R.cores_to_grid(5, (8, 8)) == (5, 1)
+    assert R.cores_to_grid(57, (8, 8)) == (8, 8)
+    with pytest.raises(ValueError):
+        R.cores_to_grid(65, (8, 8))
+
+
+def test_parallel_config_mirrors_ttnn():
+    # 112x112 output: 392 tile rows; 64 would pad 56 -> closest divisor with little padding = 56
+    assert R.determine_parallel_config(HEIGHT, 12544, 64, 64).num_cores == 56
+    pc = R.determine_parallel_config(BLOCK, 196, 1024, 256)
+    assert (pc.cores_nhw, pc.cores_c) == (7, 8)
+    assert R.determine_parallel_config(WIDTH, 49, 2048, 512).num_cores == 64
+
+
+def test_select_shard_layout_heuristic():
+    assert R.select_conv_shard_layout(12544, 64, 64) == HEIGHT
+    assert R.select_conv_shard_layout(196, 1024, 256) == BLOCK
+    assert R.select_conv_shard_layout(49, 2048, 512) == WIDTH      # >1280 in_channels
+    assert R.select_conv_shard_layout(49, 2048, 512, is_mm_conv=True) != WIDTH
+
+
+def test_conv_needs_sharded_input_or_shard_layout():
+    v = R.check("conv2d", [DRAM], {}, shapes=[FLAT])
+    assert [x.rule for x in v] == ["conv2d.sharded_or_shard_layout"]
+    assert R.check("conv2d", [DRAM], {"shard_layout": HEIGHT}, shapes=[FLAT]) == []
+    assert R.check("conv2d", [HS], {}, shapes=[FLAT]) == []
+    v = R.check("conv2d", [HS], {"output_layout": "row_major", "dtype": "bfloat8_b"})
+    assert [x.rule for x in v] == ["conv2d.rm_bfp_output"]
+
+
+def test_binary_sharded_broadcast_and_mismatch_accepted_in_081():
+    const = TensorLayout(MemSpec(INTERLEAVED, "l1"))
+    assert R.check("multiply", [HS, const], {}, shapes=[FLAT, (1, 1, 1, 64)]) == []
+    other = TensorLayout(R.sharded_memspec(BLOCK, 12544, 64, grid=(2, 8)))
+    assert R.check("add", [HS, other], {}, shapes=[FLAT, FLAT]) == []
+    assert [v.rule for v in R.advise("add", [HS, other], {}, shapes=[FLAT, FLAT])] == \
+        ["binary.native_sharding"]
+    assert R.advise("add", [HS, HS], {}, shapes=[FLAT, FLAT]) == []
+
+
+def test_binary_rejects():
+    rm = TensorLayout(MemSpec(INTERLEAVED, "l1"), "row_major")
+    assert [v.rule for v in R.check("add", [HS, rm], {}, shapes=[FLAT, FLAT])] == ["binary.layout"]
+    assert R.check("add", [rm, rm], {}, shapes=[FLAT, FLAT]) == []
+    v = R.check("add", [HS, DRAM], {}, shapes=[FLAT, (1, 1, 12544, 32)])
+    assert [x.rule for x in v] == ["binary.broadcast"]
+
+
+def test_tensor_rules():
+    bad = TensorLayout(MemSpec(HEIGHT, "l1", (8, 7), 56, (32, 64)))
+    v = R.check("relu", [bad], {}, shapes=[FLAT])
+    assert [x.rule for x in v] == ["tensor.shard_spec"]
+    v = R.check("relu", [TensorLayout(MemSpec(INTERLEAVED), "row_major", "bfloat8_b")], {})
+    assert [x.rule for x in v] == ["tensor.bfp_tile"]
+    v = R.check("relu", [TensorLayout(MemSpec(HEIGHT, "dram", (8, 7), 56, (224, 64)))], {},
+                shapes=[FLAT])
+    assert [x.rule for x in v] == ["tensor.shard_l1"]
+
+
+def test_relu_cannot_change_dtype():
+    assert [v.rule for v in R.check("relu", [HS], {"dtype": "bfloat8_b"})] == ["relu.dtype"]
+    assert R.check("relu", [HS], {"dtype": "bfloat16"}) == []
+
+
+def test_pool_linear_upsample_concat_pad_adapters():
+    assert R.check("max_pool2d", [HS], {}, shapes=[FLAT]) == []
+    assert [v.rule for v in R.check("max_pool2d", [HS], {"dtype": "bfloat8_b"})] == ["pool.dtype_layout"]
+    assert [v.rule for v in R.check("linear", [HS, DRAM], {})] == ["linear.sharded_needs_program_config"]
+    ws = TensorLayout(R.sharded_memspec(WIDTH, 64, 256, num_cores=8), "row_major")
+    assert "upsample.memory" in [v.rule for v in R.check("upsample", [ws], {})]
+    assert [v.rule for v in R.check("upsample", [HS], {})] == ["upsample.layout"]
+    assert [v.rule for v in R.check("concat", [HS, DRAM], {})] == ["concat.mixed"]
+    assert [v.rule for v in R.check("pad", [HS], {})] == ["pad.memory"]
+    assert [v.rule for v in R.check("interleaved_to_sharded", [HS], {}, HS.memory)] == ["i2s.input"]
+    assert [v.rule for v in R.check("sharded_to_interleaved", [DRAM], {}, DRAM.memory)] == ["s2i.input"]
+    assert R.check("reshard", [HS], {}, HS.memory) == []
+    assert [v.rule for v in R.check("typecast", [HS], {"dtype": "bfloat8_b"}, DRAM.memory)] == \
+        ["typecast.layout"]
+    assert [v.rule for v in R.check("to_layout", [HS], {"layout": "row_major", "dtype": "bfloat8_b"})] == \
+        ["to_layout.dtype"]
+    with pytest.raises(ValueError):
+        R.check("softmax", [HS], {})
+
+
+def test_output_layout():
+    conv_out = R.output_layout("conv2d", [DRAM], {"shard_layout": HEIGHT, "in_channels": 3,
+                                                  "out_shape": FLAT}, None, [(1, 1, 50176, 3)])
+    assert conv_out.memory.memory_layout == HEIGHT and conv_out.memory.shard_shape == (224, 64)
+    pooled = R.output_layout("max_pool2d", [conv_out], {"out_shape": (1, 1, 3136, 64)}, None, [FLAT])
+    assert pooled.memory.memory_layout == HEIGHT and pooled.memory.grid == conv_out.memory.grid
+    assert pooled.memory.shard_shape == (64, 64) and pooled.layout == "row_major"
+    mul = R.output_layout("multiply", [HS, DRAM], {"dtype": "bfloat8_b"}, None, [FLAT, (1, 1, 1, 64)])
+    assert mul.memory == HS.memory and mul.dtype == "bfloat8_b"
+    r = R.output_layout("relu", [HS], {}, None, [FLAT])
+    assert r == HS
+
+
+def test_raise_if_violations_names_layer_and_rule():
+    R.raise_if_violations([], "x")
+    with pytest.raises(LayoutError) as e:
+        R.raise_if_violations(R.check("conv2d", [DRAM], {}), "layer1.0.conv1")
+    assert e.value.layer == "layer1.0.conv1" and e.value.rule == "conv2d.sharded_or_shard_layout"
+    assert "conv2d_utils.cpp" in str(e.value)

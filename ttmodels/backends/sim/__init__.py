@@ -1,0 +1,42 @@
+"""The sim backend: a functional host model of TTNN 0.81 (see docs/sim.md).
+
+Layer code does ``tt = backend.tt`` and calls ``tt.conv2d(...)``, ``tt.add(...)`` etc.; with the sim
+backend ``tt`` is this module, which exposes ttnn's names, signatures and return conventions.
+"""
+from __future__ import annotations
+
+from .types import *  # noqa: F401,F403
+from .types import (Arch, BufferType, Conv2dConfig, CoreCoord, CoreGrid, CoreRange, CoreRangeSet,  # noqa: F401
+                    DataType, DeviceComputeKernelConfig, DRAM_MEMORY_CONFIG, L1_MEMORY_CONFIG, Layout,
+                    MathFidelity, MatmulMultiCoreReuseMultiCast1DProgramConfig,
+                    MatmulMultiCoreReuseMultiCastProgramConfig, MemoryConfig, PaddingMode,
+                    ROW_MAJOR_LAYOUT, Shape, ShardOrientation, ShardSpec, ShardStrategy, StorageType,
+                    TILE_LAYOUT, TensorMemoryLayout, ThrottleLevel, UnaryOpType, UnaryWithParam,
+                    WormholeComputeKernelConfig, bfloat4_b, bfloat8_b, bfloat16, float32, int32,
+                    uint8, uint16, uint32, create_sharded_memory_config, init_device_compute_kernel_config,
+                    num_cores_to_corerangeset)
+from .device import SimDevice, close_device, open_device, synchronize_device  # noqa: F401
+from .tensor import (SimTensor, deallocate, from_device, from_torch, interleaved_to_sharded,  # noqa: F401
+                     layer_scope, memory_config_of, memspec, permute, reshape, reshard,
+                     sharded_to_interleaved, to_device, to_layout, to_memory_config, to_torch, typecast)
+from .ops import (adaptive_avg_pool2d, add, avg_pool2d, concat, conv2d, global_avg_pool2d, linear,  # noqa: F401
+                  matmul, max_pool2d, multiply, pad, prepare_conv_bias, prepare_conv_weights, relu,
+                  upsample)
+
+Tensor = SimTensor
+Device = SimDevice
+MeshDevice = SimDevice
+TILE_SIZE = 32
+
+#: Functions and classes mirrored from ttnn (checked against the real signatures by the tests).
+TTNN_FUNCTIONS = ("conv2d", "prepare_conv_weights", "prepare_conv_bias", "max_pool2d", "avg_pool2d",
+                  "global_avg_pool2d", "adaptive_avg_pool2d", "add", "multiply", "relu", "linear", "matmul",
+                  "upsample", "concat", "pad", "to_memory_config", "sharded_to_interleaved",
+                  "interleaved_to_sharded", "reshard", "to_layout", "typecast", "reshape", "permute",
+                  "from_torch", "to_torch", "to_device", "from_device", "deallocate", "open_device",
+                  "close_device", "synchronize_device", "create_sharded_memory_config",
+                  "num_cores_to_corerangeset", "init_device_compute_kernel_config")
+TTNN_CLASSES = ("MemoryConfig", "ShardSpec", "CoreCoord", "CoreRange", "CoreRangeSet", "CoreGrid",
+                "Conv2dConfig", "WormholeComputeKernelConfig", "UnaryWithParam",
+                "MatmulMultiCoreReuseMultiCast1DProgramConfig", "MatmulMultiCoreReuseMultiCastProgramConfig",
+                "Shape")

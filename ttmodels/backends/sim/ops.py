@@ -1,0 +1,649 @@
+"""Compute ops of the sim backend: conv2d (+ weight/bias preparation), pools, eltwise, matmul,
+upsample, concat, pad.
+
+Every op: checks its operands' layouts with ``rules.check`` (raising LayoutError with the rule id),
+computes in float32 with torch on NHWC data viewed as NCHW (channels_last strides, no copies),
+rounds the output to the op's output dtype with ``formats.quantize`` in TTNN's [.., rows, C]
+layout, and gives the output the memory config ttnn 0.81 would (``rules.output_layout``).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from ...errors import Error
+from ...layout import MemSpec
+from . import types as T
+from .tensor import (SimTensor, _check, _on_device, _violation, current_layer, dtype_name,
+                     memory_config_of, memspec, quantize, validate_memory)
+
+_BFP = (T.DataType.BFLOAT8_B, T.DataType.BFLOAT4_B)
+DEVICE_GRID = (8, 8)
+
+# Number of conv weight preparations performed (tests use it to check that prepared weights are
+# reused instead of being prepared again).
+prepare_count = 0
+
+
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def _pair(v) -> tuple[int, int]:
+    if isinstance(v, int):
+        return (v, v)
+    v = tuple(int(x) for x in v)
+    return v if len(v) == 2 else (v[0], v[0])
+
+
+def _pad4(p) -> tuple[int, int, int, int]:
+    """(pad_h, pad_w) or (top, bottom, left, right) -> (top, bottom, left, right)."""
+    if isinstance(p, int):
+        return (p, p, p, p)
+    p = tuple(int(x) for x in p)
+    if len(p) == 2:
+        return (p[0], p[0], p[1], p[1])
+    if len(p) == 4:
+        return p
+    raise Error(f"padding must have 2 or 4 values, got {list(p)}")
+
+
+def _layout_name(layout: T.Layout) -> str:
+    return "tile" if layout == T.Layout.TILE else "row_major"
+
+
+def _out_layout(op, inputs, attrs, requested: T.MemoryConfig | None, shapes):
+    from ... import rules
+    return rules.output_layout(op, [t._layout() if t is not None else None for t in inputs], attrs,
+                               memspec(requested) if requested is not None else None, shapes)
+
+
+def _emit(data: torch.Tensor, dtype: T.DataType, layout: T.Layout, mem: MemSpec | T.MemoryConfig,
+          device, op: str, shape=None) -> SimTensor:
+    mc = mem if isinstance(mem, T.MemoryConfig) else memory_config_of(mem)
+    shape = tuple(shape) if shape is not None else tuple(data.shape)
+    validate_memory(shape, layout, dtype, mc, op, device)
+    return SimTensor(quantize(data, dtype), dtype, layout, mc, device, shape)
+
+
+# ---------------------------------------------------------------------------------------------
+# activations and math fidelity
+# ---------------------------------------------------------------------------------------------
+
+def _apply_unary(x: torch.Tensor, act, inplace: bool = False) -> torch.Tensor:
+    """``act`` (None, "relu", UnaryWithParam, UnaryOpType or a list of them) applied to ``x``;
+    ``inplace`` lets relu reuse ``x`` when the caller owns it."""
+    if act is None:
+        return x
+    if isinstance(act, (list, tuple)):
+        for a in act:
+            x = _apply_unary(x, a, inplace)
+        return x
+    if isinstance(act, str):
+        name, params = act.lower(), []
+    elif isinstance(act, T.UnaryWithParam):
+        name, params = act.op_type.name.lower(), act.params
+    elif isinstance(act, T.UnaryOpType):
+        name, params = act.name.lower(), []
+    else:
+        raise Error(f"unsupported activation {act!r}")
+    if name == "relu":
+        return x.relu_() if inplace else torch.relu(x)
+    if name == "relu6":
+        return x.clamp(0.0, 6.0)
+    if name == "relu_max":
+        return x.clamp(0.0, params[0])
+    if name == "relu_min":
+        return torch.maximum(x, torch.tensor(params[0]))
+    if name == "leaky_relu":
+        return F.leaky_relu(x, params[0] if params else 0.01)
+    if name == "sigmoid":
+        return torch.sigmoid(x)
+    if name == "silu":
+        return F.silu(x)
+    if name == "gelu":
+        return F.gelu(x)
+    if name == "tanh":
+        return torch.tanh(x)
+    if name == "hardsigmoid":
+        return F.hardsigmoid(x)
+    if name == "hardswish":
+        return F.hardswish(x)
+    if name == "exp":
+        return torch.exp(x)
+    if name == "sqrt":
+        return torch.sqrt(x)
+    if name == "identity":
+        return x
+    raise Error(f"activation {name!r} is not modelled by the sim backend")
+
+
+# Mantissa bits (explicit, hidden one excluded) the FPU multiplier sees per fidelity:
+# (srcA = in1 / weights, srcB = in0 / activations). None = all bits of the stored operand.
+_FIDELITY_BITS = {T.MathFidelity.LoFi: (4, 6), T.MathFidelity.HiFi2: (None, 6),
+                  T.MathFidelity.HiFi3: (None, None), T.MathFidelity.HiFi4: (None, None)}
+
+
+def _truncate(x: torch.Tensor, keep: int | None) -> torch.Tensor:
+    if keep is None or keep >= 23:
+        return x
+    mask = ~((1 << (23 - keep)) - 1)
+    if not x.is_contiguous():
+        x = x.contiguous()
+    return torch.bitwise_and(x.view(torch.int32), mask).view(torch.float32)
+
+
+def _fidelity(compute_config) -> tuple[int | None, int | None]:
+    mf = getattr(compute_config, "math_fidelity", None) if compute_config is not None else None
+    if mf is None or mf == T.MathFidelity.Invalid:
+        mf = T.MathFidelity.LoFi        # ttnn's init_device_compute_kernel_config default
+    return _FIDELITY_BITS[mf]
+
+
+# ---------------------------------------------------------------------------------------------
+# conv2d
+# ---------------------------------------------------------------------------------------------
+
+def _weights_dtype(conv_config, weight: SimTensor) -> T.DataType:
+    wd = getattr(conv_config, "weights_dtype", None) if conv_config is not None else None
+    return wd or weight.dtype
+
+
+def _prep_key(in_channels, out_channels, kernel, groups, wdtype, input_layout):
+    return ("w", in_channels, out_channels, tuple(kernel), groups, wdtype, input_layout)
+
+
+def _prepare_weight(weight: SimTensor, *, in_channels: int, out_channels: int, kernel, groups: int,
+                    wdtype: T.DataType, input_layout: T.Layout, device) -> SimTensor:
+    """Raw OIHW weights -> ttnn's prepared weight matrix [1, 1, kh*kw*Cin_pad, Cout_pad].
+
+    Row r = (kh_i*kw + kw_i)*Cin_pad + ci, column = output channel, zero padded (tt-metal
+    prepare_conv2d_weights.cpp: to_weight_tile_layout / to_weight_interleaved_mm_layout; grouped
+    convs are first expanded to a dense block-diagonal weight, conv_group_weight_zero_pad_helper).
+    Block-float exponents are shared by 16 consecutive columns of one row, so quantizing this
+    matrix is what the card stores, whatever the block-sharded row interleaving."""
+    global prepare_count
+    weight._live("prepare_conv_weights")
+    key = _prep_key(in_channels, out_channels, kernel, groups, wdtype, input_layout)
+    if weight._cache is not None and key in weight._cache:
+        return weight._cache[key]
+    if weight._prep is not None:
+        raise Error(f"{current_layer('conv2d')}: weight is already prepared")
+    w = weight._data.float()
+    kh, kw = kernel
+    if tuple(w.shape) != (out_channels, in_channels // groups, kh, kw):
+        raise Error(f"{current_layer('conv2d')}: weight shape {list(w.shape)} does not match "
+                    f"[out_channels={out_channels}, in_channels/groups={in_channels // groups}, {kh}, {kw}]")
+    prepare_count += 1
+    if groups > 1:
+        dense = torch.zeros(out_channels, in_channels, kh, kw)
+        og, ig = out_channels // groups, in_channels // groups
+        for g in range(groups):
+            dense[g * og:(g + 1) * og, g * ig:(g + 1) * ig] = w[g * og:(g + 1) * og]
+        w = dense
+    cin_pad = _round_up(in_channels, TILE_ALIGN if input_layout == T.Layout.TILE else RM_ALIGN)
+    cout_pad = _round_up(out_channels, 32)
+    m = torch.zeros(kh, kw, cin_pad, cout_pad)
+    m[:, :, :in_channels, :out_channels] = w.permute(2, 3, 1, 0)
+    m = quantize(m.reshape(1, 1, kh * kw * cin_pad, cout_pad), wdtype)
+    # Compute form: back to OIHW (grouped: the diagonal blocks) from the stored values.
+    oihw = m.reshape(kh, kw, cin_pad, cout_pad)[:, :, :in_channels, :out_channels].permute(3, 2, 0, 1)
+    if groups > 1:
+        og, ig = out_channels // groups, in_channels // groups
+        oihw = torch.cat([oihw[g * og:(g + 1) * og, g * ig:(g + 1) * ig] for g in range(groups)])
+    oihw = oihw.contiguous(memory_format=torch.channels_last)
+    out = SimTensor(m, wdtype, T.Layout.TILE, T.DRAM_MEMORY_CONFIG, device)
+    out._prep = {"kind": "conv_weight", "in_channels": in_channels, "out_channels": out_channels,
+                 "kernel": (kh, kw), "groups": groups, "dtype": wdtype}
+    out._cache = {"oihw": oihw}
+    if weight._cache is None:
+        weight._cache = {}
+    weight._cache[key] = out
+    return out
+
+
+TILE_ALIGN = 32     # Cin padding of the weight matrix for TILE inputs (rows only; values unaffected)
+RM_ALIGN = 16
+
+
+def _prepare_bias(bias: SimTensor, out_channels: int, wdtype: T.DataType, device) -> SimTensor:
+    bias._live("prepare_conv_bias")
+    key = ("b", out_channels, wdtype)
+    if bias._cache is not None and key in bias._cache:
+        return bias._cache[key]
+    if bias._prep is not None:
+        raise Error(f"{current_layer('conv2d')}: bias is already prepared")
+    b = bias._data.float().reshape(-1)
+    if b.numel() != out_channels:
+        raise Error(f"{current_layer('conv2d')}: bias has {b.numel()} values, expected out_channels="
+                    f"{out_channels}")
+    row = torch.zeros(1, 1, 1, _round_up(out_channels, 32))
+    row[..., :out_channels] = b
+    row = quantize(row, wdtype)        # tt-metal converts the bias to the weights dtype
+    out = SimTensor(row, wdtype, T.Layout.TILE, T.DRAM_MEMORY_CONFIG, device)
+    out._prep = {"kind": "conv_bias", "out_channels": out_channels, "dtype": wdtype}
+    out._cache = {"vec": row.reshape(-1)[:out_channels].contiguous()}
+    if bias._cache is None:
+        bias._cache = {}
+    bias._cache[key] = out
+    return out
+
+
+def prepare_conv_weights(*, weight_tensor, input_memory_config, input_layout, weights_format, in_channels,
+                         out_channels, batch_size, input_height, input_width, kernel_size, stride,
+                         padding, dilation, has_bias, groups, device, input_dtype, output_dtype=None,
+                         conv_config=None, compute_config=None, slice_config=None):
+    if weights_format != "OIHW":
+        raise Error(f"prepare_conv_weights: weights_format {weights_format!r} (only 'OIHW' is supported)")
+    return _prepare_weight(weight_tensor, in_channels=in_channels, out_channels=out_channels,
+                           kernel=_pair(kernel_size), groups=groups,
+                           wdtype=_weights_dtype(conv_config, weight_tensor), input_layout=input_layout,
+                           device=device)
+
+
+def prepare_conv_bias(*, bias_tensor, input_memory_config, input_layout, in_channels, out_channels,
+                      batch_size, input_height, input_width, kernel_size, stride, padding, dilation,
+                      groups, device, input_dtype, output_dtype=None, conv_config=None,
+                      compute_config=None, slice_config=None):
+    return _prepare_bias(bias_tensor, out_channels, _weights_dtype(conv_config, bias_tensor), device)
+
+
+def _check_prepared(t: SimTensor, what: str, **want):
+    p = t._prep
+    for k, v in want.items():
+        if p.get(k) != v:
+            raise Error(f"{current_layer('conv2d')}: prepared {what} has {k}={p.get(k)}, the conv asks {v}")
+
+
+def conv2d(*, input_tensor, weight_tensor, device, in_channels, out_channels, batch_size, input_height,
+           input_width, kernel_size, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, dtype=None,
+           bias_tensor=None, conv_config=None, compute_config=None, memory_config=None, slice_config=None,
+           return_output_dim=False, return_weights_and_bias=False):
+    op = "conv2d"
+    x = _on_device(input_tensor, op)
+    kh, kw = _pair(kernel_size)
+    sh, sw = _pair(stride)
+    dh, dw = _pair(dilation)
+    pt, pb, pl, pr = _pad4(padding)
+    n, h, w, c = batch_size, input_height, input_width, in_channels
+    if x.logical_volume() != n * h * w * c or x.shape[-1] != c:
+        raise Error(f"{current_layer(op)}: input {list(x.shape)} is not [1, 1, {n}*{h}*{w}, {c}] "
+                    "(batch_size, input_height, input_width, in_channels)")
+    if in_channels % groups or out_channels % groups:
+        raise Error(f"{current_layer(op)}: channels {in_channels}->{out_channels} not divisible by groups={groups}")
+    oh = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
+    ow = (w + pl + pr - dw * (kw - 1) - 1) // sw + 1
+    if oh <= 0 or ow <= 0:
+        raise Error(f"{current_layer(op)}: output {oh}x{ow} is empty")
+    cfg = conv_config or T.Conv2dConfig()
+    out_dtype = dtype or x.dtype
+    out_layout = cfg.output_layout
+    is_mm = (kh, kw) == (1, 1) and (sh, sw) == (1, 1) and (pt, pb, pl, pr) == (0, 0, 0, 0) and groups == 1
+    shard_layout = {T.TensorMemoryLayout.HEIGHT_SHARDED: "height_sharded",
+                    T.TensorMemoryLayout.WIDTH_SHARDED: "width_sharded",
+                    T.TensorMemoryLayout.BLOCK_SHARDED: "block_sharded",
+                    T.TensorMemoryLayout.INTERLEAVED: "interleaved"}.get(cfg.shard_layout) \
+        if cfg.shard_layout is not None else None
+    rows_out = n * oh * ow
+    attrs = {"shard_layout": shard_layout, "output_layout": _layout_name(out_layout),
+             "dtype": dtype_name(out_dtype), "is_mm_conv": is_mm, "in_channels": in_channels,
+             "out_shape": (1, 1, rows_out, out_channels), "device_grid": DEVICE_GRID,
+             "override_sharding_config": cfg.override_sharding_config}
+    _check(op, [x], attrs)
+
+    # weights: raw host OIHW (prepared here, once per raw tensor) or already prepared
+    wdt = _weights_dtype(cfg, weight_tensor)
+    if weight_tensor._prep is None:
+        wt = _prepare_weight(weight_tensor, in_channels=in_channels, out_channels=out_channels,
+                             kernel=(kh, kw), groups=groups, wdtype=wdt, input_layout=x.layout, device=device)
+    else:
+        wt = weight_tensor._live(op)
+        _check_prepared(wt, "weight", kind="conv_weight", in_channels=in_channels,
+                        out_channels=out_channels, kernel=(kh, kw), groups=groups)
+    bt = None
+    if bias_tensor is not None:
+        if bias_tensor._prep is None:
+            bt = _prepare_bias(bias_tensor, out_channels, wt.dtype, device)
+        else:
+            bt = bias_tensor._live(op)
+            _check_prepared(bt, "bias", kind="conv_bias", out_channels=out_channels)
+
+    a_bits, b_bits = _fidelity(compute_config)
+    wkey = ("oihw", a_bits)
+    if wkey not in wt._cache:
+        wt._cache[wkey] = _truncate(wt._cache["oihw"], a_bits).contiguous(memory_format=torch.channels_last)
+    weight = wt._cache[wkey]
+    xin = _truncate(x._data, b_bits) if b_bits is not None else x._data
+    xin = xin.reshape(n, h, w, c).permute(0, 3, 1, 2)           # NCHW view, channels_last strides
+    if (pt, pl) != (pb, pr):
+        xin = F.pad(xin, (pl, pr, pt, pb))
+        pad_arg = (0, 0)
+    else:
+        pad_arg = (pt, pl)
+    y = F.conv2d(xin, weight, bt._cache["vec"] if bt is not None else None, (sh, sw), pad_arg, (dh, dw), groups)
+    y = _apply_unary(y, cfg.activation, inplace=True)
+    y = y.permute(0, 2, 3, 1).reshape(1, 1, rows_out, out_channels)
+
+    lay = _out_layout(op, [x], attrs, memory_config, [x._flat4()])
+    out = _emit(y, out_dtype, out_layout, lay.memory, x._device, op)
+    if cfg.deallocate_activation:
+        x._allocated, x._data = False, None
+    result = [out]
+    if return_output_dim:
+        result.append((oh, ow))
+    if return_weights_and_bias:
+        result.append((wt, bt))
+    return result[0] if len(result) == 1 else tuple(result)
+
+
+# ---------------------------------------------------------------------------------------------
+# pools
+# ---------------------------------------------------------------------------------------------
+
+def _shard_scheme_name(s):
+    return None if s is None else {T.TensorMemoryLayout.HEIGHT_SHARDED: "height_sharded",
+                                    T.TensorMemoryLayout.WIDTH_SHARDED: "width_sharded",
+                                    T.TensorMemoryLayout.BLOCK_SHARDED: "block_sharded"}[s]
+
+
+def _pool_input(x: SimTensor, op, n, h, w, c) -> torch.Tensor:
+    if x.logical_volume() != n * h * w * c or x.shape[-1] != c:
+        raise Error(f"{current_layer(op)}: input {list(x.shape)} is not [1, 1, {n}*{h}*{w}, {c}]")
+    return x._data.reshape(n, h, w, c).permute(0, 3, 1, 2)
+
+
+def _pool_out_hw(h, w, k, s, p, d, ceil_mode):
+    def one(size, k, s, p0, p1, d):
+        eff = size + p0 + p1 - d * (k - 1) - 1
+        o = (-(-eff // s) if ceil_mode else eff // s) + 1
+        if ceil_mode and (o - 1) * s >= size + p0:   # last window must start inside input + left pad
+            o -= 1
+        return o
+    return one(h, k[0], s[0], p[0], p[1], d[0]), one(w, k[1], s[1], p[2], p[3], d[1])
+
+
+def _pool_finish(op, x, y_nchw, n, oh, ow, c, dtype, output_layout, memory_config, applied_shard_scheme):
+    rows = n * oh * ow
+    y = y_nchw.permute(0, 2, 3, 1).reshape(1, 1, rows, c)
+    attrs = {"output_layout": _layout_name(output_layout), "dtype": dtype_name(dtype),
+             "out_shape": (1, 1, rows, c), "applied_shard_scheme": _shard_scheme_name(applied_shard_scheme),
+             "device_grid": DEVICE_GRID}
+    lay = _out_layout(op if op != "global_avg_pool" else op, [x], attrs, memory_config, [x._flat4()])
+    return _emit(y, dtype, output_layout, lay.memory, x._device, op)
+
+
+def max_pool2d(input_tensor, batch_size, input_h, input_w, channels, kernel_size, stride, padding, dilation,
+               ceil_mode=False, *, memory_config=None, dram_slice_config=None, applied_shard_scheme=None,
+               deallocate_input=False, reallocate_halo_output=True, return_indices=False,
+               dtype=T.DataType.BFLOAT16, output_layout=T.Layout.ROW_MAJOR, config_tensor_in_dram=False):
+    op = "max_pool2d"
+    x = _on_device(input_tensor, op)
+    if return_indices:
+        raise Error("max_pool2d: return_indices is not modelled by the sim backend")
+    k, s, d = _pair(kernel_size), _pair(stride), _pair(dilation)
+    p = _pad4(padding)
+    _check(op, [x], {"output_layout": _layout_name(output_layout), "dtype": dtype_name(dtype)})
+    xin = _pool_input(x, op, batch_size, input_h, input_w, channels)
+    oh, ow = _pool_out_hw(input_h, input_w, k, s, p, d, ceil_mode)
+    if (p[0], p[2]) != (p[1], p[3]) or p[0] > k[0] // 2 or p[2] > k[1] // 2:
+        xin = F.pad(xin, (p[2], p[3], p[0], p[1]), value=float("-inf"))
+        y = F.max_pool2d(xin, k, s, 0, d, ceil_mode=ceil_mode)
+    else:
+        y = F.max_pool2d(xin, k, s, (p[0], p[2]), d, ceil_mode=ceil_mode)
+    y = y[:, :, :oh, :ow]
+    out = _pool_finish(op, x, y, batch_size, oh, ow, channels, dtype, output_layout, memory_config,
+                       applied_shard_scheme)
+    if deallocate_input:
+        x._allocated, x._data = False, None
+    return out
+
+
+def avg_pool2d(input_tensor, batch_size, input_h, input_w, channels, kernel_size, stride, padding,
+               ceil_mode=False, count_include_pad=True, divisor_override=None, *, memory_config=None,
+               dram_slice_config=None, applied_shard_scheme=None, compute_kernel_config=None,
+               deallocate_input=False, reallocate_halo_output=True, dtype=T.DataType.BFLOAT16,
+               output_layout=T.Layout.ROW_MAJOR, config_tensor_in_dram=False):
+    op = "avg_pool2d"
+    x = _on_device(input_tensor, op)
+    k, s = _pair(kernel_size), _pair(stride)
+    p = _pad4(padding)
+    _check(op, [x], {"output_layout": _layout_name(output_layout), "dtype": dtype_name(dtype)})
+    xin = _pool_input(x, op, batch_size, input_h, input_w, channels)
+    oh, ow = _pool_out_hw(input_h, input_w, k, s, p, (1, 1), ceil_mode)
+    if (k[0], k[1]) == (input_h, input_w) and p == (0, 0, 0, 0) and (oh, ow) == (1, 1):
+        y = xin.mean(dim=(2, 3), keepdim=True) if divisor_override is None else \
+            xin.sum(dim=(2, 3), keepdim=True) / divisor_override
+    else:
+        xp = F.pad(xin, (p[2], p[3], p[0], p[1]))
+        ssum = F.avg_pool2d(xp, k, s, 0, ceil_mode=ceil_mode, count_include_pad=True, divisor_override=1)
+        ssum = ssum[:, :, :oh, :ow]
+        if divisor_override is not None:
+            y = ssum / divisor_override
+        elif count_include_pad:
+            y = ssum / (k[0] * k[1])
+        else:
+            ones = F.pad(torch.ones(1, 1, input_h, input_w), (p[2], p[3], p[0], p[1]))
+            cnt = F.avg_pool2d(ones, k, s, 0, ceil_mode=ceil_mode, count_include_pad=True, divisor_override=1)
+            y = ssum / cnt[:, :, :oh, :ow]
+    out = _pool_finish(op, x, y, batch_size, oh, ow, channels, dtype, output_layout, memory_config,
+                       applied_shard_scheme)
+    if deallocate_input:
+        x._allocated, x._data = False, None
+    return out
+
+
+def global_avg_pool2d(input_tensor, *, memory_config=None, dtype=None):
+    """Mirrors ttnn 0.81's python wrapper: NHWC (rank 2-4) input, sharded inputs are first moved
+    to interleaved (same buffer), avg_pool2d over the whole plane, TILE output reshaped to
+    [N, 1, 1, C]."""
+    from .tensor import reshape, to_memory_config
+    x = _on_device(input_tensor, "global_avg_pool2d")
+    shape = list(x.shape)
+    if len(shape) == 4:
+        n, h, w, c = shape
+    elif len(shape) == 3:
+        (h, w, c), n = shape, 1
+    elif len(shape) == 2:
+        (h, w), n, c = shape, 1, 1
+    else:
+        raise Error(f"global_avg_pool2d expects rank 2, 3, or 4 input, got rank {len(shape)}")
+    if x.memory_config().is_sharded():
+        x = to_memory_config(x, T.MemoryConfig(T.TensorMemoryLayout.INTERLEAVED, x.memory_config().buffer_type))
+    out = avg_pool2d(x, n, h, w, c, (h, w), (1, 1), (0, 0), memory_config=memory_config,
+                     dtype=dtype if dtype is not None else T.DataType.BFLOAT16, output_layout=T.Layout.TILE)
+    return reshape(out, (n, 1, 1, c))
+
+
+def adaptive_avg_pool2d(input_tensor, batch_size, input_h, input_w, channels, output_size, *, memory_config=None,
+                        dram_slice_config=None, applied_shard_scheme=None, compute_kernel_config=None,
+                        deallocate_input=False, reallocate_output=True):
+    op = "avg_pool2d"
+    x = _on_device(input_tensor, "adaptive_avg_pool2d")
+    _check(op, [x], {"output_layout": "row_major", "dtype": "bfloat16"})
+    xin = _pool_input(x, "adaptive_avg_pool2d", batch_size, input_h, input_w, channels)
+    oh, ow = _pair(output_size)
+    y = F.adaptive_avg_pool2d(xin, (oh, ow))
+    return _pool_finish(op, x, y, batch_size, oh, ow, channels, T.DataType.BFLOAT16, T.Layout.ROW_MAJOR,
+                        memory_config, applied_shard_scheme)
+
+
+# ---------------------------------------------------------------------------------------------
+# eltwise
+# ---------------------------------------------------------------------------------------------
+
+def _binary(op, fn, a, b, dtype, memory_config, activations, a_acts, b_acts):
+    scalar_a = not isinstance(a, SimTensor)
+    if scalar_a:
+        a, b = b, a                       # scalar op tensor: commutative for add/multiply
+    a = _on_device(a, op, "input_tensor_a")
+    tb = b if isinstance(b, SimTensor) else None
+    if tb is not None:
+        _on_device(tb, op, "input_tensor_b")
+    attrs = {"dtype": dtype_name(dtype) if dtype else None}
+    _check(op, [a, tb], attrs, memspec(memory_config) if memory_config is not None else None)
+    if tb is not None:
+        try:
+            out_shape = torch.broadcast_shapes(tuple(a.shape), tuple(tb.shape))
+        except RuntimeError:
+            raise _violation("binary.broadcast", f"shapes {list(a.shape)} and {list(tb.shape)} do not broadcast", op)
+        if tuple(out_shape) != tuple(a.shape):
+            raise _violation("binary.broadcast", f"output shape {list(out_shape)} differs from input a "
+                             f"{list(a.shape)} (only b broadcasts)", op)
+    xa = _apply_unary(a._data, a_acts) if a_acts else a._data
+    xb = tb._data if tb is not None else float(b)
+    if b_acts and tb is not None:
+        xb = _apply_unary(xb, b_acts)
+    y = _apply_unary(fn(xa, xb), activations) if activations else fn(xa, xb)
+    out_dtype = dtype or a.dtype
+    shapes = [a._flat4(), tb._flat4() if tb is not None else None]
+    lay = _out_layout(op, [a, tb], attrs, memory_config, shapes)
+    return _emit(y, out_dtype, a.layout, lay.memory, a._device, op)
+
+
+def add(input_tensor_a, input_tensor_b, *, fast_and_approximate_mode=True, dtype=None, memory_config=None,
+        output_tensor=None, activations=(), input_tensor_a_activations=(), input_tensor_b_activations=(),
+        sub_core_grids=None, sub_device_id=None):
+    return _binary("add", torch.add, input_tensor_a, input_tensor_b, dtype, memory_config, activations,
+                   input_tensor_a_activations, input_tensor_b_activations)
+
+
+def multiply(input_tensor_a, input_tensor_b, *, fast_and_approximate_mode=True, dtype=None, memory_config=None,
+             output_tensor=None, activations=(), input_tensor_a_activations=(), input_tensor_b_activations=(),
+             sub_core_grids=None, sub_device_id=None):
+    return _binary("multiply", torch.mul, input_tensor_a, input_tensor_b, dtype, memory_config, activations,
+                   input_tensor_a_activations, input_tensor_b_activations)
+
+
+def relu(input_tensor, *, memory_config=None, output_tensor=None, sub_core_grids=None):
+    op = "relu"
+    x = _on_device(input_tensor, op)
+    _check(op, [x], {})
+    lay = _out_layout(op, [x], {}, memory_config, [x._flat4()])
+    # relu of a stored value is exactly representable: no second rounding needed, but _emit keeps
+    # the invariant uniform (bfloat16/float32 rounding is idempotent and cheap).
+    return _emit(torch.relu(x._data), x.dtype, x.layout, lay.memory, x._device, op)
+
+
+# ---------------------------------------------------------------------------------------------
+# matmul / linear
+# ---------------------------------------------------------------------------------------------
+
+def _mm(op, a, b, bias, transpose_a, transpose_b, memory_config, dtype, program_config, activation,
+        compute_kernel_config):
+    a = _on_device(a, op, "input_tensor_a")
+    b = _on_device(b, op, "input_tensor_b")
+    ts = [a, b] + ([_on_device(bias, op, "bias")] if bias is not None else [])
+    attrs = {"program_config": program_config, "dtype": dtype_name(dtype) if dtype else None}
+    _check("linear", ts, attrs)
+    a_bits, b_bits = _fidelity(compute_kernel_config)
+    xa = a._data.transpose(-1, -2) if transpose_a else a._data
+    xb = b._data.transpose(-1, -2) if transpose_b else b._data
+    if xa.shape[-1] != xb.shape[-2]:
+        raise Error(f"{current_layer(op)}: inner dims differ: a {list(a.shape)} b {list(b.shape)}")
+    y = torch.matmul(_truncate(xa, b_bits), _truncate(xb, a_bits))   # in0 -> srcB, in1 -> srcA
+    if bias is not None:
+        bv = bias._data.reshape(-1)
+        if bv.numel() != y.shape[-1]:
+            bv = bias._data.reshape(-1, bias.shape[-1])[0]
+        y = y + bv
+    act = activation
+    if act is None and program_config is not None:
+        act = getattr(program_config, "fused_activation", None)
+    y = _apply_unary(y, act)
+    out_dtype = dtype or a.dtype
+    lay = _out_layout("linear", ts, attrs, memory_config, [t._flat4() for t in ts])
+    return _emit(y, out_dtype, T.Layout.TILE, lay.memory, a._device, op)
+
+
+def linear(input_tensor_a, input_tensor_b, *, bias=None, transpose_a=False, transpose_b=False, memory_config=None,
+           dtype=None, program_config=None, activation=None, compute_kernel_config=None, core_grid=None,
+           output_tile=None, optional_output_tensor=None, global_cb=None, sub_device_id=None,
+           prefetcher_pipes=(), in0_column_offset=None):
+    return _mm("linear", input_tensor_a, input_tensor_b, bias, transpose_a, transpose_b, memory_config, dtype,
+               program_config, activation, compute_kernel_config)
+
+
+def matmul(input_tensor_a, input_tensor_b, *, transpose_a=False, transpose_b=False, memory_config=None, dtype=None,
+           program_config=None, activation=None, compute_kernel_config=None, core_grid=None, output_tile=None,
+           optional_output_tensor=None, global_cb=None, sub_device_id=None, prefetcher_pipes=()):
+    return _mm("matmul", input_tensor_a, input_tensor_b, None, transpose_a, transpose_b, memory_config, dtype,
+               program_config, activation, compute_kernel_config)
+
+
+# ---------------------------------------------------------------------------------------------
+# data movement with compute: upsample, concat, pad
+# ---------------------------------------------------------------------------------------------
+
+def upsample(input_tensor, scale_factor, *, mode="nearest", memory_config=None, compute_kernel_config=None):
+    op = "upsample"
+    x = _on_device(input_tensor, op)
+    if len(x.shape) != 4:
+        raise Error(f"{current_layer(op)}: upsample expects an NHWC [N, H, W, C] tensor, got {list(x.shape)}")
+    if isinstance(scale_factor, (int, float)):
+        sh = sw = scale_factor
+    else:
+        sh, sw = scale_factor
+    _check(op, [x], {"mode": mode})
+    n, h, w, c = x.shape
+    oh, ow = int(h * sh), int(w * sw)
+    xin = x._data.permute(0, 3, 1, 2)
+    if mode == "nearest":
+        y = F.interpolate(xin, size=(oh, ow), mode="nearest")
+    elif mode == "bilinear":
+        y = F.interpolate(xin, size=(oh, ow), mode="bilinear", align_corners=False)
+    else:
+        raise Error(f"{current_layer(op)}: upsample mode {mode!r}")
+    y = y.permute(0, 2, 3, 1).contiguous()
+    attrs = {"mode": mode, "out_shape": (1, 1, n * oh * ow, c)}
+    lay = _out_layout(op, [x], attrs, memory_config, [x._flat4()])
+    return _emit(y, x.dtype, x.layout, lay.memory, x._device, op)
+
+
+def concat(tensors, dim=0, *, memory_config=None, output_tensor=None, groups=1, sub_core_grids=None):
+    op = "concat"
+    ts = [_on_device(t, op, f"tensors[{i}]") for i, t in enumerate(tensors)]
+    if not ts:
+        raise Error("concat needs at least one tensor")
+    rank = len(ts[0].shape)
+    d = dim + rank if dim < 0 else dim
+    if any(t.dtype != ts[0].dtype for t in ts) or any(t.layout != ts[0].layout for t in ts):
+        raise _violation("concat.same_format", "concat inputs must share dtype and layout: " +
+                         ", ".join(f"{t.dtype.name}/{t.layout.name}" for t in ts), op)
+    attrs = {"dim": -1 if d == rank - 1 else d}
+    _check(op, ts, attrs, memspec(memory_config) if memory_config is not None else None)
+    try:
+        y = torch.cat([t._data for t in ts], dim=d)
+    except RuntimeError as e:
+        raise Error(f"{current_layer(op)}: {e}")
+    lay = _out_layout(op, ts, attrs, memory_config, [t._flat4() for t in ts])
+    return _emit(y, ts[0].dtype, ts[0].layout, lay.memory, ts[0]._device, op)
+
+
+def pad(input_tensor, padding=None, value=None, input_tensor_start=None, *, output_padded_shape=None,
+        use_multicore=True, memory_config=None, sub_core_grids=None):
+    """Overloads: pad(t, [(before, after), ...] per dim, value) and
+    pad(t, output_padded_shape, input_tensor_start, value)."""
+    op = "pad"
+    x = _on_device(input_tensor, op)
+    rank = len(x.shape)
+    if output_padded_shape is None and padding is not None and len(padding) and isinstance(padding[0], int):
+        # second overload called positionally: (output_padded_shape, input_tensor_start, value)
+        output_padded_shape, input_tensor_start, value = padding, value, input_tensor_start
+    if output_padded_shape is not None:
+        start = list(input_tensor_start or [0] * rank)
+        pairs = [(s, o - i - s) for o, i, s in zip(output_padded_shape, x.shape, start)]
+    else:
+        pairs = [tuple(p) for p in padding]
+    value = 0.0 if value is None else value
+    if len(pairs) != rank or any(p0 < 0 or p1 < 0 for p0, p1 in pairs):
+        raise Error(f"{current_layer(op)}: padding {pairs} does not fit a rank-{rank} tensor")
+    _check(op, [x], {})
+    flat = []
+    for p0, p1 in reversed(pairs):
+        flat += [p0, p1]
+    y = F.pad(x._data, flat, value=float(value))
+    rows = math.prod(y.shape[:-1])
+    lay = _out_layout(op, [x], {"out_shape": (1, 1, rows, y.shape[-1])}, memory_config, [x._flat4()])
+    return _emit(y, x.dtype, x.layout, lay.memory, x._device, op)

@@ -1,0 +1,330 @@
+"""Prepared-weight cache: safetensors files under a cache directory.
+
+What is cached: the output of ``weights.prepare_parameters`` -- every conv's BN-folded float32
+weight/bias, linear weights, constants -- stored as ``"{node}::{param}"`` tensors, optionally
+after a ``postprocess`` step (e.g. the builder's pre-quantized copies in TTNN's tile formats),
+so a second build skips reading the source, random-weight calibration, folding and quantizing.
+
+Where: ``dir`` argument > ``$TTMODELS_CACHE_DIR`` > ``~/.cache/ttmodels``. One file per key,
+``{key}.safetensors``, written atomically (temp file + rename).
+
+The key is a SHA-256 over (see ``cache_key``): the cache format and preparation versions; the
+graph's structure (each node's name, op, inputs, attrs, weights/bn prefixes, weight precision;
+constants; batch size and spatial sizes excluded since parameters don't depend on them); the
+expected parameter keys and shapes; the precision; a fingerprint of the weights source (hash of a
+state dict's names/dtypes/shapes/bytes; for a file: resolved path, size, mtime and a hash of its
+content; "random": seed and init version; "pretrained": torchvision's weights name) and the loading
+options (key_map, prefix filters, postprocess tag).
+
+Nothing read back is trusted: an entry that fails to parse, was written for another key, has an
+unknown format version, a checksum (over names, dtypes, shapes and bytes) that does not match its
+tensors, or tensor names/shapes other than expected is logged, deleted and rebuilt.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+    from .graph import Graph
+
+log = logging.getLogger("ttmodels.cache")
+
+CACHE_FORMAT = "1"
+# Bump when prepare_parameters' output changes (folding, layouts, names).
+PREPARE_VERSION = 1
+SEP = "::"
+_CHUNK = 1 << 20
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("TTMODELS_CACHE_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "ttmodels"
+
+
+# ---------------------------------------------------------------------------------------------
+# hashing
+# ---------------------------------------------------------------------------------------------
+
+def _update_tensor(h, name: str, t) -> None:
+    import torch
+    t = t.detach().cpu().contiguous()
+    h.update(f"{name}|{t.dtype}|{list(t.shape)}|".encode())
+    if t.numel():
+        h.update(t.reshape(-1).view(torch.uint8).numpy().data)
+
+
+def tensors_checksum(tensors: Mapping[str, "torch.Tensor"]) -> str:
+    h = hashlib.blake2b(digest_size=32)
+    for k in sorted(tensors):
+        _update_tensor(h, k, tensors[k])
+    return h.hexdigest()
+
+
+def file_fingerprint(path) -> dict[str, Any]:
+    p = Path(path).resolve()
+    try:
+        st = p.stat()
+        h = hashlib.blake2b(digest_size=32)
+        with open(p, "rb") as f:
+            while chunk := f.read(_CHUNK):
+                h.update(chunk)
+    except OSError:
+        # Missing/unreadable: the loader raises the proper WeightsError; no cache lookup needed.
+        return {"file": str(p), "unreadable": True}
+    return {"file": str(p), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "blake2b": h.hexdigest()}
+
+
+def _callable_id(f) -> str:
+    code = getattr(f, "__code__", None)
+    h = hashlib.sha256()
+    if code is not None:
+        h.update(code.co_code)
+        h.update(repr(code.co_consts).encode())
+    return f"{getattr(f, '__module__', '?')}.{getattr(f, '__qualname__', type(f).__name__)}:{h.hexdigest()[:16]}"
+
+
+def source_fingerprint(source, *, seed: int = 0) -> Any:
+    """A JSON-able identity of a weights source, computed without loading it into the graph."""
+    from .weights import RANDOM_INIT_VERSION, _is_module, pretrained_weights_name  # noqa: F401
+    if source is None or (isinstance(source, str) and source == "random"):
+        return {"random": seed, "init": RANDOM_INIT_VERSION}
+    if isinstance(source, str) and source == "pretrained":
+        return {"pretrained": True}          # completed with the weights name in cache_key
+    if isinstance(source, (str, os.PathLike)):
+        return file_fingerprint(source)
+    if isinstance(source, Mapping) or _is_module(source):
+        import torch
+        sd = source if isinstance(source, Mapping) else source.state_dict()
+        h = hashlib.blake2b(digest_size=32)
+        for k in sorted(sd, key=str):
+            v = sd[k]
+            if isinstance(v, torch.Tensor):
+                _update_tensor(h, str(k), v)
+            else:
+                h.update(f"{k}|{type(v).__name__}|{v!r}".encode())
+        return {"state_dict": h.hexdigest()}
+    return {"unhashable": type(source).__name__}
+
+
+def _plain(x):
+    if is_dataclass(x) and not isinstance(x, type):
+        return {k: _plain(v) for k, v in asdict(x).items()}
+    if isinstance(x, Mapping):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, (str, int, float, bool)) or x is None:
+        return x
+    return repr(x)
+
+
+def graph_fingerprint(graph: "Graph") -> dict[str, Any]:
+    from .reference import expected_parameters
+    nodes = [{"name": n.name, "op": n.op, "inputs": list(n.inputs), "attrs": _plain(n.attrs),
+              "weights": n.weights, "bn": n.bn, "wdtype": n.precision.weights}
+             for n in graph.nodes]
+    consts = [{"name": c.name, "shape": list(c.shape), "value": _plain(c.value),
+               "weights": c.weights, "dtype": c.dtype} for c in graph.constants.values()]
+    params = {k: list(v) for k, v in expected_parameters(graph).items()}
+    return {"name": graph.name, "nodes": nodes, "constants": consts, "params": params}
+
+
+def cache_key(graph: "Graph", precision, source, *, seed: int = 0, options: Mapping | None = None
+              ) -> str:
+    from .weights import pretrained_weights_name
+    src = source_fingerprint(source, seed=seed)
+    if isinstance(src, dict) and src.get("pretrained"):
+        src = {"pretrained": pretrained_weights_name(graph)}
+    opts = {}
+    for k, v in (options or {}).items():
+        opts[k] = _callable_id(v) if callable(v) and not isinstance(v, Mapping) else _plain(v)
+    blob = {"format": CACHE_FORMAT, "prepare": PREPARE_VERSION, "graph": graph_fingerprint(graph),
+            "precision": _plain(precision), "source": src, "options": opts}
+    return hashlib.sha256(json.dumps(blob, sort_keys=True, default=repr).encode()).hexdigest()[:40]
+
+
+# ---------------------------------------------------------------------------------------------
+# the store
+# ---------------------------------------------------------------------------------------------
+
+class WeightCache:
+    """A directory of ``{key}.safetensors`` entries whose integrity is checked on every read."""
+
+    def __init__(self, dir=None):
+        self.dir = Path(dir).expanduser() if dir is not None else default_cache_dir()
+
+    def path(self, key: str) -> Path:
+        if not key or any(c in key for c in "/\\") or key.startswith("."):
+            raise ValueError(f"invalid cache key {key!r}")
+        return self.dir / f"{key}.safetensors"
+
+    def get(self, key: str, *, expect: Mapping[str, tuple[int, ...]] | None = None,
+            metadata: Mapping[str, Any] | None = None) -> dict[str, "torch.Tensor"] | None:
+        """The entry's tensors, or None when absent or invalid (invalid entries are deleted).
+        ``expect``: exact tensor names -> shapes; ``metadata``: items the stored user metadata
+        must contain."""
+        p = self.path(key)
+        if not p.is_file():
+            return None
+        why = None
+        try:
+            from safetensors import safe_open
+            with safe_open(str(p), framework="pt", device="cpu") as f:
+                meta = f.metadata() or {}
+                tensors = {k: f.get_tensor(k) for k in f.keys()}
+        except Exception as e:
+            why = f"unreadable ({type(e).__name__}: {e})"
+        else:
+            user = {}
+            try:
+                user = json.loads(meta.get("user", "{}"))
+            except ValueError:
+                why = "bad metadata"
+            if why:
+                pass
+            elif meta.get("format") != CACHE_FORMAT:
+                why = f"format {meta.get('format')!r} != {CACHE_FORMAT!r}"
+            elif meta.get("key") != key:
+                why = "written for another key"
+            elif meta.get("checksum") != tensors_checksum(tensors):
+                why = "checksum mismatch"
+            elif expect is not None and {k: tuple(t.shape) for k, t in tensors.items()} != \
+                    {k: tuple(v) for k, v in expect.items()}:
+                why = "tensor names or shapes differ from the graph's"
+            elif metadata is not None and any(user.get(k) != _plain(v) for k, v in metadata.items()):
+                why = "metadata mismatch"
+        if why is None:
+            return tensors
+        log.warning("weight cache entry %s is invalid (%s); rebuilding it", p, why)
+        self.remove(key)
+        return None
+
+    def put(self, key: str, tensors: Mapping[str, "torch.Tensor"],
+            metadata: Mapping[str, Any] | None = None) -> Path | None:
+        """Store ``tensors`` atomically; returns the path, or None if the directory is not
+        writable (a cache must never break a build)."""
+        from safetensors.torch import save_file
+        p = self.path(key)
+        data = {k: v.detach().cpu().contiguous().clone() for k, v in tensors.items()}
+        meta = {"format": CACHE_FORMAT, "key": key, "checksum": tensors_checksum(data),
+                "user": json.dumps(_plain(dict(metadata or {})), sort_keys=True)}
+        tmp = None
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{key}.", suffix=".tmp", dir=self.dir)
+            os.close(fd)
+            save_file(data, tmp, metadata=meta)
+            os.replace(tmp, p)
+            return p
+        except OSError as e:
+            log.warning("cannot write weight cache entry %s: %s", p, e)
+            if tmp:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+            return None
+
+    def remove(self, key: str) -> None:
+        try:
+            self.path(key).unlink()
+        except OSError:
+            pass
+
+
+def flatten(params: Mapping[str, Mapping[str, "torch.Tensor"]]) -> dict[str, "torch.Tensor"]:
+    return {f"{node}{SEP}{name}": t for node, d in params.items() for name, t in d.items()}
+
+
+def unflatten(tensors: Mapping[str, "torch.Tensor"]) -> dict[str, dict[str, "torch.Tensor"]]:
+    out: dict[str, dict[str, torch.Tensor]] = {}
+    for k, t in tensors.items():
+        node, _, name = k.rpartition(SEP)
+        out.setdefault(node, {})[name] = t
+    return out
+
+
+def _in_graph_order(graph: "Graph", params: dict) -> dict:
+    """safetensors stores names sorted; give back prepare_parameters' order (graph order)."""
+    from .weights import prepared_shapes
+    order = {n: list(d) for n, d in prepared_shapes(graph).items()}
+    out = {}
+    for n in list(order) + [n for n in params if n not in order]:
+        if n in params:
+            d = params[n]
+            keys = [k for k in order.get(n, []) if k in d] + [k for k in d if k not in order.get(n, [])]
+            out[n] = {k: d[k] for k in keys}
+    return out
+
+
+class PreparedParameters(dict):
+    """``prepare_parameters``' dict (node -> {param: tensor}) with how it was obtained."""
+    cache_hit: bool = False
+    cache_key: str | None = None
+    cache_path: Path | None = None
+    info: str = ""
+    report: Any = None
+
+
+def _resolve_cache(cache) -> WeightCache | None:
+    if cache is None or cache is False:
+        return None
+    if cache is True:
+        return WeightCache()
+    if isinstance(cache, WeightCache):
+        return cache
+    if isinstance(cache, (str, os.PathLike)):
+        return WeightCache(cache)
+    raise TypeError(f"cache must be a bool, a directory or a WeightCache, got {type(cache).__name__}")
+
+
+def cached_prepare(graph: "Graph", source, precision=None, *, cache=True, key_map=None,
+                   seed: int = 0, select_prefix=None, ignore_prefixes=None, strict: bool = True,
+                   postprocess: Callable[[dict], dict] | None = None,
+                   postprocess_tag: str | None = None) -> PreparedParameters:
+    """``prepare_parameters(graph, load_state_dict(source, graph, ...))``, through the cache.
+
+    ``cache``: True (default directory), False/None (no cache), a directory or a WeightCache.
+    ``postprocess(params) -> params`` runs before storing (e.g. pre-quantization); its output must
+    change only with ``postprocess_tag`` (part of the key).
+    """
+    from .weights import load_state_dict, prepare_parameters, prepared_shapes
+    store = _resolve_cache(cache)
+    key = expect = None
+    if store is not None:
+        opts = {"key_map": key_map, "select_prefix": select_prefix,
+                "ignore_prefixes": ignore_prefixes, "strict": strict,
+                "postprocess": postprocess_tag if postprocess is not None else None}
+        key = cache_key(graph, precision, source, seed=seed, options=opts)
+        expect = None if postprocess is not None else \
+            {f"{n}{SEP}{k}": s for n, d in prepared_shapes(graph).items() for k, s in d.items()}
+        hit = store.get(key, expect=expect)
+        if hit is not None:
+            out = PreparedParameters(_in_graph_order(graph, unflatten(hit)))
+            out.cache_hit, out.cache_key, out.cache_path = True, key, store.path(key)
+            from .weights import describe_source
+            desc = f"random (seed {seed})" if source in (None, "random") else describe_source(source)
+            out.info = f"{desc} [cached]"
+            return out
+    sd = load_state_dict(source, graph, key_map=key_map, seed=seed, select_prefix=select_prefix,
+                         ignore_prefixes=ignore_prefixes, strict=strict)
+    params = prepare_parameters(graph, sd)
+    if postprocess is not None:
+        params = postprocess(params)
+    out = PreparedParameters(params)
+    out.report = getattr(sd, "report", None)
+    out.info = out.report.summary() if out.report is not None else ""
+    out.cache_key = key
+    if store is not None:
+        out.cache_path = store.put(key, flatten(params), {"graph": graph.name,
+                                                          "source": out.info})
+    return out

@@ -1,0 +1,66 @@
+"""max_pool2d, avg_pool2d and the global average pool (avg_pool2d over the whole map)."""
+from __future__ import annotations
+
+from ..backends import common
+from .base import Layer
+from .conv2d import conv_padding
+
+
+class _Pool(Layer):
+    def common_kwargs(self) -> dict:
+        tt = self.tt
+        cfg = self.config
+        kw = dict(dtype=self.dtype(),
+                  output_layout=common.layout(tt, cfg.get("output_layout") or
+                                              self.planned.output.layout),
+                  deallocate_input=False)
+        scheme = cfg.get("applied_shard_scheme")
+        if scheme:
+            kw["applied_shard_scheme"] = common.tensor_memory_layout(tt, scheme)
+        mc = self.requested_memory_config()
+        if mc is not None:
+            kw["memory_config"] = mc
+        return kw
+
+
+class MaxPool2d(_Pool):
+    op = "max_pool2d"
+
+    def __call__(self, inputs):
+        s, a = self.input_shape(0), self.attrs
+        return self.tt.max_pool2d(
+            input_tensor=inputs[0], batch_size=s.n, input_h=s.h, input_w=s.w, channels=s.c,
+            kernel_size=[int(k) for k in a["kernel"]],
+            stride=[int(v) for v in a.get("stride", a["kernel"])],
+            padding=conv_padding(a.get("padding", (0, 0, 0, 0))),
+            dilation=[int(v) for v in a.get("dilation", (1, 1))],
+            ceil_mode=bool(a.get("ceil_mode", False)), **self.common_kwargs())
+
+
+class AvgPool2d(_Pool):
+    op = "avg_pool2d"
+
+    def __call__(self, inputs):
+        s, a = self.input_shape(0), self.attrs
+        return self.tt.avg_pool2d(
+            input_tensor=inputs[0], batch_size=s.n, input_h=s.h, input_w=s.w, channels=s.c,
+            kernel_size=[int(k) for k in a["kernel"]],
+            stride=[int(v) for v in a.get("stride", a["kernel"])],
+            padding=conv_padding(a.get("padding", (0, 0, 0, 0))),
+            ceil_mode=bool(a.get("ceil_mode", False)),
+            count_include_pad=bool(a.get("count_include_pad", True)),
+            compute_kernel_config=self.get_compute_config(), **self.common_kwargs())
+
+
+class GlobalAvgPool(_Pool):
+    """avg_pool2d with the kernel covering the map, on the flat tensor: [1,1,N*H*W,C] ->
+    [1,1,N,C]. This is what TT's ResNet50 head does (ttnn.global_avg_pool2d wants NHWC and
+    reshapes around the same avg_pool2d)."""
+    op = "global_avg_pool"
+
+    def __call__(self, inputs):
+        s = self.input_shape(0)
+        return self.tt.avg_pool2d(
+            input_tensor=inputs[0], batch_size=s.n, input_h=s.h, input_w=s.w, channels=s.c,
+            kernel_size=[s.h, s.w], stride=[1, 1], padding=[0, 0],
+            compute_kernel_config=self.get_compute_config(), **self.common_kwargs())

@@ -1,0 +1,79 @@
+"""Rendering of a Plan: a fixed-width table for people and a JSON-able dict for tools."""
+from __future__ import annotations
+
+from typing import Any
+
+from .layout import MemSpec, TensorLayout
+
+
+def _mem_dict(m: MemSpec) -> dict[str, Any]:
+    return {"memory_layout": m.memory_layout, "buffer": m.buffer,
+            "grid": list(m.grid) if m.grid else None, "num_cores": m.num_cores,
+            "shard_shape": list(m.shard_shape) if m.shard_shape else None,
+            "orientation": m.orientation}
+
+
+def layout_dict(t: TensorLayout) -> dict[str, Any]:
+    return {"memory": _mem_dict(t.memory), "layout": t.layout, "dtype": t.dtype}
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, MemSpec):
+        return _mem_dict(v)
+    if isinstance(v, TensorLayout):
+        return layout_dict(v)
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, (str, int, float, bool)) or v is None:
+        return v
+    return str(v)
+
+
+def plan_to_dict(plan) -> dict[str, Any]:
+    return {
+        "model": plan.graph.name, "arch": plan.arch, "grid": list(plan.grid),
+        "l1_budget": plan.l1_budget,
+        "inputs": {k: layout_dict(v) for k, v in plan.input_layouts.items()},
+        "constants": {k: layout_dict(v) for k, v in plan.constant_layouts.items()},
+        "layers": [{
+            "name": l.name, "op": l.node.op, "inputs": list(l.node.inputs),
+            "shape_nhwc": list(l.node.shape.nhwc),
+            "input_layouts": [layout_dict(t) for t in l.inputs],
+            "output": layout_dict(l.output), "l1_bytes_per_core": l.l1_bytes_per_core,
+            "config": _jsonable(l.config),
+        } for l in plan.layers],
+        "adapters": [{
+            "edge": a.edge, "src": a.src, "dst": a.dst, "index": a.index, "kind": a.kind,
+            "before": layout_dict(a.before), "after": layout_dict(a.after), "reason": a.reason,
+        } for a in plan.adapters],
+    }
+
+
+def plan_table(plan) -> str:
+    head = ("layer", "op", "out NHWC", "memory", "buffer", "grid", "shard", "layout", "dtype",
+            "L1 B/core")
+    rows = [head]
+    for l in plan.layers:
+        m = l.output.memory
+        rows.append((l.name, l.node.op, "x".join(map(str, l.node.shape.nhwc)), m.memory_layout,
+                     m.buffer, f"{m.grid[0]}x{m.grid[1]}" if m.grid else "-",
+                     f"{m.shard_shape[0]}x{m.shard_shape[1]}" if m.shard_shape else "-",
+                     l.output.layout, l.output.dtype, f"{l.l1_bytes_per_core:,}"))
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(head))]
+    lines = [f"plan {plan.graph.name} on {plan.arch} (grid {plan.grid[0]}x{plan.grid[1]}, "
+             f"L1 budget {plan.l1_budget:,} B/core)"]
+    for i, r in enumerate(rows):
+        lines.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    if plan.adapters:
+        lines.append("")
+        lines.append(f"adapters ({len(plan.adapters)}):")
+        for a in plan.adapters:
+            lines.append(f"  {a.edge}: {a.kind}  {a.before.short()} -> {a.after.short()}  ({a.reason})")
+    else:
+        lines.append("")
+        lines.append("adapters: none")
+    return "\n".join(lines)

@@ -1,0 +1,508 @@
+"""The planner: resolve every tensor's TensorLayout and insert adapters only where needed.
+
+Procedure (see docs/layouts.md):
+1. Graph inputs enter interleaved in DRAM (row-major, or TILE for block-float dtypes); constants
+   are TILE, interleaved in L1 (tiny; binary_ng broadcasts them, see rules ``binary.broadcast``).
+2. Layers in topological order. Each op first receives its producers' layouts; the op's own
+   decisions (conv shard scheme, pool shard scheme, output layout/dtype arguments) are made so
+   that the op converts on its own wherever ttnn lets it (conv2d shards an interleaved input,
+   pools take ``dtype``/``output_layout``, binary ops take ``dtype``).
+3. ``rules.check`` is run on the op with its inputs; each violation is repaired by one adapter on
+   the offending edge (``to_layout``, ``typecast``, ``sharded_to_interleaved``, ``reshard``, ...).
+   ``rules.advise`` (perf rules) adds a reshard only for binary ops with two sharded operands
+   whose shard specs differ; it moves the operand that costs fewer bytes (ties: operand b, so the
+   output keeps operand a's config, ttnn's default).
+4. Every layer's L1 bytes/core is estimated (``l1.py``). "auto" layouts are chosen as ttnn's
+   ``determine_conv_config_for_auto_shard`` does: estimate height, block and width sharding and
+   take the smallest (block only with more cores than a grid row, width never for matmul convs).
+   Over budget: the other schemes, then a smaller act_block_h, else LayoutError with the bytes.
+
+``adapters=False`` keeps each op at its ttnn defaults (e.g. pool outputs ROW_MAJOR, producers'
+dtypes) and inserts nothing, so the sim backend can show what the card would reject.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from . import l1 as l1m
+from . import rules as R
+from .errors import LayoutError
+from .graph import TILE, Graph, Node, TensorShape, round_up
+from .layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
+                     TensorLayout)
+from .plan import Adapter, Plan, PlannedLayer
+
+BFP = ("bfloat8_b", "bfloat4_b")
+POOLS = ("max_pool2d", "avg_pool2d", "global_avg_pool")
+
+
+def _flat(shape: TensorShape) -> tuple[int, int, int, int]:
+    return shape.flat
+
+
+def _const_flat(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
+    s = (1, 1, 1, 1) + tuple(shape)
+    return tuple(s[-4:])  # type: ignore[return-value]
+
+
+class _Planner:
+    def __init__(self, graph: Graph, arch: str, adapters: bool):
+        if arch not in l1m.ARCH_L1:
+            raise LayoutError(f"unknown arch {arch!r}; known: {sorted(l1m.ARCH_L1)}")
+        self.g, self.arch, self.with_adapters = graph, arch, adapters
+        self.budget = l1m.ARCH_L1[arch]
+        self.grid = l1m.ARCH_GRID[arch]
+        self.layouts: dict[str, TensorLayout] = {}
+        self.flat: dict[str, tuple[int, int, int, int]] = {}
+        self.adapters: list[Adapter] = []
+        self.layers: list[PlannedLayer] = []
+        self.input_layouts: dict[str, TensorLayout] = {}
+        self.constant_layouts: dict[str, TensorLayout] = {}
+
+    # ---- sources ---------------------------------------------------------------------------
+    def seed(self) -> None:
+        dt = self.g.input_precision.activations
+        for name, shape in self.g.inputs.items():
+            t = TensorLayout(MemSpec(INTERLEAVED, "dram"), TILE_LAYOUT if dt in BFP else ROW_MAJOR, dt)
+            self.input_layouts[name] = self.layouts[name] = t
+            self.flat[name] = _flat(shape)
+        for name, c in self.g.constants.items():
+            t = TensorLayout(MemSpec(INTERLEAVED, "l1"), TILE_LAYOUT, c.dtype)
+            self.constant_layouts[name] = self.layouts[name] = t
+            self.flat[name] = _const_flat(c.shape)
+
+    # ---- adapters --------------------------------------------------------------------------
+    def adapt(self, node: Node, idx: int, cur: TensorLayout, kind: str, after: TensorLayout,
+              reason: str) -> TensorLayout:
+        src = node.inputs[idx]
+        attrs = {"dtype": after.dtype, "layout": after.layout}
+        vs = R.check(kind, [cur], attrs, after.memory, shapes=[self.flat[src]])
+        if vs:
+            raise LayoutError(f"internal: adapter {kind} on {src} -> {node.name} breaks "
+                              f"{[str(v) for v in vs]}", layer=node.name, rule=vs[0].rule)
+        self.adapters.append(Adapter(src, node.name, idx, kind, cur, after, reason))
+        return after
+
+    def to_interleaved(self, node, idx, cur, reason, buffer="l1"):
+        after = TensorLayout(MemSpec(INTERLEAVED, buffer), cur.layout, cur.dtype)
+        return self.adapt(node, idx, cur, "sharded_to_interleaved", after, reason)
+
+    def to_tile(self, node, idx, cur, reason):
+        return self.adapt(node, idx, cur, "to_layout", replace(cur, layout=TILE_LAYOUT), reason)
+
+    def to_row_major(self, node, idx, cur, reason):
+        return self.adapt(node, idx, cur, "to_layout", replace(cur, layout=ROW_MAJOR), reason)
+
+    # ---- the walk --------------------------------------------------------------------------
+    def run(self) -> Plan:
+        self.seed()
+        for node in self.g.nodes:
+            for src in node.inputs:
+                if src not in self.layouts:
+                    raise LayoutError(f"input '{src}' has no layout (not a graph input, constant "
+                                      "or earlier layer)", layer=node.name)
+            if node.layout.kind in (HEIGHT, WIDTH, BLOCK) and node.layout.buffer == "dram":
+                raise LayoutError(f"policy {node.layout.kind} in dram: sharded activations live "
+                                  "in L1", layer=node.name, rule="tensor.shard_l1")
+            fn = getattr(self, f"plan_{node.op}", None)
+            if fn is None:
+                raise LayoutError(f"no planning rule for op '{node.op}'", layer=node.name)
+            layer = fn(node)
+            self.layers.append(layer)
+            self.layouts[node.name] = layer.output
+            self.flat[node.name] = _flat(node.shape)
+            if self.with_adapters:
+                vs = R.check(self.rule_op(node), layer.inputs, self.check_attrs(layer),
+                             None, shapes=[self.flat[s] for s in node.inputs])
+                R.raise_if_violations(vs, node.name)
+            if layer.l1_bytes_per_core > self.budget:
+                raise LayoutError(
+                    f"needs {layer.l1_bytes_per_core} B of L1 per core, over the "
+                    f"{self.budget} B budget of {self.arch} ({layer.config.get('l1_parts')})",
+                    layer=node.name)
+        return Plan(self.g, self.layers, self.adapters, self.input_layouts,
+                    self.constant_layouts, self.arch, self.grid, self.budget)
+
+    @staticmethod
+    def rule_op(node: Node) -> str:
+        return node.op
+
+    @staticmethod
+    def check_attrs(layer: PlannedLayer) -> dict:
+        c = dict(layer.config)
+        c.setdefault("dtype", layer.output.dtype)
+        return c
+
+    def inputs_of(self, node: Node) -> list[TensorLayout]:
+        return [self.layouts[s] for s in node.inputs]
+
+    def rc(self, name: str) -> tuple[int, int]:
+        f = self.flat[name]
+        return f[0] * f[1] * f[2], f[3]
+
+    def requested_memory(self, node: Node, rows: int, c: int) -> MemSpec | None:
+        """A MemSpec for an explicit non-auto policy, None for auto."""
+        p = node.layout
+        if p.kind == "auto":
+            return None
+        if p.kind == INTERLEAVED:
+            return MemSpec(INTERLEAVED, p.buffer or "l1")
+        if p.buffer == "dram":
+            raise LayoutError(f"policy {p.kind} in dram: sharded activations live in L1 "
+                              f"[rule tensor.shard_l1]", layer=node.name, rule="tensor.shard_l1")
+        if p.kind == BLOCK:
+            g = p.grid or self.grid
+            return R.sharded_memspec(BLOCK, rows, c, grid=g, device_grid=self.grid)
+        n = (p.grid[0] * p.grid[1]) if p.grid else None
+        if n is None:
+            pc = R.determine_parallel_config(p.kind, rows, c, c, self.grid)
+            n = pc.num_cores
+        return R.sharded_memspec(p.kind, rows, c, num_cores=n, device_grid=self.grid)
+
+    # ---- conv2d ----------------------------------------------------------------------------
+    @staticmethod
+    def is_mm(node: Node) -> bool:
+        a = node.attrs
+        return tuple(a["kernel"]) == (1, 1) and tuple(a["stride"]) == (1, 1) and \
+            tuple(a["padding"]) == (0, 0, 0, 0) and a.get("groups", 1) == 1
+
+    def conv_candidate(self, node: Node, kind: str, x: TensorLayout, act_block_h: int | None,
+                       follow_input: bool):
+        a = node.attrs
+        in_shape = self.g.shape_of(node.inputs[0])
+        in_rows, _ = self.rc(node.inputs[0])
+        out_rows, c_out = node.shape.rows, node.shape.c
+        c_in = a["in_channels"]
+        is_mm = tuple(a["kernel"]) == (1, 1) and tuple(a["stride"]) == (1, 1) and \
+            tuple(a["padding"]) == (0, 0, 0, 0) and a.get("groups", 1) == 1
+        if follow_input:
+            m = x.memory
+            n = m.num_cores or m.grid[0] * m.grid[1]
+            pc = R.ParallelConfig(m.memory_layout, n, m.grid,
+                                  m.grid[1] if kind == BLOCK else (1 if kind == WIDTH else n),
+                                  m.grid[0] if kind == BLOCK else (n if kind == WIDTH else 1))
+            conv_in = x
+        else:
+            pc = R.determine_parallel_config(kind, out_rows, c_in, c_out, self.grid,
+                                             channels_padding=not is_mm)
+            conv_in = TensorLayout(R.conv_memspec(kind, in_rows, c_in, pc), x.layout, x.dtype)
+        out_pc = pc
+        if kind == WIDTH and not is_mm:
+            n = R.closest_divisor_with_padding(-(-c_out // TILE), self.grid[0] * self.grid[1])
+            out_pc = R.ParallelConfig(WIDTH, n, R.cores_to_grid(n, self.grid), 1, n)
+        out_mem = R.conv_memspec(kind, out_rows, c_out, out_pc)
+        out = TensorLayout(out_mem, TILE_LAYOUT, node.precision.activations)
+        est = l1m.conv_l1(kind=kind, in_layout=conv_in, out_layout=out, in_rows=in_rows,
+                          in_w=in_shape.w, c_in=c_in, out_rows=out_rows, c_out=c_out,
+                          kernel=tuple(a["kernel"]), cores_nhw=pc.cores_nhw, cores_c=pc.cores_c,
+                          num_cores=pc.num_cores, weights_dtype=node.precision.weights,
+                          fp32_accum=node.precision.fp32_accum, act_block_h=act_block_h,
+                          bias=a.get("bias", True))
+        return dict(kind=kind, pc=pc, conv_in=conv_in, out=out, est=est, is_mm=is_mm,
+                    act_block_h=act_block_h or 0)
+
+    def plan_conv2d(self, node: Node) -> PlannedLayer:
+        x = self.layouts[node.inputs[0]]
+        policy = node.layout
+        follow = False
+        if policy.kind in (HEIGHT, BLOCK, WIDTH):
+            kinds = [policy.kind]
+        elif x.memory.sharded and x.memory.memory_layout in (HEIGHT, BLOCK, WIDTH):
+            # ttnn: an already sharded input is used as is (determine_conv_config_for_auto_shard
+            # returns early; reshard_if_not_optimal=False), so auto follows the producer.
+            kinds = [x.memory.memory_layout]
+            follow = True
+        else:
+            kinds = [HEIGHT, BLOCK, WIDTH]
+        cands = []
+        for k in kinds:
+            if k == WIDTH and len(kinds) == 3 and self.is_mm(node):
+                continue  # ttnn: a matmul (1x1) conv is never auto width-sharded
+            try:
+                cands.append(self.conv_candidate(node, k, x, None, follow))
+            except (ValueError, ZeroDivisionError):
+                continue
+        if policy.kind == "auto" and not follow and len(cands) >= 2:
+            chosen = self.auto_pick(cands)
+        else:
+            chosen = cands[0] if cands else None
+        if chosen is None:
+            raise LayoutError("no shard layout fits this conv", layer=node.name)
+        tried = [chosen] + [c for c in cands if c is not chosen]
+        # over budget: other schemes (auto only), then smaller act blocks, then un-follow input
+        fallback = []
+        for c in tried:
+            fallback.append(c)
+            for abh in (128, 64, 32):
+                fallback.append(self.conv_candidate(node, c["kind"], x, abh, follow))
+        if follow and policy.kind == "auto":
+            for k in (HEIGHT, BLOCK, WIDTH):
+                for abh in (None, 64, 32):
+                    fallback.append(self.conv_candidate(node, k, x, abh, False))
+        fit = next((c for c in fallback if c["est"].total <= self.budget), None)
+        if fit is None:
+            best = min(fallback, key=lambda c: c["est"].total)
+            raise LayoutError(
+                f"conv2d needs at least {best['est'].total} B of L1 per core "
+                f"({best['kind']}, {best['est']}), over the {self.budget} B budget of {self.arch}",
+                layer=node.name)
+        c = fit
+        cin = x
+        if self.with_adapters and x.memory.sharded and x.memory != c["conv_in"].memory:
+            cin = self.adapt(node, 0, x, "reshard", replace(c["conv_in"], layout=x.layout),
+                             f"conv wants its input {c['kind']} on {c['pc'].num_cores} cores; "
+                             f"producer gives {x.memory.short()}")
+        out = c["out"]
+        requested = self.requested_memory(node, node.shape.rows, node.shape.c) \
+            if policy.kind == INTERLEAVED else None
+        if requested is not None:
+            out = replace(out, memory=requested)
+        config = {
+            "shard_layout": c["kind"], "act_block_h_override": c["act_block_h"],
+            "reshard_if_not_optimal": False, "override_sharding_config": False,
+            "output_layout": out.layout, "dtype": out.dtype, "is_mm_conv": c["is_mm"],
+            "num_cores": c["pc"].num_cores, "core_grid": c["pc"].grid,
+            "input_memory": c["conv_in"].memory, "memory_config": requested,
+            "weights_dtype": node.precision.weights, "l1_parts": c["est"].parts,
+        }
+        return PlannedLayer(node, [cin], out, c["est"].total, config)
+
+    @staticmethod
+    def auto_pick(cands):
+        """conv2d_utils.cpp determine_conv_config_for_auto_shard: height unless block is smaller
+        in L1 and uses more cores than one grid row; then width if smaller still (not for mm)."""
+        by = {c["kind"]: c for c in cands}
+        win = by[HEIGHT]
+        b, w = by.get(BLOCK), by.get(WIDTH)
+        if b and b["est"].total < win["est"].total and b["pc"].num_cores > 8:
+            win = b
+        if w and w["est"].total < win["est"].total and not w["is_mm"]:
+            win = w
+        return win
+
+    # ---- pools -----------------------------------------------------------------------------
+    def plan_max_pool2d(self, node: Node) -> PlannedLayer:
+        return self.plan_pool(node)
+
+    def plan_avg_pool2d(self, node: Node) -> PlannedLayer:
+        return self.plan_pool(node)
+
+    def plan_global_avg_pool(self, node: Node) -> PlannedLayer:
+        return self.plan_pool(node)
+
+    def consumers_need_tile(self, node: Node) -> bool:
+        return any(c.op in ("linear", "add", "multiply", "concat") or
+                   c.precision.activations in BFP for c in self.g.consumers(node.name))
+
+    def plan_pool(self, node: Node) -> PlannedLayer:
+        x = self.layouts[node.inputs[0]]
+        in_rows, c = self.rc(node.inputs[0])
+        in_shape = self.g.shape_of(node.inputs[0])
+        policy = node.layout
+        scheme = x.memory.memory_layout if x.memory.sharded else (
+            policy.kind if policy.kind in (HEIGHT, WIDTH, BLOCK) else
+            R.select_conv_shard_layout(node.shape.rows, c, c, device_grid=self.grid))
+        if policy.kind in (HEIGHT, WIDTH, BLOCK) and x.memory.sharded and policy.kind != scheme \
+                and self.with_adapters:
+            want = self.requested_memory(node, in_rows, c)
+            x = self.adapt(node, 0, x, "reshard", replace(x, memory=want),
+                           f"policy asks {policy.kind}; producer gives {x.memory.short()}")
+            scheme = policy.kind
+        dtype = node.precision.activations
+        out_layout = TILE_LAYOUT if (self.with_adapters and (self.consumers_need_tile(node) or
+                                                             dtype in BFP)) else ROW_MAJOR
+        if not self.with_adapters:
+            dtype = "bfloat16"
+        if node.op == "global_avg_pool":
+            kernel = (in_shape.h, in_shape.w)
+        else:
+            kernel = tuple(node.attrs["kernel"])
+        attrs = {"output_layout": out_layout, "dtype": dtype, "applied_shard_scheme": scheme,
+                 "out_shape": _flat(node.shape), "device_grid": self.grid}
+        if not x.memory.sharded:
+            pc = R.determine_parallel_config(scheme, node.shape.rows, c, c, self.grid)
+            attrs["num_cores"] = pc.num_cores
+        out = R.output_layout(node.op, [x], attrs, None, [self.flat[node.inputs[0]]])
+        n = out.memory.num_cores or 64
+        est = l1m.pool_l1(in_layout=x, out_layout=out, in_rows=in_rows, in_w=in_shape.w, c=c,
+                          out_rows=node.shape.rows, kernel=kernel, num_cores=n,
+                          global_pool=node.op == "global_avg_pool")
+        config = {"applied_shard_scheme": None if x.memory.sharded else scheme,
+                  "shard_scheme": scheme, "output_layout": out_layout, "dtype": dtype,
+                  "kernel": kernel, "l1_parts": est.parts}
+        return PlannedLayer(node, [x], out, est.total, config)
+
+    # ---- eltwise ---------------------------------------------------------------------------
+    def plan_add(self, node: Node) -> PlannedLayer:
+        return self.plan_binary(node)
+
+    def plan_multiply(self, node: Node) -> PlannedLayer:
+        return self.plan_binary(node)
+
+    def plan_binary(self, node: Node) -> PlannedLayer:
+        ins = self.inputs_of(node)
+        shapes = [self.flat[s] for s in node.inputs]
+        swap = node.inputs[0] in self.g.constants and node.inputs[1] not in self.g.constants
+        ia, ib = (1, 0) if swap else (0, 1)
+        a, b = ins[ia], ins[ib]
+        if self.with_adapters:
+            if a.layout != TILE_LAYOUT and (a.memory.sharded or b.memory.sharded):
+                a = self.to_tile(node, ia, a, "binary_ng's row-major path takes no sharded tensors")
+            if b.layout != TILE_LAYOUT and (a.memory.sharded or b.memory.sharded):
+                b = self.to_tile(node, ib, b, "binary_ng's row-major path takes no sharded tensors")
+            if a.layout == TILE_LAYOUT and b.layout != TILE_LAYOUT:
+                b = self.to_tile(node, ib, b, "operand layouts must agree (TILE)")
+            adv = R.advise(node.op, [a, b], {}, None, shapes=[shapes[ia], shapes[ib]])
+            if adv and a.memory.sharded and b.memory.sharded and shapes[ia] == shapes[ib]:
+                cost_a = R.tensor_bytes(a, *self.rc(node.inputs[ia]))
+                cost_b = R.tensor_bytes(b, *self.rc(node.inputs[ib]))
+                if cost_a < cost_b:
+                    a = self.adapt(node, ia, a, "reshard", replace(a, memory=b.memory),
+                                   f"shard specs differ ({a.memory.short()} vs {b.memory.short()}); "
+                                   f"moving a costs {cost_a} B < {cost_b} B; same spec = native "
+                                   "L1-sharded binary_ng")
+                else:
+                    b = self.adapt(node, ib, b, "reshard", replace(b, memory=a.memory),
+                                   f"shard specs differ ({a.memory.short()} vs {b.memory.short()}); "
+                                   f"moving b costs {cost_b} B <= {cost_a} B; same spec = native "
+                                   "L1-sharded binary_ng")
+        req = self.requested_memory(node, node.shape.rows, node.shape.c)
+        dtype = node.precision.activations if self.with_adapters else a.dtype
+        attrs = {"dtype": dtype, "out_shape": _flat(node.shape)}
+        out = R.output_layout(node.op, [a, b], attrs, req, [shapes[ia], shapes[ib]])
+        received = [None, None]
+        received[ia], received[ib] = a, b
+        est = l1m.eltwise_l1(inputs=[(a, *self.rc(node.inputs[ia])), (b, *self.rc(node.inputs[ib]))],
+                             out_layout=out, out_rows=node.shape.rows, c=node.shape.c)
+        native = R.is_native_binary_sharding(a, b, out.memory, shapes[ia], shapes[ib])
+        config = {"swap_operands": swap, "dtype": dtype, "memory_config": req,
+                  "native_l1_sharding": native,
+                  "broadcast": "row_b" if shapes[ib] != shapes[ia] else None,
+                  "activation": node.attrs.get("activation"), "l1_parts": est.parts}
+        return PlannedLayer(node, received, out, est.total, config)
+
+    def plan_relu(self, node: Node) -> PlannedLayer:
+        x = self.layouts[node.inputs[0]]
+        want = node.precision.activations
+        if self.with_adapters and x.dtype != want:
+            after = replace(x, dtype=want, layout=TILE_LAYOUT if want in BFP else x.layout)
+            kind = "typecast" if x.layout == TILE_LAYOUT else "to_layout"
+            x = self.adapt(node, 0, x, kind, after,
+                           f"relu has no dtype argument: {x.dtype} -> {want} before it")
+        out = R.output_layout("relu", [x], {}, None, [self.flat[node.inputs[0]]])
+        rows, c = self.rc(node.inputs[0])
+        est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=rows, c=c)
+        return PlannedLayer(node, [x], out, est.total, {"l1_parts": est.parts})
+
+    # ---- linear ----------------------------------------------------------------------------
+    def plan_linear(self, node: Node) -> PlannedLayer:
+        x = self.layouts[node.inputs[0]]
+        rows, k = self.rc(node.inputs[0])
+        if self.with_adapters:
+            if x.memory.sharded:
+                x = self.to_interleaved(node, 0, x, "linear runs without a sharded program config: "
+                                        "interleaved input")
+            if x.layout != TILE_LAYOUT:
+                x = self.to_tile(node, 0, x, "matmul inputs must be tilized")
+        dtype = node.precision.activations
+        out = TensorLayout(MemSpec(INTERLEAVED, "l1"), TILE_LAYOUT, dtype)
+        est = l1m.linear_l1(in_layout=x, out_layout=out, rows=rows, k=k, n=node.shape.c,
+                            weights_dtype=node.precision.weights)
+        return PlannedLayer(node, [x], out, est.total,
+                            {"dtype": dtype, "memory_config": out.memory, "program_config": None,
+                             "activation": node.attrs.get("activation"), "l1_parts": est.parts})
+
+    # ---- upsample / concat / pad -----------------------------------------------------------
+    def plan_upsample(self, node: Node) -> PlannedLayer:
+        x = self.layouts[node.inputs[0]]
+        if self.with_adapters:
+            if x.memory.memory_layout == WIDTH:
+                x = self.to_interleaved(node, 0, x, "upsample takes no width-sharded input")
+            if x.memory.sharded and x.layout != ROW_MAJOR:
+                x = self.to_row_major(node, 0, x, "sharded upsample needs ROW_MAJOR")
+        attrs = {"mode": node.attrs.get("mode", "nearest"), "out_shape": _flat(node.shape)}
+        out = R.output_layout("upsample", [x], attrs, None, [self.flat[node.inputs[0]]])
+        rows, c = self.rc(node.inputs[0])
+        est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=node.shape.rows, c=c)
+        return PlannedLayer(node, [x], out, est.total, {**attrs, "l1_parts": est.parts})
+
+    def plan_concat(self, node: Node) -> PlannedLayer:
+        ins = self.inputs_of(node)
+        shapes = [self.flat[s] for s in node.inputs]
+        if self.with_adapters and R.check("concat", ins, {"dim": -1}, None, shapes=shapes):
+            first = ins[0]
+            for i, t in enumerate(ins):
+                rows, c = self.rc(node.inputs[i])
+                if first.memory.sharded and first.memory.memory_layout == HEIGHT:
+                    want = R.reshape_memspec(first.memory, rows, c)
+                    if t.memory != want:
+                        kind = "reshard" if t.memory.sharded else "interleaved_to_sharded"
+                        ins[i] = self.adapt(node, i, t, kind, replace(t, memory=want),
+                                            "channel concat needs equal height shards on one grid")
+                elif t.memory.sharded:
+                    ins[i] = self.to_interleaved(node, i, t, "concat inputs all interleaved")
+            for i, t in enumerate(ins):
+                if t.layout != ins[0].layout:
+                    ins[i] = self.adapt(node, i, t, "to_layout", replace(t, layout=ins[0].layout),
+                                        "concat inputs share one layout")
+        out = R.output_layout("concat", ins, {"out_shape": _flat(node.shape)}, None, shapes)
+        est = l1m.eltwise_l1(inputs=[(t, *self.rc(s)) for t, s in zip(ins, node.inputs)],
+                             out_layout=out, out_rows=node.shape.rows, c=node.shape.c)
+        return PlannedLayer(node, ins, out, est.total, {"dim": -1, "l1_parts": est.parts})
+
+    def plan_pad(self, node: Node) -> PlannedLayer:
+        x = self.layouts[node.inputs[0]]
+        if self.with_adapters and R.check("pad", [x], {}, None, shapes=[self.flat[node.inputs[0]]]):
+            x = self.to_interleaved(node, 0, x, "spatial pad runs on interleaved tensors")
+        out = TensorLayout(x.memory, x.layout, x.dtype)
+        rows, c = self.rc(node.inputs[0])
+        est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=node.shape.rows, c=c)
+        return PlannedLayer(node, [x], out, est.total,
+                            {"padding": node.attrs.get("padding"), "value": node.attrs.get("value", 0.0),
+                             "l1_parts": est.parts})
+
+
+def plan_graph(graph: Graph, *, arch: str = "wormhole_b0", adapters: bool = True) -> Plan:
+    """Resolve every tensor's layout and insert adapters only on disagreeing edges."""
+    return _Planner(graph, arch, adapters).run()
+
+
+def check_plan(plan: Plan) -> list[tuple[str, R.Violation]]:
+    """Run rules.check on every layer with the layouts it receives (after adapters) and on every
+    adapter; returns (layer or edge, violation) pairs. An empty list means the card accepts it."""
+    out = []
+    flat = {n: s.flat for n, s in plan.graph.inputs.items()}
+    flat.update({n: _const_flat(c.shape) for n, c in plan.graph.constants.items()})
+    flat.update({l.name: l.node.shape.flat for l in plan.layers})
+    for a in plan.adapters:
+        for v in R.check(a.kind, [a.before], {"dtype": a.after.dtype, "layout": a.after.layout},
+                         a.after.memory, shapes=[flat[a.src]]):
+            out.append((a.edge, v))
+    for layer in plan.layers:
+        attrs = dict(layer.config)
+        attrs.setdefault("dtype", layer.output.dtype)
+        for v in R.check(layer.node.op, layer.inputs, attrs, None,
+                         shapes=[flat[s] for s in layer.node.inputs]):
+            out.append((layer.name, v))
+    return out
+
+
+def edge_mismatches(plan: Plan) -> list[str]:
+    """Edges where what the producer gives (after that edge's adapters, in order) is not what the
+    consumer receives. Empty for every plan made with adapters=True."""
+    out = []
+    given = dict(plan.input_layouts)
+    given.update(plan.constant_layouts)
+    given.update({l.name: l.output for l in plan.layers})
+    for layer in plan.layers:
+        for i, src in enumerate(layer.node.inputs):
+            t = given[src]
+            for a in plan.adapters:
+                if a.dst == layer.name and a.index == i:
+                    if a.before != t:
+                        out.append(f"{a.edge}: adapter expects {a.before.short()}, gets {t.short()}")
+                    t = a.after
+            if t != layer.inputs[i]:
+                out.append(f"{src} -> {layer.name}[{i}]: gives {t.short()}, "
+                           f"receives {layer.inputs[i].short()}")
+    return out

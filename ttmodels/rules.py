@@ -1,0 +1,794 @@
+"""The one table of TTNN 0.81 per-op layout rules, and the layout math they rest on.
+
+Used by the planner (to decide where adapters go) and by the sim backend (to reject at run time
+what a card would reject). Every rule cites the tt-metal function that enforces it. Two kinds:
+
+* ``error`` rules: the card raises (TT_FATAL / TT_THROW). ``check()`` returns only these.
+* ``perf`` rules: the card runs, but on a slower path (e.g. binary_ng falls back from its native
+  L1-sharded kernels to the TensorAccessor "interleaved" kernels). ``advise()`` returns these; the
+  planner uses them to decide whether an adapter pays for itself. The sim never rejects them.
+
+Conventions: activations are ``[1, 1, rows, C]`` (rows = N*H*W); ``shapes`` passed to ``check`` are
+those flattened logical shapes. Strings for layouts/buffers/dtypes are the ones of ``layout.py``.
+Facts were read from tt-metal sources and cross-checked against the TT_FATAL message strings
+compiled into the ttnn 0.81.1 wheel (``ttnn/build/lib/_ttnncpp.so``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Iterable
+
+from .errors import LayoutError
+from .graph import TILE, round_up
+from .layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
+                     TensorLayout)
+
+Shape4 = tuple[int, int, int, int]
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    op: str
+    text: str
+    source: str
+    kind: str = "error"    # "error": the card rejects it; "perf": accepted on a slower path
+
+
+@dataclass
+class Violation:
+    rule: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"[{self.rule}] {self.message}"
+
+
+_CONV = "ttnn/cpp/ttnn/operations/conv/conv2d/conv2d_utils.cpp"
+_CONV_OP = "ttnn/cpp/ttnn/operations/conv/conv2d/device/conv2d_device_operation.cpp"
+_BNG = "ttnn/cpp/ttnn/operations/eltwise/binary_ng/device/binary_ng_device_operation.cpp"
+_BNG_U = "ttnn/cpp/ttnn/operations/eltwise/binary_ng/device/binary_ng_utils.cpp"
+_POOL = "ttnn/cpp/ttnn/operations/pool/generic/device/pool_op.cpp"
+_POOL_API = "ttnn/cpp/ttnn/operations/pool/generic/generic_pools.cpp"
+_UP = "ttnn/cpp/ttnn/operations/pool/upsample/device/upsample_device_operation.cpp"
+_CAT = "ttnn/cpp/ttnn/operations/data_movement/concat/device/concat_device_operation.cpp"
+_PAD = "ttnn/cpp/ttnn/operations/data_movement/pad/device/pad_device_operation.cpp"
+_MM = "ttnn/cpp/ttnn/operations/matmul/device/matmul_device_operation.cpp"
+_I2S = ("ttnn/cpp/ttnn/operations/data_movement/sharded/interleaved_to_sharded/device/"
+        "interleaved_to_sharded_device_operation.cpp")
+_S2I = ("ttnn/cpp/ttnn/operations/data_movement/sharded/sharded_to_interleaved/device/"
+        "sharded_to_interleaved_device_operation.cpp")
+_RESHARD = "ttnn/cpp/ttnn/operations/data_movement/sharded/reshard/device/reshard_device_operation.cpp"
+_TC = "ttnn/cpp/ttnn/operations/copy/typecast/device/typecast_device_op.cpp"
+_TENSOR = "ttnn/api/ttnn/tensor/tensor_spec.cpp"
+
+_RULE_LIST = [
+    # --- any tensor -------------------------------------------------------------------------
+    Rule("tensor.bfp_tile", "*",
+         "bfloat8_b / bfloat4_b tensors exist only in TILE layout (block-float shares an exponent "
+         "per 16 values of a tile face)",
+         f"{_TENSOR}: TensorLayout validation ('Only tile layout supports dtype conversion'; "
+         "BFLOAT8_B/BFLOAT4_B require Layout::TILE)"),
+    Rule("tensor.shard_spec", "*",
+         "a sharded tensor carries a shard spec whose shards cover the (tile padded) tensor: "
+         "height: cores*shard_h >= rows, shard_w == C; width: shard_h == rows, cores*shard_w >= C; "
+         "block: grid_y*shard_h >= rows, grid_x*shard_w >= C",
+         "ttnn/api/ttnn/tensor/memory_config/memory_config.cpp / tensor_spec.cpp: "
+         "'Sharded memory config must have a shard spec', shard distribution validation"),
+    Rule("tensor.shard_l1", "*",
+         "sharded activations live in L1 (DRAM sharding is a matmul weight/DRAM-sharded-matmul "
+         "feature; the CNN ops here take L1 shards)",
+         f"{_CONV}: create_sharded_memory_config_from_parallel_config (BufferType::L1); "
+         f"{_POOL}: Pool2D::validate_on_program_cache_miss"),
+    # --- conv2d -----------------------------------------------------------------------------
+    Rule("conv2d.sharded_or_shard_layout", "conv2d",
+         "the input must be sharded, or conv_config.shard_layout must be set so conv2d can shard "
+         "the interleaved input itself",
+         f"{_CONV}: get_conv_padded_input_shape_and_mem_config ('Tensor must be sharded or "
+         "shard_layout must be set.')"),
+    Rule("conv2d.shard_scheme", "conv2d",
+         "conv2d supports HEIGHT, BLOCK or WIDTH sharded layouts only",
+         f"{_CONV}: determine_parallel_config ('Conv2d supports Height, Block or Width Sharded "
+         "Layouts but got {}')"),
+    Rule("conv2d.height_block_row_major_orientation", "conv2d",
+         "height/width-sharded conv inputs must use ROW_MAJOR shard orientation (else conv reshards)",
+         f"{_CONV}: get_conv_padded_input_shape_and_mem_config (needs_shard_or_reshard when "
+         "orientation != ROW_MAJOR for non-block layouts)", kind="perf"),
+    Rule("conv2d.rm_bfp_output", "conv2d",
+         "conv output cannot be ROW_MAJOR when the output dtype is bfloat8_b",
+         f"{_CONV_OP}: Conv2dDeviceOperation::validate ('Conv output can't be in Row Major if "
+         "output dtype is BFloat8_B.')"),
+    Rule("conv2d.mm_width_sharded", "conv2d",
+         "a 1x1 stride-1 conv lowered to matmul cannot be WIDTH sharded",
+         f"{_CONV}: use_matmul_for_1x1_conv / select_shard_spec ('matmul doesn't support width "
+         "sharding')"),
+    Rule("conv2d.reshard", "conv2d",
+         "a sharded input whose scheme differs from conv_config.shard_layout is resharded inside "
+         "conv2d (an extra move the plan should make explicit)",
+         f"{_CONV}: get_conv_padded_input_shape_and_mem_config (needs_shard_or_reshard)",
+         kind="perf"),
+    # --- binary_ng (add, multiply) ----------------------------------------------------------
+    Rule("binary.layout", "add|multiply",
+         "operands must be TILE or ROW_MAJOR, and the ROW_MAJOR path does not take sharded tensors",
+         f"{_BNG}: BinaryNgDeviceOperation::validate_on_program_cache_miss ('First/Second operand "
+         "to eltwise binary must have TILE or ROW_MAJOR layout'; 'Row-major binary_ng path does "
+         "not support sharded tensors yet')"),
+    Rule("binary.memory", "add|multiply",
+         "each operand is either sharded or interleaved; sharded and interleaved operands may be "
+         "mixed (0.81 has no shard-spec equality check: mismatches run on the TensorAccessor path)",
+         f"{_BNG}: BinaryNgDeviceOperation::validate_on_program_cache_miss ('LHS/RHS operand must "
+         "be either sharded or interleaved')"),
+    Rule("binary.broadcast", "add|multiply",
+         "shapes broadcast numpy-style (each dim equal or 1); a [1,1,1,C] operand broadcasts over "
+         "the rows of a sharded a (0.81 dropped the old 'Cannot broadcast sharded tensors on dims "
+         "other than W' check)",
+         f"{_BNG}: BinaryNgDeviceOperation::validate_on_program_cache_hit ('Broadcasting rule "
+         "violation at dimension index {} ...')"),
+    Rule("binary.dtype_out", "add|multiply",
+         "the output dtype is the dtype argument (default: input a's dtype); binary ops convert on "
+         "their own, no typecast needed",
+         f"{_BNG}: operation_attributes_t::get_dtype (dtype.value_or(input_dtype))"),
+    Rule("binary.native_sharding", "add|multiply",
+         "the native L1-sharded kernels run only when a and b have the same shape and the same "
+         "memory config (same shard spec), evenly sharded, all L1, and the output is sharded on "
+         "the same grid; otherwise binary_ng reads shards through TensorAccessor (slower)",
+         f"{_BNG_U}: is_native_L1_sharding", kind="perf"),
+    # --- unary ------------------------------------------------------------------------------
+    Rule("relu.dtype", "relu",
+         "ttnn.relu has no dtype argument: the output dtype is the input dtype",
+         "ttnn/cpp/ttnn/operations/eltwise/unary/unary.hpp: relu signature (input_tensor, "
+         "memory_config, output_tensor, sub_core_grids); unary_device_operation.cpp: "
+         "compute_output_specs"),
+    # --- pools ------------------------------------------------------------------------------
+    Rule("pool.memory", "max_pool2d|avg_pool2d|global_avg_pool",
+         "the input is HEIGHT/WIDTH/BLOCK sharded in L1, or interleaved (pool2d then shards it "
+         "with applied_shard_scheme, default chosen like conv)",
+         f"{_POOL}: Pool2D::validate_on_program_cache_miss ('Pool2D input shard spec should not be "
+         f"empty'); {_POOL_API}: pool2d (shards an interleaved input)"),
+    Rule("pool.dtype_layout", "max_pool2d|avg_pool2d|global_avg_pool",
+         "output dtype and layout are arguments (dtype=bfloat16, output_layout=ROW_MAJOR by "
+         "default); a bfloat8_b output needs output_layout=TILE",
+         f"{_POOL_API}: max_pool2d/avg_pool2d signatures (dtype, output_layout)"),
+    # --- matmul / linear --------------------------------------------------------------------
+    Rule("linear.tile", "linear",
+         "matmul operands must be TILE layout",
+         f"{_MM}: Matmul::validate ('Inputs to matmul must be tilized')"),
+    Rule("linear.sharded_needs_program_config", "linear",
+         "a sharded input a needs an explicit sharded program config (1D/2D mcast) whose grid "
+         "matches its shard grid; without one the planner feeds linear interleaved tensors",
+         f"{_MM}: Matmul::validate / get_program_config (auto config for sharded in0)"),
+    # --- upsample ---------------------------------------------------------------------------
+    Rule("upsample.memory", "upsample",
+         "a sharded input must be HEIGHT or BLOCK sharded (WIDTH not supported)",
+         f"{_UP}: UpsampleDeviceOperation::validate (sharded input memory layout)"),
+    Rule("upsample.layout", "upsample",
+         "nearest upsample on a sharded input needs ROW_MAJOR; bilinear needs bfloat16 ROW_MAJOR "
+         "height sharded",
+         f"{_UP}: UpsampleDeviceOperation::validate ('Bilinear upsample requires BFLOAT16 input')"),
+    # --- concat -----------------------------------------------------------------------------
+    Rule("concat.sharded", "concat",
+         "sharded inputs: all inputs sharded with the same memory layout; only width or height "
+         "concat; width (channel) concat needs HEIGHT or BLOCK sharded inputs with equal shard "
+         "heights",
+         f"{_CAT}: ConcatDeviceOperation::validate ('Only width or height concat on sharded "
+         "tensors', 'Only support width concat on height-sharded or block-sharded tensors.')"),
+    Rule("concat.mixed", "concat",
+         "inputs must be all sharded or all interleaved",
+         f"{_CAT}: ConcatDeviceOperation::validate (sharded inputs require every input sharded)"),
+    # --- pad --------------------------------------------------------------------------------
+    Rule("pad.memory", "pad",
+         "spatial pad of an NHWC tensor runs on interleaved inputs (sharded pad supports only "
+         "row-major height sharding and never pads the last dim)",
+         f"{_PAD}: PadDeviceOperation::validate ('sharded pad does not support pad on last dim "
+         "currently')"),
+    # --- adapters ---------------------------------------------------------------------------
+    Rule("i2s.input", "interleaved_to_sharded",
+         "input must be interleaved, output sharded; TILE inputs use standard 32x32 tiles",
+         f"{_I2S}: InterleavedToShardedDeviceOperation::validate ('interleaved_to_sharded requires "
+         "standard 32x32 tiles')"),
+    Rule("s2i.input", "sharded_to_interleaved",
+         "input must be sharded (2D shard spec, not ND), output interleaved",
+         f"{_S2I}: ShardedToInterleavedDeviceOperation::validate ('sharded_to_interleaved does not "
+         "support ND sharding')"),
+    Rule("reshard.input", "reshard",
+         "input and output both sharded; layout and dtype unchanged",
+         f"{_RESHARD}: ReshardDeviceOperation::validate"),
+    Rule("to_layout.dtype", "to_layout",
+         "to_layout changes TILE <-> ROW_MAJOR; a bfloat8_b/bfloat4_b result must stay TILE",
+         "ttnn/cpp/ttnn/operations/core/to_layout/to_layout_op.cpp: to_layout"),
+    Rule("typecast.layout", "typecast",
+         "typecast keeps the memory layout and needs TILE for block-float dtypes",
+         f"{_TC}: TypecastDeviceOperation::validate ('Typecast operation requires Input and Output "
+         "memory layout to match')"),
+    Rule("to_memory_config.any", "to_memory_config",
+         "to_memory_config moves between any two memory configs (dispatching to i2s/s2i/reshard/"
+         "copy) and may change dtype only in TILE layout",
+         "ttnn/cpp/ttnn/operations/core/to_memory_config/to_memory_config_op.hpp: to_memory_config"),
+]
+
+RULES: dict[str, Rule] = {r.id: r for r in _RULE_LIST}
+
+GRAPH_OPS = ("conv2d", "add", "multiply", "relu", "max_pool2d", "avg_pool2d", "global_avg_pool",
+             "linear", "upsample", "concat", "pad")
+ADAPTER_OPS = ("to_memory_config", "sharded_to_interleaved", "interleaved_to_sharded", "reshard",
+               "to_layout", "typecast")
+BFP = ("bfloat8_b", "bfloat4_b")
+
+
+# ============================================================================================
+# Layout math (pure)
+# ============================================================================================
+
+def cores_to_grid(num_cores: int, grid: tuple[int, int]) -> tuple[int, int]:
+    """Extent (x, y) of ``num_cores`` cores laid out row-wise on ``grid`` starting at (0, 0), as
+    tt-metal's ``num_cores_to_corerangeset(n, grid, row_wise=true)`` builds it."""
+    gx, gy = grid
+    if num_cores <= 0 or num_cores > gx * gy:
+        raise ValueError(f"{num_cores} cores do not fit a {gx}x{gy} grid")
+    if num_cores <= gx:
+        return (num_cores, 1)
+    return (gx, -(-num_cores // gx))
+
+
+def closest_divisor_with_padding(num: int, start: int) -> int:
+    """tt-metal ``find_closest_largest_divisor_with_num_padding``: the largest d <= start such
+    that padding ``num`` up to a multiple of d wastes less than one whole share."""
+    d = max(1, start)
+    while d > 1:
+        padded = round_up(num, d)
+        if padded - num < padded // d:
+            return d
+        d -= 1
+    return 1
+
+
+def closest_divisor_with_padding2(num1: int, num2: int, start: int) -> int:
+    """Two-number variant (block sharding: output and input channel tiles)."""
+    d = max(1, start)
+    while d > 1:
+        p1, p2 = round_up(num1, d), round_up(num2, d)
+        if p1 - num1 < p1 // d and p2 - num2 < p2 // d:
+            return d
+        d -= 1
+    return 1
+
+
+def height_shard_shape(rows: int, c: int, num_cores: int) -> tuple[int, int]:
+    """[rows, C] over ``num_cores``: shard height = round_up(rows, num_cores*32) / num_cores (the
+    same as ceil(rows / cores) rounded up to 32), shard width = C padded to a tile."""
+    return (round_up(rows, num_cores * TILE) // num_cores, round_up(c, TILE))
+
+
+def width_shard_shape(rows: int, c: int, num_cores: int) -> tuple[int, int]:
+    return (round_up(rows, TILE), round_up(c, num_cores * TILE) // num_cores)
+
+
+def block_shard_shape(rows: int, c: int, grid: tuple[int, int]) -> tuple[int, int]:
+    """Row-major orientation: grid y splits rows, grid x splits channels."""
+    gx, gy = grid
+    return (round_up(rows, gy * TILE) // gy, round_up(c, gx * TILE) // gx)
+
+
+def sharded_memspec(kind: str, rows: int, c: int, *, num_cores: int | None = None,
+                    grid: tuple[int, int] | None = None,
+                    device_grid: tuple[int, int] = (8, 8)) -> MemSpec:
+    """An L1 MemSpec for ``kind`` sharding of a [rows, C] tensor. Height/width take ``num_cores``
+    (laid out row-wise on ``device_grid``); block takes ``grid`` (x = channel cores, y = row cores)."""
+    if kind == HEIGHT:
+        n = num_cores or device_grid[0] * device_grid[1]
+        return MemSpec(HEIGHT, "l1", cores_to_grid(n, device_grid), n,
+                       height_shard_shape(rows, c, n))
+    if kind == WIDTH:
+        n = num_cores or device_grid[0] * device_grid[1]
+        return MemSpec(WIDTH, "l1", cores_to_grid(n, device_grid), n,
+                       width_shard_shape(rows, c, n))
+    if kind == BLOCK:
+        g = grid or device_grid
+        return MemSpec(BLOCK, "l1", g, g[0] * g[1], block_shard_shape(rows, c, g))
+    raise ValueError(f"not a sharded layout: {kind}")
+
+
+@dataclass(frozen=True)
+class ParallelConfig:
+    """What tt-metal's ``determine_parallel_config`` returns, in our terms."""
+    kind: str
+    num_cores: int
+    grid: tuple[int, int]         # extent (x, y)
+    cores_nhw: int
+    cores_c: int
+
+
+def determine_parallel_config(kind: str, rows_out: int, c_in: int, c_out: int,
+                              device_grid: tuple[int, int] = (8, 8), *,
+                              channels_padding: bool = True) -> ParallelConfig:
+    """Mirror of conv2d_utils.cpp ``determine_parallel_config`` (ROW_MAJOR orientation, tiled
+    output, no act_block_h override): how many cores each sharding of a conv uses."""
+    gx, gy = device_grid
+    nhw_tiles = round_up(rows_out, TILE) // TILE
+    cin_tiles = -(-c_in // TILE)
+    cout_tiles = -(-c_out // TILE)
+    if kind == HEIGHT:
+        n = closest_divisor_with_padding(nhw_tiles, gx * gy)
+        return ParallelConfig(HEIGHT, n, cores_to_grid(n, device_grid), n, 1)
+    if kind == BLOCK:
+        nhw = closest_divisor_with_padding(nhw_tiles, gy)
+        if channels_padding:
+            cc = closest_divisor_with_padding2(cout_tiles, cin_tiles, gx)
+        else:
+            cc = gx
+            while cc > 1 and (cout_tiles % cc or cin_tiles % cc):
+                cc -= 1
+        return ParallelConfig(BLOCK, nhw * cc, (cc, nhw), nhw, cc)
+    if kind == WIDTH:
+        n = closest_divisor_with_padding(cin_tiles, gx * gy)
+        return ParallelConfig(WIDTH, n, cores_to_grid(n, device_grid), 1, n)
+    raise ValueError(f"Conv2d supports Height, Block or Width Sharded Layouts but got {kind}")
+
+
+def select_conv_shard_layout(rows_out: int, c_in: int, c_out: int, *, is_mm_conv: bool = False,
+                             is_conv1d: bool = False,
+                             device_grid: tuple[int, int] = (8, 8)) -> str:
+    """Mirror of conv2d_utils.cpp ``select_shard_spec`` (ttnn's auto shard_layout): count the
+    cores each scheme would use and prefer block sharding unless height sharding gets clearly
+    more cores (and block fewer than 3/4 of the grid) or ties on at most one row of cores; width
+    wins when it gets at least as many cores, or with >1280 input channels and >= 40 cores."""
+    cc_h = determine_parallel_config(HEIGHT, rows_out, c_in, c_out, device_grid,
+                                     channels_padding=not is_mm_conv).num_cores
+    cc_w = 0 if (is_mm_conv or is_conv1d) else determine_parallel_config(
+        WIDTH, rows_out, c_in, c_out, device_grid, channels_padding=True).num_cores
+    cc_b = 0 if is_conv1d else determine_parallel_config(
+        BLOCK, rows_out, c_in, c_out, device_grid, channels_padding=not is_mm_conv).num_cores
+    kind, best = BLOCK, cc_b
+    three_quarters = int(0.75 * device_grid[0] * device_grid[1])
+    if (cc_h > best and best < three_quarters) or (cc_h == best and cc_h <= device_grid[0]):
+        kind, best = HEIGHT, cc_h
+    if cc_w >= best:
+        kind, best = WIDTH, cc_w
+    if kind == BLOCK and cc_w >= 40 and c_in > 1280:
+        kind = WIDTH
+    return kind
+
+
+def conv_memspec(kind: str, rows: int, c: int, pc: ParallelConfig) -> MemSpec:
+    """Sharded memory config of a [rows, c] conv tensor under parallel config ``pc`` (conv2d_utils
+    ``create_sharded_memory_config_from_parallel_config``)."""
+    if kind == HEIGHT:
+        return MemSpec(HEIGHT, "l1", pc.grid, pc.num_cores, height_shard_shape(rows, c, pc.num_cores))
+    if kind == WIDTH:
+        return MemSpec(WIDTH, "l1", pc.grid, pc.num_cores, width_shard_shape(rows, c, pc.num_cores))
+    return MemSpec(BLOCK, "l1", pc.grid, pc.num_cores, block_shard_shape(rows, c, pc.grid))
+
+
+def reshape_memspec(mem: MemSpec, rows: int, c: int) -> MemSpec:
+    """Same scheme and grid, shard shape recomputed for a tensor of [rows, c] (what ops that keep
+    their input's sharding, like pools, upsample and binary_ng's adjust_to_shape, produce)."""
+    if not mem.sharded:
+        return mem
+    if mem.memory_layout == HEIGHT:
+        n = mem.num_cores or (mem.grid[0] * mem.grid[1])
+        return replace(mem, shard_shape=height_shard_shape(rows, c, n))
+    if mem.memory_layout == WIDTH:
+        n = mem.num_cores or (mem.grid[0] * mem.grid[1])
+        return replace(mem, shard_shape=width_shard_shape(rows, c, n))
+    return replace(mem, shard_shape=block_shard_shape(rows, c, mem.grid))
+
+
+def shard_bytes(layout: TensorLayout, rows: int, c: int) -> int:
+    """Bytes one core holds of this tensor (the whole tensor spread over banks if interleaved:
+    then 0 L1 bytes per core for DRAM, and an even share for L1 interleaved)."""
+    from .layout import bytes_per_element
+    bpe = bytes_per_element(layout.dtype) if layout.layout == TILE_LAYOUT else \
+        {"bfloat16": 2, "float32": 4}.get(layout.dtype, 2)
+    mem = layout.memory
+    if mem.sharded:
+        h, w = mem.shard_shape or (round_up(rows, TILE), round_up(c, TILE))
+        return int(h * w * bpe)
+    if mem.buffer == "dram":
+        return 0
+    return int(round_up(rows, TILE) * round_up(c, TILE) * bpe) // 64 + 1
+
+
+def tensor_bytes(layout: TensorLayout, rows: int, c: int) -> int:
+    """Bytes of the whole tensor as stored (tile padding included)."""
+    from .layout import bytes_per_element
+    bpe = bytes_per_element(layout.dtype) if layout.layout == TILE_LAYOUT else \
+        {"bfloat16": 2, "float32": 4}.get(layout.dtype, 2)
+    return int(round_up(rows, TILE) * round_up(c, TILE) * bpe)
+
+
+# ============================================================================================
+# check / output_layout
+# ============================================================================================
+
+def _rows_c(shape: Shape4 | None) -> tuple[int, int] | None:
+    if shape is None:
+        return None
+    return (shape[0] * shape[1] * shape[2], shape[3])
+
+
+def _v(rule: str, msg: str) -> Violation:
+    return Violation(rule, msg)
+
+
+def _tensor_checks(t: TensorLayout, shape: Shape4 | None, what: str) -> list[Violation]:
+    out = []
+    if t.dtype in BFP and t.layout != TILE_LAYOUT:
+        out.append(_v("tensor.bfp_tile", f"{what} is {t.dtype} in {t.layout} layout"))
+    m = t.memory
+    if m.sharded:
+        if m.buffer != "l1":
+            out.append(_v("tensor.shard_l1", f"{what} is {m.memory_layout} in {m.buffer}"))
+        if m.grid is None or m.shard_shape is None:
+            out.append(_v("tensor.shard_spec", f"{what} is {m.memory_layout} without a shard spec"))
+        elif shape is not None:
+            rows, c = _rows_c(shape)
+            sh, sw = m.shard_shape
+            n = m.num_cores or m.grid[0] * m.grid[1]
+            if m.memory_layout == HEIGHT:
+                ok = n * sh >= rows and sw >= c and sw == round_up(c, TILE if t.layout == TILE_LAYOUT else 1)
+            elif m.memory_layout == WIDTH:
+                ok = sh >= rows and n * sw >= c
+            else:
+                ok = m.grid[1] * sh >= rows and m.grid[0] * sw >= c
+            if not ok:
+                out.append(_v("tensor.shard_spec",
+                              f"{what}: {m.memory_layout} shard {m.shard_shape} on {n} cores "
+                              f"({m.grid[0]}x{m.grid[1]}) does not cover [{rows}, {c}]"))
+    return out
+
+
+def _same_shard(a: MemSpec, b: MemSpec) -> bool:
+    return (a.memory_layout, a.buffer, a.grid, a.num_cores, a.shard_shape, a.orientation) == \
+        (b.memory_layout, b.buffer, b.grid, b.num_cores, b.shard_shape, b.orientation)
+
+
+def check(op: str, inputs: list[TensorLayout | None], attrs: dict, output: MemSpec | None = None,
+          *, shapes: list[Shape4] | None = None) -> list[Violation]:
+    """Every ``error`` rule ``op`` breaks with these operand layouts. Empty list = the card runs it.
+
+    attrs keys used: conv2d ``shard_layout`` (str|None), ``output_layout``, ``dtype`` (output
+    dtype), ``is_mm_conv``; relu ``dtype`` (requested output dtype); pools ``output_layout``,
+    ``dtype``; upsample ``mode``; concat ``dim`` (default -1 = channels); adapters: ``dtype``,
+    ``layout`` (target) — the target memory config of an adapter is ``output``."""
+    shapes = list(shapes) if shapes is not None else [None] * len(inputs)
+    shapes += [None] * (len(inputs) - len(shapes))
+    vs: list[Violation] = []
+    for i, (t, s) in enumerate(zip(inputs, shapes)):
+        if t is not None:
+            vs += _tensor_checks(t, s, f"{op} input {i}")
+    if output is not None and output.sharded and output.buffer != "l1":
+        vs.append(_v("tensor.shard_l1", f"{op} output is {output.memory_layout} in {output.buffer}"))
+    fn = _CHECKS.get(op)
+    if fn is None:
+        raise ValueError(f"rules.check: unknown op {op!r}")
+    vs += fn(inputs, attrs, output, shapes)
+    return vs
+
+
+def advise(op: str, inputs: list[TensorLayout | None], attrs: dict, output: MemSpec | None = None,
+           *, shapes: list[Shape4] | None = None) -> list[Violation]:
+    """``perf`` rules: accepted by the card, but on a slower path. Never raised by the sim."""
+    shapes = list(shapes) if shapes is not None else [None] * len(inputs)
+    shapes += [None] * (len(inputs) - len(shapes))
+    vs = []
+    if op in ("add", "multiply") and len(inputs) == 2 and all(t is not None for t in inputs):
+        a, b = inputs
+        out = output or a.memory
+        if (a.memory.sharded or b.memory.sharded) and not is_native_binary_sharding(
+                a, b, out, shapes[0], shapes[1]):
+            vs.append(_v("binary.native_sharding",
+                         f"{op}: a {a.memory.short()} / b {b.memory.short()} / out {out.short()} "
+                         "is not binary_ng's native L1 sharding: operands read through "
+                         "TensorAccessor"))
+    if op == "conv2d" and inputs and inputs[0] is not None:
+        m = inputs[0].memory
+        want = attrs.get("shard_layout")
+        if m.sharded and want and want != m.memory_layout and attrs.get("override_sharding_config"):
+            vs.append(_v("conv2d.reshard", f"conv2d input {m.memory_layout} but shard_layout {want}"))
+        if m.sharded and m.memory_layout != BLOCK and m.orientation != "row_major":
+            vs.append(_v("conv2d.height_block_row_major_orientation",
+                         f"conv2d input {m.memory_layout} with {m.orientation} orientation"))
+    return vs
+
+
+def is_native_binary_sharding(a: TensorLayout, b: TensorLayout, out: MemSpec,
+                              shape_a: Shape4 | None, shape_b: Shape4 | None) -> bool:
+    """binary_ng_utils.cpp ``is_native_L1_sharding``: same shape and memory config for a and b,
+    even shards, all in L1, output sharded on the same grid."""
+    if not out.sharded or shape_a != shape_b or a.memory != b.memory:
+        return False
+    if not a.memory.sharded:
+        return False
+    if a.memory.buffer != "l1" or out.buffer != "l1":
+        return False
+    if out.grid is not None and a.memory.grid != out.grid:
+        return False
+    if shape_a is not None and a.memory.shard_shape:
+        rows, c = _rows_c(shape_a)
+        sh, sw = a.memory.shard_shape
+        if round_up(rows, TILE) % sh or round_up(c, TILE) % sw:
+            return False
+    return True
+
+
+def _c_conv(inputs, attrs, output, shapes):
+    vs = []
+    x = inputs[0]
+    want = attrs.get("shard_layout")
+    if x is None:
+        return [_v("conv2d.sharded_or_shard_layout", "conv2d input is missing")]
+    if not x.memory.sharded and want is None:
+        vs.append(_v("conv2d.sharded_or_shard_layout",
+                     f"conv2d input is {x.memory.short()} and no shard_layout is set"))
+    if want is not None and want not in (HEIGHT, WIDTH, BLOCK):
+        vs.append(_v("conv2d.shard_scheme", f"shard_layout {want}"))
+    if want == WIDTH and attrs.get("is_mm_conv"):
+        vs.append(_v("conv2d.mm_width_sharded", "1x1 conv lowered to matmul with WIDTH sharding"))
+    if attrs.get("output_layout", TILE_LAYOUT) == ROW_MAJOR and attrs.get("dtype") == "bfloat8_b":
+        vs.append(_v("conv2d.rm_bfp_output", "conv output_layout ROW_MAJOR with dtype bfloat8_b"))
+    return vs
+
+
+def _c_binary(inputs, attrs, output, shapes):
+    vs = []
+    a = inputs[0]
+    b = inputs[1] if len(inputs) > 1 else None
+    if a is None:
+        return [_v("binary.layout", "first operand of a binary op must be a tensor")]
+    tensors = [t for t in (a, b) if t is not None]
+    for t in tensors:
+        if t.layout not in (TILE_LAYOUT, ROW_MAJOR):
+            vs.append(_v("binary.layout", f"operand layout {t.layout}"))
+    any_rm = any(t.layout == ROW_MAJOR for t in tensors)
+    any_sharded = any(t.memory.sharded for t in tensors) or (output is not None and output.sharded)
+    if any_rm and any_sharded:
+        vs.append(_v("binary.layout",
+                     "row-major operand with sharded tensors: binary_ng's row-major path does not "
+                     "support sharded tensors"))
+    if b is not None and shapes[0] is not None and len(shapes) > 1 and shapes[1] is not None:
+        for da, db in zip(shapes[0], shapes[1]):
+            if not (da == db or da == 1 or db == 1):
+                vs.append(_v("binary.broadcast", f"shapes {shapes[0]} and {shapes[1]} do not broadcast"))
+                break
+    return vs
+
+
+def _c_relu(inputs, attrs, output, shapes):
+    x = inputs[0]
+    want = attrs.get("dtype")
+    if x is not None and want is not None and want != x.dtype:
+        return [_v("relu.dtype", f"relu cannot convert {x.dtype} to {want} (no dtype argument)")]
+    return []
+
+
+def _c_pool(inputs, attrs, output, shapes):
+    vs = []
+    x = inputs[0]
+    if x is None:
+        return [_v("pool.memory", "pool input is missing")]
+    if x.memory.memory_layout not in (INTERLEAVED, HEIGHT, WIDTH, BLOCK):
+        vs.append(_v("pool.memory", f"pool input {x.memory.memory_layout}"))
+    if attrs.get("dtype") in BFP and attrs.get("output_layout", ROW_MAJOR) != TILE_LAYOUT:
+        vs.append(_v("pool.dtype_layout", f"pool output {attrs.get('dtype')} needs output_layout=TILE"))
+    return vs
+
+
+def _c_linear(inputs, attrs, output, shapes):
+    vs = []
+    for i, t in enumerate(inputs):
+        if t is not None and t.layout != TILE_LAYOUT:
+            vs.append(_v("linear.tile", f"linear input {i} is {t.layout}"))
+    x = inputs[0]
+    if x is not None and x.memory.sharded and not attrs.get("program_config"):
+        vs.append(_v("linear.sharded_needs_program_config",
+                     f"linear input is {x.memory.short()} without a sharded program config"))
+    return vs
+
+
+def _c_upsample(inputs, attrs, output, shapes):
+    vs = []
+    x = inputs[0]
+    if x is None:
+        return [_v("upsample.memory", "upsample input is missing")]
+    if x.memory.memory_layout == WIDTH:
+        vs.append(_v("upsample.memory", "upsample input is width sharded"))
+    mode = attrs.get("mode", "nearest")
+    if x.memory.sharded and x.layout != ROW_MAJOR:
+        vs.append(_v("upsample.layout", f"sharded {mode} upsample needs ROW_MAJOR, got {x.layout}"))
+    if mode == "bilinear" and (x.dtype != "bfloat16" or x.memory.memory_layout != HEIGHT):
+        vs.append(_v("upsample.layout", "bilinear upsample needs bfloat16 height-sharded input"))
+    return vs
+
+
+def _c_concat(inputs, attrs, output, shapes):
+    vs = []
+    ts = [t for t in inputs if t is not None]
+    sharded = [t.memory.sharded for t in ts]
+    if any(sharded) and not all(sharded):
+        vs.append(_v("concat.mixed", "concat inputs mix sharded and interleaved tensors"))
+    if all(sharded) and ts:
+        kinds = {t.memory.memory_layout for t in ts}
+        if len(kinds) > 1:
+            vs.append(_v("concat.sharded", f"concat inputs have different shard layouts {sorted(kinds)}"))
+        dim = attrs.get("dim", -1)
+        if dim in (-1, 3):
+            if kinds & {WIDTH}:
+                vs.append(_v("concat.sharded", "width (channel) concat of width-sharded inputs"))
+            heights = {t.memory.shard_shape[0] for t in ts if t.memory.shard_shape}
+            grids = {t.memory.grid for t in ts}
+            if len(heights) > 1 or len(grids) > 1:
+                vs.append(_v("concat.sharded", "channel concat inputs differ in shard height or grid"))
+    return vs
+
+
+def _c_pad(inputs, attrs, output, shapes):
+    x = inputs[0]
+    if x is not None and x.memory.sharded and (x.memory.memory_layout != HEIGHT or x.layout != ROW_MAJOR):
+        return [_v("pad.memory", f"pad of a {x.memory.short()} {x.layout} tensor")]
+    return []
+
+
+def _c_i2s(inputs, attrs, output, shapes):
+    vs = []
+    x = inputs[0]
+    if x is not None and x.memory.sharded:
+        vs.append(_v("i2s.input", f"interleaved_to_sharded input is already {x.memory.memory_layout}"))
+    if output is None or not output.sharded:
+        vs.append(_v("i2s.input", "interleaved_to_sharded needs a sharded output memory config"))
+    return vs
+
+
+def _c_s2i(inputs, attrs, output, shapes):
+    vs = []
+    x = inputs[0]
+    if x is not None and not x.memory.sharded:
+        vs.append(_v("s2i.input", "sharded_to_interleaved input is interleaved"))
+    if output is not None and output.sharded:
+        vs.append(_v("s2i.input", "sharded_to_interleaved output must be interleaved"))
+    return vs
+
+
+def _c_reshard(inputs, attrs, output, shapes):
+    vs = []
+    x = inputs[0]
+    if x is not None and not x.memory.sharded:
+        vs.append(_v("reshard.input", "reshard input is interleaved"))
+    if output is None or not output.sharded:
+        vs.append(_v("reshard.input", "reshard output must be sharded"))
+    if attrs.get("dtype") and x is not None and attrs["dtype"] != x.dtype:
+        vs.append(_v("reshard.input", "reshard cannot change dtype"))
+    return vs
+
+
+def _c_to_layout(inputs, attrs, output, shapes):
+    x = inputs[0]
+    tgt = attrs.get("layout", TILE_LAYOUT)
+    dt = attrs.get("dtype") or (x.dtype if x is not None else None)
+    if tgt == ROW_MAJOR and dt in BFP:
+        return [_v("to_layout.dtype", f"to_layout ROW_MAJOR with dtype {dt}")]
+    return []
+
+
+def _c_typecast(inputs, attrs, output, shapes):
+    vs = []
+    x = inputs[0]
+    if x is not None and output is not None and output.memory_layout != x.memory.memory_layout:
+        vs.append(_v("typecast.layout",
+                     f"typecast {x.memory.memory_layout} -> {output.memory_layout}"))
+    if x is not None and attrs.get("dtype") in BFP and x.layout != TILE_LAYOUT:
+        vs.append(_v("typecast.layout", f"typecast to {attrs['dtype']} of a {x.layout} tensor"))
+    return vs
+
+
+def _c_tmc(inputs, attrs, output, shapes):
+    x = inputs[0]
+    if x is not None and attrs.get("dtype") and attrs["dtype"] != x.dtype and x.layout != TILE_LAYOUT:
+        return [_v("to_memory_config.any", "to_memory_config dtype change needs TILE layout")]
+    return []
+
+
+_CHECKS = {
+    "conv2d": _c_conv, "add": _c_binary, "multiply": _c_binary, "relu": _c_relu,
+    "max_pool2d": _c_pool, "avg_pool2d": _c_pool, "global_avg_pool": _c_pool,
+    "linear": _c_linear, "upsample": _c_upsample, "concat": _c_concat, "pad": _c_pad,
+    "interleaved_to_sharded": _c_i2s, "sharded_to_interleaved": _c_s2i, "reshard": _c_reshard,
+    "to_layout": _c_to_layout, "typecast": _c_typecast, "to_memory_config": _c_tmc,
+}
+
+
+def _out_shape(op: str, attrs: dict, shapes: list[Shape4 | None]) -> tuple[int, int] | None:
+    """Output [rows, C] when attrs carry it (``out_shape``: flat 4-tuple) or it follows from the
+    inputs (eltwise, adapters)."""
+    if attrs.get("out_shape") is not None:
+        return _rows_c(tuple(attrs["out_shape"]))
+    if shapes and shapes[0] is not None:
+        if op in ("add", "multiply") and len(shapes) > 1 and shapes[1] is not None:
+            return _rows_c(tuple(max(a, b) for a, b in zip(shapes[0], shapes[1])))
+        if op == "concat":
+            s = [x for x in shapes if x is not None]
+            return (s[0][0] * s[0][1] * s[0][2], sum(x[3] for x in s))
+        if op in ("relu",) + ADAPTER_OPS:
+            return _rows_c(shapes[0])
+    return None
+
+
+def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
+                  requested: MemSpec | None, shapes: list[Shape4 | None] | None) -> TensorLayout:
+    """What ``op`` produces, as ttnn 0.81 does (``requested`` = the memory_config argument).
+
+    conv2d: sharded like its input if that is sharded, else by ``shard_layout`` (attrs
+    ``parallel`` = a ParallelConfig, or computed), in L1, ``output_layout`` (TILE) and ``dtype``.
+    Pools: the input's sharding scheme and grid, shard recomputed for the output rows; layout
+    ``output_layout`` (ROW_MAJOR default), ``dtype`` (bfloat16 default). Binary: ``requested`` or
+    input a's memory config (shard spec adjusted to the output shape), dtype = ``dtype`` or a's.
+    relu/upsample/pad: input's memory config (upsample scales shard height), input dtype/layout.
+    concat: ``requested`` or the first input's memory (shards widened to the output channels).
+    linear: ``requested`` or interleaved L1/DRAM like input a. Adapters: ``requested`` memory,
+    ``layout``/``dtype`` from attrs."""
+    shapes = list(shapes) if shapes is not None else [None] * len(inputs)
+    x = inputs[0] if inputs else None
+    dtype_in = x.dtype if x is not None else "bfloat16"
+    out_rc = _out_shape(op, attrs, shapes)
+    dtype = attrs.get("dtype") or dtype_in
+
+    def fit(mem: MemSpec) -> MemSpec:
+        return reshape_memspec(mem, *out_rc) if out_rc is not None else mem
+
+    if op == "conv2d":
+        grid = tuple(attrs.get("device_grid", (8, 8)))
+        if requested is not None:
+            mem = requested
+        elif x is not None and x.memory.sharded and out_rc is not None:
+            mem = fit(x.memory)
+        elif out_rc is not None:
+            kind = attrs.get("shard_layout") or HEIGHT
+            pc = attrs.get("parallel") or determine_parallel_config(
+                kind, out_rc[0], attrs.get("in_channels", out_rc[1]), out_rc[1], grid,
+                channels_padding=not attrs.get("is_mm_conv", False))
+            mem = conv_memspec(kind, out_rc[0], out_rc[1], pc)
+        else:
+            mem = x.memory if x is not None else MemSpec()
+        return TensorLayout(mem, attrs.get("output_layout", TILE_LAYOUT), dtype)
+    if op in ("max_pool2d", "avg_pool2d", "global_avg_pool"):
+        if requested is not None:
+            mem = requested
+        elif x is not None and x.memory.sharded:
+            mem = fit(x.memory)
+        elif out_rc is not None:
+            mem = sharded_memspec(attrs.get("applied_shard_scheme") or HEIGHT, *out_rc,
+                                  num_cores=attrs.get("num_cores"),
+                                  device_grid=tuple(attrs.get("device_grid", (8, 8))))
+        else:
+            mem = x.memory if x is not None else MemSpec()
+        return TensorLayout(mem, attrs.get("output_layout", ROW_MAJOR),
+                            attrs.get("dtype") or "bfloat16")
+    if op in ("add", "multiply"):
+        a = x
+        mem = requested if requested is not None else fit(a.memory)
+        return TensorLayout(mem, a.layout, dtype)
+    if op in ("relu", "pad", "upsample"):
+        mem = requested if requested is not None else (fit(x.memory) if x.memory.sharded else x.memory)
+        return TensorLayout(mem, x.layout, dtype_in)
+    if op == "concat":
+        mem = requested if requested is not None else fit(x.memory)
+        return TensorLayout(mem, x.layout, dtype_in)
+    if op == "linear":
+        mem = requested if requested is not None else (x.memory if not x.memory.sharded else
+                                                       MemSpec(INTERLEAVED, "l1"))
+        return TensorLayout(mem, TILE_LAYOUT, dtype)
+    if op in ADAPTER_OPS:
+        mem = requested if requested is not None else x.memory
+        if op == "sharded_to_interleaved" and requested is None:
+            mem = MemSpec(INTERLEAVED, "l1")
+        return TensorLayout(mem, attrs.get("layout") or x.layout, dtype)
+    raise ValueError(f"rules.output_layout: unknown op {op!r}")
+
+
+def raise_if_violations(violations: Iterable[Violation], layer: str) -> None:
+    """Raise LayoutError naming ``layer`` and the first violated rule (all messages included)."""
+    vs = list(violations)
+    if not vs:
+        return
+    msg = "; ".join(f"{v.message} ({RULES[v.rule].source})" if v.rule in RULES else v.message
+                    for v in vs)
+    raise LayoutError(msg, layer=layer, rule=vs[0].rule)

@@ -1,0 +1,232 @@
+"""Running a Plan on a Backend: build every layer once, then run them in plan order.
+
+    ex = Executor(plan, params, backend)
+    outs = ex.run({"image": x_nchw})           # name -> backend tensor ([1, 1, N*H*W, C])
+    y = to_torch_nchw(backend, outs["logits"], plan.graph.shape_of("logits"))
+
+Tensors are freed (``tt.deallocate``) as soon as their last consumer has run; graph outputs,
+constants and backend tensors the caller passed in are never freed by the executor.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from .backends import common
+from .errors import Error, LayoutError, WeightsError
+from .graph import Constant, TensorShape
+from .layers import AdapterLayer, make_layer
+from .plan import Plan
+
+
+def _const_flat(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
+    s = (1, 1, 1, 1) + tuple(int(v) for v in shape)
+    return tuple(s[-4:])  # type: ignore[return-value]
+
+
+def _is_torch(x) -> bool:
+    import torch
+    return isinstance(x, torch.Tensor)
+
+
+class Executor:
+    """Builds every layer of ``plan`` once on ``backend`` from ``params`` (node or constant name ->
+    {"weight"/"bias"/"value": float32 torch tensor}, as ``weights.prepare_parameters`` makes them)
+    and runs the plan. ``record()`` records every ``tt.*`` call (see ``Backend.record``)."""
+
+    def __init__(self, plan: Plan, params: dict[str, dict[str, Any]] | None, backend):
+        self.plan, self.backend = plan, backend
+        params = params or {}
+        g = plan.graph
+        self.layers = {}
+        for pl in plan.layers:
+            shapes = [None if s in g.constants else g.shape_of(s) for s in pl.node.inputs]
+            self.layers[pl.name] = make_layer(pl, params.get(pl.name), backend, input_shapes=shapes)
+        self.adapters: dict[tuple[str, int], list[AdapterLayer]] = {}
+        for a in plan.adapters:
+            self.adapters.setdefault((a.dst, a.index), []).append(AdapterLayer(a, backend))
+        used = {s for pl in plan.layers for s in pl.node.inputs}
+        self.constants = {name: self._constant(c, params.get(name))
+                          for name, c in g.constants.items() if name in used}
+        self.outputs = list(g.outputs)
+        self.last_use: dict[str, int] = {}
+        for i, pl in enumerate(plan.layers):
+            self.last_use.setdefault(pl.name, i)
+            for s in pl.node.inputs:
+                self.last_use[s] = i
+        self._trace = None
+
+    @property
+    def tt(self):
+        return self.backend.tt
+
+    def record(self):
+        return self.backend.record()
+
+    # ---- sources ---------------------------------------------------------------------------
+    def _constant(self, c: Constant, p: dict | None):
+        import torch
+        tt = self.tt
+        value = None if p is None else (p.get("value") if p.get("value") is not None
+                                        else p.get("tensor"))
+        if value is None:
+            if c.value is None:
+                raise WeightsError(f"constant '{c.name}' has no value: expected params['{c.name}']"
+                                   f"['value'] (weights key '{c.weights}')",
+                                   missing=[c.weights or c.name])
+            value = c.value
+        t = torch.as_tensor(value, dtype=torch.float32)
+        if t.dim() == 0 or t.numel() == 1 and tuple(c.shape) != tuple(t.shape):
+            t = torch.full(tuple(c.shape), float(t.reshape(-1)[0]))
+        if tuple(t.shape) != tuple(c.shape):
+            raise WeightsError(f"constant '{c.name}' has shape {tuple(t.shape)}, the spec declares "
+                               f"{tuple(c.shape)}", mismatched=[c.weights or c.name])
+        lay = self.plan.constant_layouts.get(c.name)
+        if lay is None:
+            raise LayoutError(f"the plan has no layout for constant '{c.name}'")
+        return tt.from_torch(t.reshape(_const_flat(c.shape)).contiguous(),
+                             dtype=common.data_type(tt, lay.dtype),
+                             layout=common.layout(tt, lay.layout), device=self.backend.device,
+                             memory_config=common.memory_config(tt, lay.memory))
+
+    def input_tensor(self, name: str, x, *, on_device: bool = True):
+        """A graph input as a backend tensor: NCHW float torch -> [1, 1, N*H*W, C] with the
+        plan's input layout (dtype, tile layout, memory config)."""
+        g = self.plan.graph
+        if name not in g.inputs:
+            raise Error(f"unknown model input '{name}'; the graph's inputs are {list(g.inputs)}")
+        s = g.inputs[name]
+        if tuple(x.shape) != s.nchw:
+            raise Error(f"input '{name}' has shape {tuple(x.shape)}, the plan expects NCHW {s.nchw}")
+        tt = self.tt
+        lay = self.plan.input_layouts[name]
+        flat = x.detach().float().permute(0, 2, 3, 1).reshape(s.flat).contiguous()
+        kw = dict(dtype=common.data_type(tt, lay.dtype), layout=common.layout(tt, lay.layout))
+        if on_device:
+            kw.update(device=self.backend.device, memory_config=common.memory_config(tt, lay.memory))
+        return tt.from_torch(flat, **kw)
+
+    # ---- running ---------------------------------------------------------------------------
+    def run(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """Run the plan. ``inputs``: graph input name -> NCHW float torch tensor, or a backend
+        tensor already in the plan's input layout (never freed). Returns output name -> backend
+        tensor."""
+        g, tt = self.plan.graph, self.tt
+        missing = [n for n in g.inputs if n not in inputs]
+        if missing:
+            raise Error(f"missing model input(s) {missing}; the graph's inputs are {list(g.inputs)}")
+        env: dict[str, Any] = {}
+        keep: set[str] = set(self.outputs)
+        for name in g.inputs:
+            x = inputs[name]
+            if _is_torch(x):
+                env[name] = self.input_tensor(name, x)
+            else:
+                env[name] = x
+                keep.add(name)
+        env.update(self.constants)
+        keep.update(self.constants)
+        for i, pl in enumerate(self.plan.layers):
+            layer = self.layers[pl.name]
+            args, temps = [], []
+            for idx, src in enumerate(pl.node.inputs):
+                if src not in env:
+                    raise LayoutError(f"input '{src}' is not available (freed or never produced)",
+                                      layer=pl.name)
+                t = env[src]
+                for ad in self.adapters.get((pl.name, idx), ()):
+                    t2 = self._call(ad.name, pl.name, lambda: ad(t))
+                    if t2 is not t and any(t is tmp for tmp in temps):
+                        tt.deallocate(t)
+                        temps = [tmp for tmp in temps if tmp is not t]
+                    if t2 is not t:
+                        temps.append(t2)
+                    t = t2
+                args.append(t)
+            out = self._call(pl.name, pl.name, lambda: layer(args))
+            env[pl.name] = out
+            for tmp in temps:
+                if tmp is not out:
+                    tt.deallocate(tmp)
+            for src in dict.fromkeys(pl.node.inputs + [pl.name]):
+                if self.last_use.get(src) == i and src not in keep and src in env:
+                    if env[src] is not out or src == pl.name:
+                        tt.deallocate(env[src])
+                    del env[src]
+        return {name: env[name] for name in self.outputs}
+
+    def _call(self, what: str, layer: str, fn):
+        try:
+            with self.backend.layer_scope(layer):
+                return fn()
+        except Error:
+            raise
+        except Exception as e:
+            e.add_note(f"ttmodels: while running {what} (layer '{layer}') on the "
+                       f"{self.backend.name} backend")
+            raise
+
+    # ---- tracing ---------------------------------------------------------------------------
+    def capture_trace(self, inputs: dict[str, Any]) -> None:
+        """Capture one run on fixed-shape inputs (NCHW torch) as a ttnn trace; afterwards
+        ``run_traced`` replays it. Needs ``open_backend(..., trace_region_size=...)`` on a card;
+        on the sim the replay simply re-runs the plan."""
+        from .backends.ttnn_backend import Trace
+        self.release_trace()
+        dev = {name: self.input_tensor(name, x) for name, x in inputs.items()}
+        self._trace = Trace(self.tt, self.backend.device, self.run, dev)
+
+    def run_traced(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        if self._trace is None:
+            raise Error("no trace captured: call capture_trace(inputs) first")
+        host = {name: self.input_tensor(name, x, on_device=False) for name, x in inputs.items()}
+        return self._trace.replay(host)
+
+    def release_trace(self) -> None:
+        if self._trace is not None:
+            self._trace.release()
+            self._trace = None
+
+
+def to_torch_nchw(*args) -> "torch.Tensor":  # noqa: F821
+    """A backend activation as a float32 NCHW torch tensor.
+
+    ``to_torch_nchw(tensor, shape)`` or ``to_torch_nchw(backend, tensor, shape)``; ``shape`` is
+    the tensor's NHWC ``TensorShape`` (``graph.shape_of(name)``). Accepts [1, 1, N*H*W, C] (any
+    layout, tile padding stripped) and NHWC [N, H, W, C]."""
+    import torch
+    if len(args) == 3:
+        backend, tensor, shape = args
+        tt = backend.tt
+    elif len(args) == 2:
+        tensor, shape = args
+        tt = _namespace_of(tensor)
+    else:
+        raise TypeError("to_torch_nchw(tensor, shape) or to_torch_nchw(backend, tensor, shape)")
+    if not isinstance(shape, TensorShape):
+        raise TypeError(f"shape must be a TensorShape, got {type(shape).__name__}")
+    t = tt.to_torch(tensor)
+    t = t.to(torch.float32)
+    c = shape.c
+    t2 = t.reshape(-1, t.shape[-1]) if t.dim() >= 2 else t.reshape(1, -1)
+    if t2.shape[0] < shape.rows or t2.shape[1] < c:
+        raise LayoutError(f"backend tensor of shape {tuple(t.shape)} does not hold an activation "
+                          f"of NHWC shape {shape}")
+    t2 = t2[:shape.rows, :c]
+    return t2.reshape(shape.n, shape.h, shape.w, c).permute(0, 3, 1, 2).contiguous()
+
+
+def _namespace_of(tensor):
+    mod = type(tensor).__module__ or ""
+    if mod.startswith("ttnn"):
+        from .backends.ttnn_backend import import_ttnn
+        return import_ttnn()
+    from .backends import sim
+    return sim
+
+
+@contextlib.contextmanager
+def recording(backend):
+    """``with recording(backend) as calls: ...`` — same as ``backend.record()``."""
+    with backend.record() as calls:
+        yield calls

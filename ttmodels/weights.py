@@ -1,0 +1,660 @@
+"""Weight sources, strict key checks, BatchNorm folding.
+
+    sd = load_state_dict("weights/resnet50.safetensors", graph)   # spec key -> float32 tensor
+    params = prepare_parameters(graph, sd)                         # node -> {"weight", "bias"}
+
+Sources (``load_state_dict``):
+  * a state dict (any ``Mapping[str, Tensor]``), an ``nn.Module`` (its ``state_dict()``);
+  * a path to ``.safetensors`` (``safetensors.torch.load_file``) or ``.pth`` / ``.pt`` / ``.bin`` /
+    ``.ckpt`` (``torch.load(..., map_location="cpu", weights_only=True)``; a checkpoint dict holding
+    ``"state_dict"`` (mmcv / BEVDet) or ``"model"`` is unwrapped);
+  * ``"random"`` (or None): seeded He-init weights with BatchNorm statistics calibrated on
+    synthetic images (``random_state_dict``);
+  * ``"pretrained"``: torchvision's weights for the graph's model name (``ResNet50_Weights.IMAGENET1K_V2``
+    for resnet50), downloaded through torchvision's weights API.
+
+``key_map`` (renaming the user's keys to the spec's keys; applied before prefix filtering):
+  * callable ``f(user_key) -> spec_key | None``: every user key goes through ``f``; ``None`` drops
+    the key (it is counted as ignored, never an error).
+  * dict: each entry is either
+      - a *prefix rename* ``{user_prefix: spec_prefix}`` when the entry's key is ``""`` or ends
+        with ``"."``: a user key starting with ``user_prefix`` gets it replaced by ``spec_prefix``
+        (``{"module.": ""}`` strips DataParallel's prefix, ``{"backbone.": "img_backbone."}``
+        renames a stage). The longest matching prefix wins; ``""`` matches every key;
+      - an *exact rename* ``{spec_key: user_key}``: the spec's ``spec_key`` is read from the user's
+        ``user_key``. The reverse direction ``{user_key: spec_key}`` is accepted when unambiguous
+        (left side is a user key and right side a spec key).
+    Exact renames are applied first; a key taken by one is not prefix-renamed. Keys no entry
+    matches keep their name. Entries that match nothing are listed in the report (and in the error
+    message if loading fails), keys that still fit no spec key are reported as unexpected.
+
+Filtering (after key_map, on spec-side names): ``select_prefix`` (a prefix or a list of them;
+``"auto"`` = the top-level names the graph uses, e.g. ``img_backbone.``/``img_neck.`` for BEVDet's
+encoder) keeps only keys under those prefixes; ``ignore_prefixes`` drops keys under those. Dropped
+keys are counted in ``result.report`` and logged ("ignored 1234 keys outside img_backbone./img_neck.").
+
+Strict check: missing, unexpected and mis-shaped (or non-float / non-finite) keys are all listed in
+one ``WeightsError``. ``{bn}.num_batches_tracked`` is accepted and ignored.
+Nothing the user gave is modified: every returned tensor is a fresh float32 copy.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+from .errors import WeightsError
+from .graph import Graph
+from .reference import (BN_EPS, ReferenceModel, constant_tensor, expected_parameters,
+                        optional_keys)
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+log = logging.getLogger("ttmodels.weights")
+
+SHOW = 20                    # list at most this many keys per category in an error message
+PTH_SUFFIXES = (".pth", ".pt", ".bin", ".ckpt")
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+# Bump when random_state_dict's procedure changes: it is part of the prepared-weight cache key.
+RANDOM_INIT_VERSION = 1
+# torchvision's weights for a graph name; the rest of the family uses the enum's DEFAULT.
+PRETRAINED = {"resnet50": "ResNet50_Weights.IMAGENET1K_V2"}
+
+
+@dataclass
+class LoadReport:
+    """What ``load_state_dict`` did besides returning the tensors."""
+    source: str
+    loaded: int = 0
+    ignored: list[str] = field(default_factory=list)        # user keys dropped by filters/key_map
+    ignored_reason: str = ""
+    renamed: int = 0
+    unused_key_map: list[str] = field(default_factory=list)
+    skipped_optional: list[str] = field(default_factory=list)  # e.g. num_batches_tracked
+
+    def summary(self) -> str:
+        s = f"{self.source}: {self.loaded} tensors"
+        if self.ignored:
+            s += f", ignored {len(self.ignored)} keys {self.ignored_reason}".rstrip()
+        return s
+
+
+class LoadedStateDict(dict):
+    """A plain ``dict`` spec key -> float32 tensor, with the ``report`` of how it was loaded."""
+    report: LoadReport
+
+
+# ---------------------------------------------------------------------------------------------
+# reading sources
+# ---------------------------------------------------------------------------------------------
+
+def describe_source(source) -> str:
+    if source is None:
+        return "random"
+    if isinstance(source, (str, os.PathLike)):
+        return str(source)
+    if isinstance(source, Mapping):
+        return f"state dict ({len(source)} keys)"
+    return f"{type(source).__name__} module"
+
+
+def _is_module(obj) -> bool:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(obj, torch.nn.Module)
+
+
+def read_file(path) -> dict[str, Any]:
+    """The raw state dict in a ``.safetensors`` / ``.pth`` file (no key checks)."""
+    p = Path(path)
+    if not p.is_file():
+        raise WeightsError(f"weights file '{path}' not found" +
+                           (" (it is a directory)" if p.is_dir() else ""))
+    suffix = p.suffix.lower()
+    if suffix not in (".safetensors",) + PTH_SUFFIXES:
+        suffix = _sniff(p)
+    if suffix == ".safetensors":
+        from safetensors.torch import load_file
+        try:
+            return dict(load_file(str(p), device="cpu"))
+        except Exception as e:
+            raise WeightsError(f"weights file '{path}' is not a readable safetensors file "
+                               f"(corrupt or truncated?): {type(e).__name__}: {e}") from e
+    import pickle
+
+    import torch
+    try:
+        obj = torch.load(str(p), map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        raise WeightsError(
+            f"weights file '{path}' was refused: it holds pickled objects other than tensors and "
+            f"plain containers, and ttmodels only loads with torch.load(weights_only=True). Save "
+            f"just the state dict (torch.save(model.state_dict(), ...)) or, better, convert it to "
+            f".safetensors. ({str(e).splitlines()[0] if str(e) else type(e).__name__})") from e
+    except Exception as e:
+        raise WeightsError(f"weights file '{path}' cannot be read as a torch checkpoint (corrupt "
+                           f"or truncated?): {type(e).__name__}: {e}") from e
+    return _unwrap_checkpoint(obj, path)
+
+
+def _sniff(p: Path) -> str:
+    with open(p, "rb") as f:
+        head = f.read(9)
+    if head[:2] == b"PK" or head[:1] == b"\x80":      # torch zip / legacy pickle
+        return ".pth"
+    if len(head) == 9 and head[8:9] == b"{":            # safetensors: u64 header size, then JSON
+        return ".safetensors"
+    raise WeightsError(f"weights file '{p}': unknown format; expected .safetensors or "
+                       f"{'/'.join(PTH_SUFFIXES)}")
+
+
+def _unwrap_checkpoint(obj, path) -> dict[str, Any]:
+    if isinstance(obj, Mapping):
+        for k in ("state_dict", "model"):   # mmcv/BEVDet checkpoints, then generic training ones
+            if isinstance(obj.get(k), Mapping):
+                return dict(obj[k])
+        return dict(obj)
+    raise WeightsError(f"weights file '{path}' holds a {type(obj).__name__}, not a state dict")
+
+
+def read_source(source) -> dict[str, Any]:
+    """The user's raw key -> tensor mapping (not copied yet, never modified)."""
+    if isinstance(source, Mapping):
+        return dict(source)
+    if _is_module(source):
+        return dict(source.state_dict())
+    if isinstance(source, (str, os.PathLike)):
+        return read_file(source)
+    raise WeightsError(f"unsupported weights source of type {type(source).__name__}: expected a "
+                       "state dict, an nn.Module, a .safetensors/.pth path, 'random' or 'pretrained'")
+
+
+# ---------------------------------------------------------------------------------------------
+# key mapping, filtering, strict check
+# ---------------------------------------------------------------------------------------------
+
+def _is_prefix_entry(k: str) -> bool:
+    return k == "" or k.endswith(".")
+
+
+def apply_key_map(raw: Mapping[str, Any], key_map, expected: Mapping[str, Any]
+                  ) -> tuple[dict[str, Any], list[str], list[str], list[str], int]:
+    """-> (spec-named dict, dropped user keys, unused key_map entries, conflicts, renamed count)."""
+    if key_map is None:
+        return dict(raw), [], [], [], 0
+    out: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    dropped, unused, conflicts = [], [], []
+    renamed = 0
+
+    def put(spec_key: str, user_key: str):
+        nonlocal renamed
+        if spec_key in out:
+            conflicts.append(f"{spec_key} <- both '{origin[spec_key]}' and '{user_key}'")
+            return
+        out[spec_key] = raw[user_key]
+        origin[spec_key] = user_key
+        renamed += spec_key != user_key
+
+    if callable(key_map) and not isinstance(key_map, Mapping):
+        for uk in raw:
+            try:
+                sk = key_map(uk)
+            except Exception as e:
+                raise WeightsError(f"key_map raised on key '{uk}': {type(e).__name__}: {e}") from e
+            if sk is None:
+                dropped.append(uk)
+            else:
+                put(str(sk), uk)
+        return out, dropped, unused, conflicts, renamed
+    if not isinstance(key_map, Mapping):
+        raise WeightsError(f"key_map must be a dict or a callable, got {type(key_map).__name__}")
+
+    exact: dict[str, str] = {}        # user key -> spec key
+    prefixes: list[tuple[str, str]] = []
+    for k, v in key_map.items():
+        k, v = str(k), str(v)
+        if _is_prefix_entry(k):
+            prefixes.append((k, v))
+        elif k in expected and v in raw:
+            exact[v] = k
+        elif k in raw and v in expected:
+            exact[k] = v
+        else:
+            unused.append(f"{k!r}: {v!r}")
+    prefixes.sort(key=lambda kv: -len(kv[0]))
+    used_prefix = set()
+    for uk in raw:
+        if uk in exact:
+            put(exact[uk], uk)
+            continue
+        for up, sp in prefixes:
+            if uk.startswith(up):
+                used_prefix.add(up)
+                put(sp + uk[len(up):], uk)
+                break
+        else:
+            put(uk, uk)
+    unused += [f"{up!r}: {sp!r}" for up, sp in prefixes if up not in used_prefix]
+    return out, dropped, unused, conflicts, renamed
+
+
+def _as_prefixes(p) -> tuple[str, ...]:
+    if p is None:
+        return ()
+    if isinstance(p, str):
+        p = (p,)
+    return tuple(x if x.endswith(".") else x + "." for x in p)
+
+
+def graph_prefixes(graph: Graph) -> tuple[str, ...]:
+    """Top-level key names the graph uses ("img_backbone.", "img_neck." for BEVDet's encoder)."""
+    keys = list(expected_parameters(graph)) + sorted(optional_keys(graph))
+    return tuple(dict.fromkeys(k.split(".", 1)[0] + "." for k in keys))
+
+
+def _fmt_list(title: str, items: Sequence[str]) -> str:
+    items = list(items)
+    more = f" ... and {len(items) - SHOW} more" if len(items) > SHOW else ""
+    return f"  {title} ({len(items)}): " + ", ".join(items[:SHOW]) + more
+
+
+def _shape(t) -> list[int]:
+    return list(getattr(t, "shape", ()))
+
+
+def check_state_dict(graph: Graph, sd: Mapping[str, Any], *, source: str = "state dict",
+                     strict: bool = True, notes: Sequence[str] = ()) -> None:
+    """Raise one WeightsError listing every missing, unexpected (when ``strict``) and mis-shaped
+    key. Mis-shaped includes non-tensors, non-floating dtypes and non-finite values."""
+    import torch
+    expected = expected_parameters(graph)
+    optional = optional_keys(graph)
+    missing = [k for k in expected if k not in sd]
+    unexpected = [k for k in sd if k not in expected and k not in optional] if strict else []
+    mismatched: list[tuple[str, tuple, Any]] = []
+    lines = []
+    for k, shape in expected.items():
+        if k not in sd:
+            continue
+        t = sd[k]
+        if not isinstance(t, torch.Tensor):
+            mismatched.append((k, shape, f"not a tensor ({type(t).__name__})"))
+        elif tuple(t.shape) != tuple(shape):
+            mismatched.append((k, shape, tuple(t.shape)))
+        elif not (t.is_floating_point()):
+            mismatched.append((k, shape, f"dtype {t.dtype} is not floating point"))
+        elif not bool(torch.isfinite(t).all()):
+            mismatched.append((k, shape, "contains NaN or Inf"))
+    if not (missing or unexpected or mismatched):
+        return
+    for k, shape, got in mismatched:
+        g = list(got) if isinstance(got, tuple) else got
+        lines.append(f"{k}: expected {list(shape)}, got {g}")
+    counts = ", ".join(f"{n} {what}" for n, what in ((len(missing), "missing"),
+                                                      (len(unexpected), "unexpected"),
+                                                      (len(mismatched), "mis-shaped")) if n)
+    msg = [f"weights from {source} do not fit '{graph.name}' ({len(expected)} keys expected): {counts}"]
+    if missing:
+        msg.append(_fmt_list("missing", missing))
+    if unexpected:
+        msg.append(_fmt_list("unexpected", unexpected))
+    if mismatched:
+        msg.append(_fmt_list("mis-shaped", lines))
+    msg.extend(f"  {n}" for n in notes)
+    if unexpected and missing:
+        msg.append("  hint: pass key_map= to rename keys (see weights/README.md)")
+    elif unexpected:
+        msg.append(f"  hint: select_prefix={list(graph_prefixes(graph))} (or \"auto\") loads only "
+                   "the keys under the graph's top-level names; ignore_prefixes= drops others")
+    raise WeightsError("\n".join(msg), missing=missing, unexpected=unexpected, mismatched=mismatched)
+
+
+# ---------------------------------------------------------------------------------------------
+# the loader
+# ---------------------------------------------------------------------------------------------
+
+def load_state_dict(source, graph: Graph, *, key_map=None, seed: int = 0,
+                    select_prefix: str | Sequence[str] | None = None,
+                    ignore_prefixes: Sequence[str] | None = None,
+                    strict: bool = True) -> LoadedStateDict:
+    """The graph's parameters from ``source`` as ``{spec_key: float32 tensor}`` (fresh copies).
+
+    See the module docstring for sources, ``key_map`` and filters. ``strict=False`` tolerates
+    unexpected keys (missing and mis-shaped ones are always errors). ``seed`` is for "random".
+    """
+    import torch
+    desc = describe_source(source)
+    if source is None or (isinstance(source, str) and source == "random"):
+        sd = random_state_dict(graph, seed=seed)
+        out = LoadedStateDict(sd)
+        out.report = LoadReport(source=f"random (seed {seed}, BatchNorm calibrated)", loaded=len(sd))
+        return out
+    if isinstance(source, str) and source == "pretrained":
+        raw, desc = pretrained_state_dict(graph)
+    else:
+        raw = read_source(source)
+
+    expected = expected_parameters(graph)
+    optional = optional_keys(graph)
+    mapped, dropped, unused, conflicts, renamed = apply_key_map(raw, key_map, expected)
+
+    report = LoadReport(source=desc, renamed=renamed, unused_key_map=unused)
+    keep = _as_prefixes(graph_prefixes(graph) if select_prefix == "auto" else select_prefix)
+    drop = _as_prefixes(ignore_prefixes)
+    filtered: dict[str, Any] = {}
+    ignored = list(dropped)
+    for k, v in mapped.items():
+        if (keep and not k.startswith(keep)) or (drop and k.startswith(drop)):
+            ignored.append(k)
+        elif k in optional and k not in expected:
+            report.skipped_optional.append(k)
+        else:
+            filtered[k] = v
+    report.ignored = ignored
+    reasons = []
+    if keep:
+        reasons.append("outside " + "/".join(keep))
+    if drop:
+        reasons.append("under " + "/".join(drop))
+    if dropped:
+        reasons.append("dropped by key_map")
+    report.ignored_reason = ", ".join(reasons)
+    if ignored:
+        log.info("%s: ignored %d keys %s", desc, len(ignored), report.ignored_reason)
+
+    notes = []
+    if conflicts:
+        notes.append(_fmt_list("key_map conflicts", conflicts).strip())
+    if unused:
+        notes.append(_fmt_list("key_map entries that matched nothing", unused).strip())
+    if ignored:
+        notes.append(f"(ignored {len(ignored)} keys {report.ignored_reason})")
+    check_state_dict(graph, filtered, source=desc, strict=strict, notes=notes)
+    if conflicts:
+        raise WeightsError(f"weights from {desc}: key_map maps several keys to one spec key\n"
+                           + "\n".join(f"  {n}" for n in notes), unexpected=conflicts)
+
+    out = LoadedStateDict()
+    for k in expected:
+        out[k] = filtered[k].detach().to(device="cpu", dtype=torch.float32, copy=True).contiguous()
+    report.loaded = len(out)
+    out.report = report
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# pretrained (torchvision)
+# ---------------------------------------------------------------------------------------------
+
+def pretrained_weights_name(graph: Graph) -> str:
+    """torchvision's weights enum entry for the graph ("ResNet50_Weights.IMAGENET1K_V2")."""
+    name = graph.name
+    if name in PRETRAINED:
+        return PRETRAINED[name]
+    try:
+        import torchvision
+        return str(torchvision.models.get_model_weights(name).DEFAULT)
+    except Exception as e:
+        raise WeightsError(
+            f"no pretrained weights known for '{name}': 'pretrained' covers torchvision's models "
+            f"(resnet18 ... resnet152, resnext, wide_resnet). For BEVDet download the checkpoint "
+            f"(see weights/README.md) and pass its path, e.g. weights='weights/bevdet-r50.pth'") from e
+
+
+def pretrained_state_dict(graph: Graph) -> tuple[dict[str, Any], str]:
+    """Download (or take from torch.hub's cache) torchvision's weights for the graph."""
+    wname = pretrained_weights_name(graph)
+    import torchvision
+    try:
+        weights = torchvision.models.get_weight(wname)
+    except Exception as e:
+        raise WeightsError(f"torchvision has no weights '{wname}': {e}") from e
+    try:
+        sd = weights.get_state_dict(progress=False, check_hash=True)
+    except Exception as e:
+        fname = f"{graph.name}.safetensors"
+        raise WeightsError(
+            f"could not download torchvision's {wname} from {weights.url} "
+            f"({type(e).__name__}: {e}). Without internet access, on a machine that has it run:\n"
+            f"  python -c \"import torchvision; from safetensors.torch import save_file; "
+            f"m = torchvision.models.get_model('{graph.name}', weights='{wname.split('.')[-1]}'); "
+            f"save_file({{k: v.contiguous() for k, v in m.state_dict().items()}}, '{fname}')\"\n"
+            f"then copy {fname} here (e.g. to weights/{fname}) and pass "
+            f"weights='weights/{fname}' (see weights/README.md)") from e
+    return dict(sd), f"torchvision {wname}"
+
+
+# ---------------------------------------------------------------------------------------------
+# random weights with calibrated BatchNorm
+# ---------------------------------------------------------------------------------------------
+
+def synthetic_images(n: int, c: int, h: int, w: int, *, seed: int = 0) -> "torch.Tensor":
+    """Smooth random images (noise at a few scales, values in [0, 1]) normalised like ImageNet."""
+    import torch
+    import torch.nn.functional as F
+    g = torch.Generator().manual_seed(seed)
+    x = torch.zeros(n, c, h, w)
+    for cells, amp in ((2, 1.0), (6, 0.7), (24, 0.4), (max(h, w), 0.15)):
+        ch, cw = max(1, min(cells, h)), max(1, min(cells, w))
+        noise = torch.randn(n, c, ch, cw, generator=g)
+        x += amp * F.interpolate(noise, size=(h, w), mode="bilinear", align_corners=False)
+    x = (x - x.mean(dim=(1, 2, 3), keepdim=True)) / x.std(dim=(1, 2, 3), keepdim=True).clamp_min(1e-6)
+    x = (0.45 + 0.25 * x + 0.1 * torch.randn(n, c, 1, 1, generator=g)).clamp(0.0, 1.0)
+    if c == 3:
+        mean = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1)
+        std = torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
+    else:
+        mean, std = torch.tensor(0.45), torch.tensor(0.226)
+    return (x - mean) / std
+
+
+def _residual_branch_ends(graph: Graph) -> set[str]:
+    """Convs with BN (and no activation) feeding an activation + activation add: residual branch
+    ends and projection shortcuts. They get small BN scales so sums stay O(1) along the trunk,
+    as in trained ResNets (whose last-BN gammas are small)."""
+    acts = set(graph.inputs) | {n.name for n in graph.nodes}
+    ends = set()
+    for n in graph.nodes:
+        if n.op == "add" and all(i in acts for i in n.inputs):
+            for i in n.inputs:
+                if i in graph.inputs:
+                    continue
+                src = graph.node(i)
+                if src.op == "conv2d" and src.bn and not src.attrs.get("activation"):
+                    ends.add(src.name)
+    return ends
+
+
+def random_state_dict(graph: Graph, *, seed: int = 0, calibrate: bool = True,
+                      calibration_batch: int = 4) -> dict[str, "torch.Tensor"]:
+    """Seeded random parameters with realistic activation scales.
+
+    1. Convs: He-normal (std sqrt(2 / fan_in)), small biases. BatchNorm: weight ~ U(0.5, 1.5)
+       (U(0.2, 0.5) on residual-branch ends, see ``_residual_branch_ends``), bias ~ N(0, 0.1).
+       Linear: N(0, 1/in). Weight-loaded constants: U(0.5, 1.5) if multiplied, else N(0, 0.1).
+    2. Calibration (``calibrate``): ``calibration_batch`` synthetic images (``synthetic_images``)
+       run through the ReferenceModel in topological order. Before each conv+BN, its raw output on
+       the batch sets the BN's running_mean / running_var (biased) to the batch statistics, so the
+       BN output has per-channel mean = bias and std = weight. Convs without BN and linears are
+       rescaled so their output RMS is 1 (logits O(1)). Later layers see the calibrated earlier ones.
+    """
+    import torch
+    g = torch.Generator().manual_seed(seed)
+    expected = expected_parameters(graph)
+    sd: dict[str, torch.Tensor] = {}
+    ends = _residual_branch_ends(graph)
+    for node in graph.nodes:
+        if node.op == "conv2d":
+            p, a = node.weights, node.attrs
+            o, i_g, kh, kw = expected[f"{p}.weight"]
+            sd[f"{p}.weight"] = torch.randn(o, i_g, kh, kw, generator=g) * math.sqrt(2.0 / (i_g * kh * kw))
+            if a.get("bias"):
+                sd[f"{p}.bias"] = (torch.rand(o, generator=g) - 0.5) * 0.02
+            if node.bn:
+                lo, hi = (0.2, 0.5) if node.name in ends else (0.5, 1.5)
+                sd[f"{node.bn}.weight"] = lo + (hi - lo) * torch.rand(o, generator=g)
+                sd[f"{node.bn}.bias"] = 0.1 * torch.randn(o, generator=g)
+                sd[f"{node.bn}.running_mean"] = torch.zeros(o)
+                sd[f"{node.bn}.running_var"] = torch.ones(o)
+        elif node.op == "linear":
+            p = node.weights
+            out_f, in_f = expected[f"{p}.weight"]
+            sd[f"{p}.weight"] = torch.randn(out_f, in_f, generator=g) / math.sqrt(in_f)
+            if node.attrs.get("bias"):
+                sd[f"{p}.bias"] = (torch.rand(out_f, generator=g) - 0.5) * 0.02
+    for c in graph.constants.values():
+        if c.weights and c.weights not in sd:
+            shape = tuple(int(s) for s in c.shape)
+            if any(n.op == "multiply" for n in graph.consumers(c.name)):
+                sd[c.weights] = 0.5 + torch.rand(shape, generator=g)
+            else:
+                sd[c.weights] = 0.1 * torch.randn(shape, generator=g)
+    if calibrate and graph.nodes:
+        _calibrate(graph, sd, seed=seed, batch=calibration_batch)
+    return sd
+
+
+def _calibrate(graph: Graph, sd: dict, *, seed: int, batch: int) -> None:
+    import torch
+    model = ReferenceModel(graph, sd)
+    inputs = {name: synthetic_images(max(batch, shape.n), shape.c, shape.h, shape.w, seed=seed + i)
+              for i, (name, shape) in enumerate(graph.inputs.items())}
+    last_use: dict[str, int] = {}
+    for idx, n in enumerate(graph.nodes):
+        for i in n.inputs:
+            last_use[i] = idx
+    keep = set(graph.outputs)
+
+    env: dict[str, torch.Tensor] = dict(inputs)
+    with torch.no_grad():
+        for idx, node in enumerate(graph.nodes):
+            if node.op == "conv2d":
+                x = model.operand(node.inputs[0], env)
+                y = model.conv_raw(node, x)
+                if node.bn:
+                    model.params[f"{node.bn}.running_mean"] = y.mean(dim=(0, 2, 3))
+                    model.params[f"{node.bn}.running_var"] = y.var(dim=(0, 2, 3), unbiased=False)
+                    y = model.batch_norm(node, y)
+                else:
+                    y = _rescale_to_unit_rms(model, node, y)
+                if node.attrs.get("activation") == "relu":
+                    y = torch.relu(y)
+                env[node.name] = y
+            elif node.op == "linear":
+                x = model.operand(node.inputs[0], env).flatten(1)
+                rms = float(x.pow(2).sum(dim=1).mean().sqrt())
+                if rms > 0:
+                    model.params[f"{node.weights}.weight"] *= math.sqrt(x.shape[1]) / rms
+                env[node.name] = model.eval_node(node, env)
+            else:
+                env[node.name] = model.eval_node(node, env)
+            for i in node.inputs:
+                if last_use.get(i) == idx and i not in keep and i in env:
+                    del env[i]
+    for k in sd:
+        sd[k] = model.params[k].clone()
+
+
+def _rescale_to_unit_rms(model: ReferenceModel, node, y):
+    p = node.weights
+    b = model.params.get(f"{p}.bias") if node.attrs.get("bias") else None
+    y0 = y - b.view(1, -1, 1, 1) if b is not None else y
+    rms = float(y0.pow(2).mean().sqrt())
+    if rms <= 0:
+        return y
+    model.params[f"{p}.weight"] = model.params[f"{p}.weight"] / rms
+    return y0 / rms + (b.view(1, -1, 1, 1) if b is not None else 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# BatchNorm folding, prepared parameters
+# ---------------------------------------------------------------------------------------------
+
+def fold_batchnorm(conv_w, conv_b, bn_w, bn_b, mean, var, eps: float = BN_EPS):
+    """Fold eval-mode BatchNorm into the preceding conv: returns float32 (weight, bias) with
+    ``conv(x, w, b) == bn(conv(x, conv_w, conv_b))``. Computed in float64 (inputs are not modified).
+    ``conv_b`` may be None."""
+    import torch
+    d = torch.float64
+    w = conv_w.detach().to(d)
+    scale = bn_w.detach().to(d) / torch.sqrt(var.detach().to(d) + eps)
+    b0 = conv_b.detach().to(d) if conv_b is not None else torch.zeros(w.shape[0], dtype=d)
+    w_f = w * scale.view(-1, *([1] * (w.dim() - 1)))
+    b_f = (b0 - mean.detach().to(d)) * scale + bn_b.detach().to(d)
+    return w_f.to(torch.float32).contiguous(), b_f.to(torch.float32).contiguous()
+
+
+def prepared_shapes(graph: Graph) -> dict[str, dict[str, tuple[int, ...]]]:
+    """The shapes ``prepare_parameters`` produces: node/constant name -> {param: shape}."""
+    out: dict[str, dict[str, tuple[int, ...]]] = {}
+    exp = expected_parameters(graph)
+    for node in graph.nodes:
+        if node.op == "conv2d":
+            d = {"weight": exp[f"{node.weights}.weight"]}
+            if node.attrs.get("bias") or node.bn:
+                d["bias"] = (d["weight"][0],)
+            out[node.name] = d
+        elif node.op == "linear":
+            d = {"weight": exp[f"{node.weights}.weight"]}
+            if node.attrs.get("bias"):
+                d["bias"] = (d["weight"][0],)
+            out[node.name] = d
+    for c in graph.constants.values():
+        out[c.name] = {"value": tuple(int(s) for s in c.shape)}
+    return out
+
+
+def prepare_parameters(graph: Graph, state_dict: Mapping[str, "torch.Tensor"]
+                       ) -> dict[str, dict[str, "torch.Tensor"]]:
+    """What the layer builder consumes: node name -> float32 tensors, torch layouts.
+
+    conv2d: ``weight`` [O, I/groups, kh, kw] and ``bias`` [O] with any BatchNorm folded in
+    (``bias`` present iff the conv has a bias or a BN); linear: ``weight`` [out, in], ``bias``
+    [out] if it has one; every constant: ``value`` of its shape. ``state_dict`` uses spec keys
+    (``load_state_dict``'s result) and is not modified.
+    """
+    import torch
+    check_state_dict(graph, state_dict, strict=False)
+    f32 = lambda t: t.detach().to(dtype=torch.float32, copy=True).contiguous()  # noqa: E731
+    out: dict[str, dict[str, torch.Tensor]] = {}
+    for node in graph.nodes:
+        if node.op not in ("conv2d", "linear"):
+            continue
+        p = node.weights
+        w = state_dict[f"{p}.weight"]
+        b = state_dict[f"{p}.bias"] if node.attrs.get("bias") else None
+        if node.op == "conv2d" and node.bn:
+            bn = node.bn
+            w2, b2 = fold_batchnorm(w, b, state_dict[f"{bn}.weight"], state_dict[f"{bn}.bias"],
+                                    state_dict[f"{bn}.running_mean"], state_dict[f"{bn}.running_var"])
+            out[node.name] = {"weight": w2, "bias": b2}
+        else:
+            out[node.name] = {"weight": f32(w)}
+            if b is not None:
+                out[node.name]["bias"] = f32(b)
+    for name, c in graph.constants.items():
+        out[name] = {"value": constant_tensor(c, state_dict)}
+    return out
+
+
+def prepared_parameters(graph: Graph, source, *, key_map=None, cache=True, seed: int = 0,
+                        select_prefix="auto", ignore_prefixes=None, precision=None, **kw):
+    """``(params, info)`` for the builder: ``prepare_parameters`` of ``source`` through the
+    prepared-weight cache (``ttmodels.cache.cached_prepare``). ``info`` is a one-line description
+    ("weights/bevdet-r50.pth, ignored 812 keys outside img_backbone./img_neck. [cached]").
+
+    Unlike ``load_state_dict``, keys outside the graph's top-level names are ignored (and counted)
+    by default (``select_prefix="auto"``), so a full BEVDet checkpoint builds its image encoder.
+    """
+    from .cache import cached_prepare
+    params = cached_prepare(graph, source, precision, cache=cache, key_map=key_map, seed=seed,
+                            select_prefix=select_prefix, ignore_prefixes=ignore_prefixes, **kw)
+    return params, params.info
