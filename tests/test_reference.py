@@ -314,3 +314,18 @@ def test_state_dict_not_modified_and_pcc():
     assert pcc(a, a) == 1.0
     assert pcc(a, 2 * a + 1) == pytest.approx(1.0)
     assert pcc(a, -a) == pytest.approx(-1.0)
+
+
+def test_ceil_mode_window_starting_in_explicit_padding_is_dropped():
+    # torch drops a ceil_mode window that would start in the (right/bottom) padding; with
+    # asymmetric padding applied explicitly the reference must drop it too.
+    b = GraphBuilder("ceil", n=1, h=4, w=4, c=2)
+    m = b.pool("mp", "max_pool2d", b.input, 3, 2, (0, 2, 0, 2), ceil=True)
+    a = b.pool("ap", "avg_pool2d", b.input, 3, 2, (0, 2, 0, 2), ceil=True, include=True)
+    graph = b.done(m, a)
+    assert graph.node("mp").shape.h == 2
+    x = torch.randn(1, 2, 4, 4)
+    got = ReferenceModel(graph, {}).run(x)
+    want = F.max_pool2d(F.pad(x, (0, 2, 0, 2), value=-math.inf), 3, 2, ceil_mode=True)[:, :, :2, :2]
+    assert torch.equal(got["mp"], want)
+    assert torch.allclose(got["ap"], F.avg_pool2d(F.pad(x, (0, 2, 0, 2)), 3, 2)[:, :, :2, :2])

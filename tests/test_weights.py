@@ -117,9 +117,11 @@ def test_non_float_and_non_finite_values_are_rejected():
     sd["fc.bias"] = torch.zeros(10, dtype=torch.int64)
     sd["conv1.weight"] = sd["conv1.weight"].clone()
     sd["conv1.weight"][0, 0, 0, 0] = float("nan")
-    with pytest.raises(WeightsError, match="2 mis-shaped") as ei:
+    sd["b_bn2.running_var"] = -sd["b_bn2.running_var"]
+    with pytest.raises(WeightsError, match="3 mis-shaped") as ei:
         W.load_state_dict(sd, graph)
-    assert "not floating point" in str(ei.value) and "NaN" in str(ei.value)
+    msg = str(ei.value)
+    assert "not floating point" in msg and "NaN" in msg and "b_bn2.running_var" in msg
 
 
 def test_corrupt_and_truncated_files(tmp_path):
@@ -283,7 +285,7 @@ def test_calibrated_random_weights_keep_activations_order_one():
     graph = resnet_graph(50, n=1, size=64)
     sd = W.random_state_dict(graph, seed=0)
     # Held-out synthetic images (other seed than calibration) and a real photo-like batch.
-    x = W.synthetic_images(2, 3, 64, 64, seed=99)
+    x = W.synthetic_images(8, 3, 64, 64, seed=99)
     outs = ReferenceModel(graph, sd).run(x, return_all=True)
     stds = {k: v.std().item() for k, v in outs.items() if k != "image"}
     bad = {k: s for k, s in stds.items() if not 0.1 < s < 4.0}
@@ -308,7 +310,7 @@ def test_calibrated_random_weights_keep_activations_order_one():
                 worst = max(worst, m, s)
         return worst
 
-    assert bn_mismatch(sd) < 0.5
+    assert bn_mismatch(sd) < 0.4
     assert bn_mismatch(W.random_state_dict(graph, seed=0, calibrate=False)) > 1.0
 
 
@@ -408,6 +410,9 @@ def test_cache_key_follows_file_content(tmp_path, counting):
     save_file({k: v.contiguous() for k, v in sd.items()}, str(path))
     b = cache_mod.cached_prepare(graph, path, cache=cdir)
     assert not b.cache_hit and torch.allclose(b["fc"]["bias"], a["fc"]["bias"] + 1)
+    # Random weights are calibrated at the input size, so it is part of their key.
+    assert cache_mod.cache_key(graph, None, "random") != \
+        cache_mod.cache_key(small_graph(size=64), None, "random")
     # In-memory dicts are keyed by their bytes.
     k1 = cache_mod.cache_key(graph, None, net.state_dict())
     assert k1 == cache_mod.cache_key(graph, None, dict(net.state_dict()))
@@ -490,3 +495,61 @@ def test_prepared_parameters_for_the_builder(tmp_path):
     assert params2.cache_hit and info2.endswith("[cached]")
     _same(dict(params), dict(params2))
     assert os.listdir(tmp_path)
+
+
+# --------------------------------------------------------------------------------------------
+# the shipped specs (skipped until ttmodels.spec exists)
+# --------------------------------------------------------------------------------------------
+
+def _spec_graph(name):
+    spec = pytest.importorskip("ttmodels.spec")
+    from ttmodels.errors import SpecError
+    try:
+        return spec.load_graph(name, batch_size=1)
+    except SpecError as e:
+        if "unknown model" in str(e):
+            pytest.skip(f"config '{name}' not shipped yet")
+        raise
+
+
+def test_resnet50_spec_takes_torchvision_state_dict_and_matches_it():
+    import torchvision
+    graph = _spec_graph("resnet50")
+    torch.manual_seed(0)
+    net = torchvision.models.resnet50().eval()
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for m in net.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.weight.uniform_(0.2, 0.6, generator=g)
+                m.running_mean.normal_(0, 0.1, generator=g)
+                m.running_var.uniform_(0.5, 1.5, generator=g)
+    sd = W.load_state_dict(net, graph)          # strict: exact torchvision names and shapes
+    assert len(sd) == len([k for k in net.state_dict() if not k.endswith("num_batches_tracked")])
+    s = graph.inputs[next(iter(graph.inputs))]
+    x = W.synthetic_images(1, 3, s.h, s.w, seed=2)
+    out = ReferenceModel(graph, sd).run(x)
+    logits = out[graph.outputs[0]].flatten(1)
+    with torch.no_grad():
+        want = net(x)
+    assert (logits - want).abs().max().item() < 1e-4 * max(1.0, want.abs().max().item())
+    params = W.prepare_parameters(graph, sd)
+    assert {tuple(d["weight"].shape) for d in params.values() if "weight" in d} >= {(1000, 2048)}
+
+
+def test_bevdet_encoder_spec_uses_bevdet_names(tmp_path):
+    graph = _spec_graph("bevdet_r50_encoder")
+    keys = expected_parameters(graph)
+    assert "img_backbone.conv1.weight" in keys and "img_backbone.bn1.running_var" in keys
+    assert "img_neck.lateral_convs.0.conv.weight" in keys and "img_neck.fpn_convs.0.conv.bias" in keys
+    assert W.graph_prefixes(graph) == ("img_backbone.", "img_neck.")
+    full = {k: torch.randn(s) * 0.01 for k, s in keys.items()}
+    for k in keys:
+        if k.endswith("running_var"):
+            full[k] = torch.ones(keys[k])
+    full.update({"img_view_transformer.depth_net.weight": torch.zeros(3),
+                 "pts_bbox_head.shared_conv.conv.weight": torch.zeros(2)})
+    path = tmp_path / "bevdet-r50.pth"
+    torch.save({"meta": {}, "state_dict": full}, path)
+    out = W.load_state_dict(path, graph, select_prefix="auto")
+    assert len(out) == len(keys) and len(out.report.ignored) == 2

@@ -13,8 +13,9 @@ graph's structure (each node's name, op, inputs, attrs, weights/bn prefixes, wei
 constants; batch size and spatial sizes excluded since parameters don't depend on them); the
 expected parameter keys and shapes; the precision; a fingerprint of the weights source (hash of a
 state dict's names/dtypes/shapes/bytes; for a file: resolved path, size, mtime and a hash of its
-content; "random": seed and init version; "pretrained": torchvision's weights name) and the loading
-options (key_map, prefix filters, postprocess tag).
+content; "random": seed, init version and the input sizes calibration ran at; "pretrained":
+torchvision's weights name) and the loading options (key_map -- a callable by its qualified name
+and bytecode hash --, prefix filters, strict, postprocess tag).
 
 Nothing read back is trusted: an entry that fails to parse, was written for another key, has an
 unknown format version, a checksum (over names, dtypes, shapes and bytes) that does not match its
@@ -94,7 +95,7 @@ def _callable_id(f) -> str:
 
 def source_fingerprint(source, *, seed: int = 0) -> Any:
     """A JSON-able identity of a weights source, computed without loading it into the graph."""
-    from .weights import RANDOM_INIT_VERSION, _is_module, pretrained_weights_name  # noqa: F401
+    from .weights import RANDOM_INIT_VERSION, _is_module
     if source is None or (isinstance(source, str) and source == "random"):
         return {"random": seed, "init": RANDOM_INIT_VERSION}
     if isinstance(source, str) and source == "pretrained":
@@ -144,6 +145,9 @@ def cache_key(graph: "Graph", precision, source, *, seed: int = 0, options: Mapp
     src = source_fingerprint(source, seed=seed)
     if isinstance(src, dict) and src.get("pretrained"):
         src = {"pretrained": pretrained_weights_name(graph)}
+    if isinstance(src, dict) and "random" in src:
+        # Calibration runs at the graph's input size (not part of graph_fingerprint).
+        src["inputs"] = {k: [s.h, s.w, s.c] for k, s in graph.inputs.items()}
     opts = {}
     for k, v in (options or {}).items():
         opts[k] = _callable_id(v) if callable(v) and not isinstance(v, Mapping) else _plain(v)

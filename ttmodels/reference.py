@@ -244,10 +244,11 @@ class ReferenceModel:
             return _activation(y, a.get("activation"), node)
         if op == "relu":
             return F.relu(x)
-        if op == "max_pool2d":
-            return _max_pool(x, a)
-        if op == "avg_pool2d":
-            return _avg_pool(x, a)
+        if op in ("max_pool2d", "avg_pool2d"):
+            y = _max_pool(x, a) if op == "max_pool2d" else _avg_pool(x, a)
+            # With explicit padding, ceil_mode may add a window that starts in the right/bottom
+            # padding, which torch (and the graph's shape inference) drops: crop it.
+            return y[:, :, :node.shape.h, :node.shape.w]
         if op == "global_avg_pool":
             return x.mean(dim=(2, 3), keepdim=True)
         if op == "linear":
@@ -288,7 +289,8 @@ def _max_pool(x, a):
     t, b, l, r = _pads(a.get("padding", (0, 0, 0, 0)))
     kw = dict(kernel_size=tuple(a["kernel"]), stride=tuple(a.get("stride") or a["kernel"]),
               dilation=tuple(a.get("dilation", (1, 1))), ceil_mode=bool(a.get("ceil_mode", False)))
-    if t == b and l == r:
+    kh, kw_ = ((k - 1) * d + 1 for k, d in zip(kw["kernel_size"], kw["dilation"]))
+    if t == b and l == r and t <= kh // 2 and l <= kw_ // 2:
         return F.max_pool2d(x, padding=(t, l), **kw)
     # Asymmetric: pad with -inf so padded cells never win, then pool without padding.
     return F.max_pool2d(F.pad(x, (l, r, t, b), value=float("-inf")), padding=0, **kw)
@@ -301,7 +303,8 @@ def _avg_pool(x, a):
     include = bool(a.get("count_include_pad", True))
     kw = dict(kernel_size=tuple(a["kernel"]), stride=tuple(a.get("stride") or a["kernel"]),
               ceil_mode=bool(a.get("ceil_mode", False)))
-    if t == b and l == r:
+    kh, kw_ = kw["kernel_size"]
+    if t == b and l == r and t <= kh // 2 and l <= kw_ // 2:
         return F.avg_pool2d(x, padding=(t, l), count_include_pad=include, **kw)
     xp = F.pad(x, (l, r, t, b))
     y = F.avg_pool2d(xp, padding=0, count_include_pad=True, **kw)

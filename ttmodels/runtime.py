@@ -115,6 +115,9 @@ class Executor:
         missing = [n for n in g.inputs if n not in inputs]
         if missing:
             raise Error(f"missing model input(s) {missing}; the graph's inputs are {list(g.inputs)}")
+        unknown = [n for n in inputs if n not in g.inputs]
+        if unknown:
+            raise Error(f"unknown model input(s) {unknown}; the graph's inputs are {list(g.inputs)}")
         env: dict[str, Any] = {}
         keep: set[str] = set(self.outputs)
         for name in g.inputs:

@@ -44,7 +44,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from .errors import WeightsError
 from .graph import Graph
@@ -280,6 +280,7 @@ def check_state_dict(graph: Graph, sd: Mapping[str, Any], *, source: str = "stat
     missing = [k for k in expected if k not in sd]
     unexpected = [k for k in sd if k not in expected and k not in optional] if strict else []
     mismatched: list[tuple[str, tuple, Any]] = []
+    variances = {f"{n.bn}.running_var" for n in graph.nodes if n.op == "conv2d" and n.bn}
     lines = []
     for k, shape in expected.items():
         if k not in sd:
@@ -293,6 +294,8 @@ def check_state_dict(graph: Graph, sd: Mapping[str, Any], *, source: str = "stat
             mismatched.append((k, shape, f"dtype {t.dtype} is not floating point"))
         elif not bool(torch.isfinite(t).all()):
             mismatched.append((k, shape, "contains NaN or Inf"))
+        elif k in variances and bool((t < 0).any()):
+            mismatched.append((k, shape, "negative BatchNorm variance"))
     if not (missing or unexpected or mismatched):
         return
     for k, shape, got in mismatched:
@@ -473,14 +476,22 @@ def _residual_branch_ends(graph: Graph) -> set[str]:
     return ends
 
 
+def calibration_batch_size(graph: Graph) -> int:
+    """Enough synthetic images that deep BN statistics generalise to held-out images (8 at
+    224x224; 4..32, scaled inversely with the input's pixel count to bound the cost)."""
+    pixels = max((s.h * s.w for s in graph.inputs.values()), default=224 * 224)
+    return max(4, min(32, -(-8 * 224 * 224 // max(1, pixels))))
+
+
 def random_state_dict(graph: Graph, *, seed: int = 0, calibrate: bool = True,
-                      calibration_batch: int = 4) -> dict[str, "torch.Tensor"]:
+                      calibration_batch: int | None = None) -> dict[str, "torch.Tensor"]:
     """Seeded random parameters with realistic activation scales.
 
     1. Convs: He-normal (std sqrt(2 / fan_in)), small biases. BatchNorm: weight ~ U(0.5, 1.5)
        (U(0.2, 0.5) on residual-branch ends, see ``_residual_branch_ends``), bias ~ N(0, 0.1).
        Linear: N(0, 1/in). Weight-loaded constants: U(0.5, 1.5) if multiplied, else N(0, 0.1).
-    2. Calibration (``calibrate``): ``calibration_batch`` synthetic images (``synthetic_images``)
+    2. Calibration (``calibrate``): ``calibration_batch`` (default ``calibration_batch_size``)
+       synthetic images (``synthetic_images``, seeded with ``seed``)
        run through the ReferenceModel in topological order. Before each conv+BN, its raw output on
        the batch sets the BN's running_mean / running_var (biased) to the batch statistics, so the
        BN output has per-channel mean = bias and std = weight. Convs without BN and linears are
@@ -518,14 +529,14 @@ def random_state_dict(graph: Graph, *, seed: int = 0, calibrate: bool = True,
             else:
                 sd[c.weights] = 0.1 * torch.randn(shape, generator=g)
     if calibrate and graph.nodes:
-        _calibrate(graph, sd, seed=seed, batch=calibration_batch)
+        _calibrate(graph, sd, seed=seed, batch=calibration_batch or calibration_batch_size(graph))
     return sd
 
 
 def _calibrate(graph: Graph, sd: dict, *, seed: int, batch: int) -> None:
     import torch
     model = ReferenceModel(graph, sd)
-    inputs = {name: synthetic_images(max(batch, shape.n), shape.c, shape.h, shape.w, seed=seed + i)
+    inputs = {name: synthetic_images(batch, shape.c, shape.h, shape.w, seed=seed + i)
               for i, (name, shape) in enumerate(graph.inputs.items())}
     last_use: dict[str, int] = {}
     for idx, n in enumerate(graph.nodes):
