@@ -1,4 +1,5 @@
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,8 @@ os.environ.setdefault("TT_METAL_MOCK_CLUSTER_DESC_PATH",
                       str(REPO / "ttmodels" / "data" / "wormhole_n150_mock_cluster.yaml"))
 os.environ.setdefault("TT_LOGGER_LEVEL", "error")
 os.environ.setdefault("LOGURU_LEVEL", "WARNING")
+# Tests never read or write the user's prepared-weight cache.
+os.environ["TTMODELS_CACHE_DIR"] = tempfile.mkdtemp(prefix="ttmodels-test-cache-")
 
 
 def _card_present() -> bool:

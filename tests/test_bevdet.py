@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bevdet_reference import BEVDetEncoderReference, bevdet_keys, load_into, pcc  # noqa: E402
+from bevdet_reference import (BEVDetEncoderReference, bevdet_keys, load_into, pcc,  # noqa: E402
+                              randomize_calibrated)
 
 SPEC = "bevdet_r50_encoder"
 PCC_MIN = 0.99
@@ -56,19 +57,21 @@ def _reference(state_dict):
 
 
 def _compare_with_reference(batch, size, seed=0):
+    """Random BN-calibrated weights set in the reference module (see ``randomize_calibrated`` for
+    why not ``weights="random"``), handed to ttmodels as an nn.Module; both run the same input."""
     import torch
 
     import ttmodels
     from ttmodels.weights import synthetic_images
 
-    torch.manual_seed(seed)
     graph = _graph(batch, size)
-    sd = _random_weights(graph, seed=seed)
+    calib = synthetic_images(max(batch, 4), 3, *size, seed=seed)
+    ref = randomize_calibrated(BEVDetEncoderReference(), calib, seed=seed)
     x = synthetic_images(batch, 3, *size, seed=1000 + seed)  # not the calibration images
     with torch.no_grad():
-        c4, c5, neck = _reference(sd)(x)
+        c4, c5, neck = ref(x)
     t0 = time.perf_counter()
-    model = ttmodels.build(SPEC, weights=sd, backend="sim", batch_size=batch, input_size=size,
+    model = ttmodels.build(SPEC, weights=ref, backend="sim", batch_size=batch, input_size=size,
                            cache=False)
     try:
         got = _outputs_by_role(graph, model.run(x))
@@ -77,10 +80,10 @@ def _compare_with_reference(batch, size, seed=0):
     seconds = time.perf_counter() - t0
     want = {"c4": c4, "c5": c5, "neck": neck}
     result = {}
-    for role, ref in want.items():
-        assert tuple(got[role].shape) == tuple(ref.shape), (role, got[role].shape, ref.shape)
+    for role, expected in want.items():
+        assert tuple(got[role].shape) == tuple(expected.shape), (role, got[role].shape, expected.shape)
         assert bool(torch.isfinite(got[role]).all()), f"{role}: non-finite values"
-        result[role] = pcc(got[role], ref)
+        result[role] = pcc(got[role], expected)
     print(f"\nbatch {batch} at {size}: PCC " + ", ".join(f"{k} {v:.5f}" for k, v in result.items())
           + f" (sim build+run {seconds:.1f} s)")
     return result
@@ -106,6 +109,26 @@ def test_reference_keys_match_spec():
     assert not bad
 
 
+def test_spec_float32_semantics_match_reference():
+    """ttmodels' own float32 execution of the spec (ttmodels.reference, no TTNN formats) equals
+    the torch module: same graph, same key semantics, same FPN upsample/add order."""
+    import torch
+
+    from ttmodels.reference import ReferenceModel
+    from ttmodels.weights import synthetic_images
+
+    graph = _graph(1, (64, 96))
+    ref = randomize_calibrated(BEVDetEncoderReference(), synthetic_images(4, 3, 64, 96, seed=0))
+    x = synthetic_images(1, 3, 64, 96, seed=9)
+    with torch.no_grad():
+        want = dict(zip(("c4", "c5", "neck"), ref(x)))
+        out = ReferenceModel(graph, ref.state_dict()).run({next(iter(graph.inputs)): x},
+                                                            return_all=True)
+    got = _outputs_by_role(graph, {n: out[n] for n in graph.outputs})
+    for role in want:
+        assert torch.allclose(got[role], want[role], rtol=1e-4, atol=1e-4), role
+
+
 def test_sim_matches_reference_small():
     result = _compare_with_reference(SMALL_BATCH, SMALL_SIZE)
     assert min(result.values()) >= PCC_MIN, result
@@ -128,6 +151,15 @@ def test_pcc_helper_can_fail():
 # ---------------------------------------------------------------------------------------------
 # (b) shapes from the plan, without running anything
 # ---------------------------------------------------------------------------------------------
+
+def test_graph_shapes_full_size():
+    g = _graph(6, (256, 704))
+    (inp,) = g.inputs.values()
+    assert inp.nchw == (6, 3, 256, 704)
+    assert g.shape_of(g.outputs[0]).nchw == (6, 512, 16, 44)
+    shapes = {g.shape_of(n).c: g.shape_of(n).nchw for n in g.outputs}
+    assert shapes == {512: (6, 512, 16, 44), 1024: (6, 1024, 16, 44), 2048: (6, 2048, 8, 22)}
+
 
 def test_plan_shapes_full_size():
     import ttmodels

@@ -126,7 +126,12 @@ def test_output_layout():
     assert conv_out.memory.memory_layout == HEIGHT and conv_out.memory.shard_shape == (224, 64)
     pooled = R.output_layout("max_pool2d", [conv_out], {"out_shape": (1, 1, 3136, 64)}, None, [FLAT])
     assert pooled.memory.memory_layout == HEIGHT and pooled.memory.grid == conv_out.memory.grid
-    assert pooled.memory.shard_shape == (64, 64) and pooled.layout == "row_major"
+    # generic_pools.cpp: a ROW_MAJOR output's shard height is round_up(rows, cores)/cores,
+    # not tile rounded: 3136 rows over 56 cores = 56 (a TILE output would get 64)
+    assert pooled.memory.shard_shape == (56, 64) and pooled.layout == "row_major"
+    tiled = R.output_layout("max_pool2d", [conv_out], {"out_shape": (1, 1, 3136, 64),
+                                                       "output_layout": "tile"}, None, [FLAT])
+    assert tiled.memory.shard_shape == (64, 64)
     mul = R.output_layout("multiply", [HS, DRAM], {"dtype": "bfloat8_b"}, None, [FLAT, (1, 1, 1, 64)])
     assert mul.memory == HS.memory and mul.dtype == "bfloat8_b"
     r = R.output_layout("relu", [HS], {}, None, [FLAT])
@@ -139,3 +144,35 @@ def test_raise_if_violations_names_layer_and_rule():
         R.raise_if_violations(R.check("conv2d", [DRAM], {}), "layer1.0.conv1")
     assert e.value.layer == "layer1.0.conv1" and e.value.rule == "conv2d.sharded_or_shard_layout"
     assert "conv2d_utils.cpp" in str(e.value)
+
+
+def test_pool_on_interleaved_input_shards_like_pool2d():
+    # generic_pools.cpp get_pool_input_memory_config: width sharding of 32 channels with a TILE
+    # output is one channel tile -> the largest exact divisor is 1 core (not the whole grid)
+    pc = R.pool_parallel_config(WIDTH, 2, 32, in_tiled=False, out_tiled=True)
+    assert (pc.num_cores, pc.grid) == (1, (1, 1))
+    assert R.pool_input_memspec(pc, 512, 32, in_tiled=False).shard_shape == (512, 32)
+    x = TensorLayout(MemSpec(INTERLEAVED, "dram"), "row_major")
+    out = R.output_layout("avg_pool2d", [x], {"applied_shard_scheme": WIDTH, "output_layout": "tile",
+                                              "out_shape": (1, 1, 2, 32)}, None, [(1, 1, 512, 32)])
+    assert out.memory == MemSpec(WIDTH, "l1", (1, 1), 1, (32, 32))
+    # 2048 channels: 64 channel tiles over all 64 cores, [32, 32] each
+    assert R.pool_parallel_config(WIDTH, 2, 2048, in_tiled=True, out_tiled=True).num_cores == 64
+    # row-major output: height "tiles" are single rows (3136 = 49*64 -> 64 cores, 49 rows each)
+    pc = R.pool_parallel_config(HEIGHT, 3136, 64, in_tiled=False, out_tiled=False)
+    assert pc.num_cores == 64
+    assert R.pool_output_memspec(pc, 3136, 64, out_tiled=False).shard_shape == (49, 64)
+
+
+def test_rule_ids_used_by_the_sim_are_in_the_table():
+    import pathlib
+    import re
+    root = pathlib.Path(R.__file__).parent
+    used = set()
+    for f in list((root / "backends").rglob("*.py")) + [root / "matmul_solver.py"]:
+        text = f.read_text()
+        used |= set(re.findall(r'_violation\(\s*"([a-z0-9_.]+)"', text))
+        used |= set(re.findall(r'rule="([a-z0-9_.]+)"', text))
+    assert {"tensor.shard_tile", "tensor.shard_grid", "tensor.on_device", "concat.same_format",
+            "tensor.shard_spec"} <= used
+    assert used - set(R.RULES) == set()

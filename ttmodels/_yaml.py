@@ -75,6 +75,11 @@ def load_yaml(text: str, file: str) -> Any:
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         what = " ".join(s for s in (e.context, e.problem) if s) or "invalid YAML"
+        lines = text.splitlines()
+        for m in (e.problem_mark, e.context_mark):
+            if m is not None and m.line < len(lines) and "${" in lines[m.line]:
+                what += ' (inside {...} or [...], quote expressions: "${...}")'
+                break
         raise SpecError(f"YAML syntax error: {what}", file=file, line=_mark_line(mark)) from None
     except yaml.YAMLError as e:
         raise SpecError(f"YAML error: {e}", file=file) from None
@@ -129,12 +134,9 @@ class _Builder:
                 if not isinstance(knode, yaml.ScalarNode):
                     raise SpecError("mapping keys must be plain scalars", file=self.file, line=kline)
                 self.tick(knode)
-                key = self.loader.construct_object(knode, deep=True)
-                if not isinstance(key, str):
-                    key = str(key) if isinstance(key, (int, float, bool)) or key is None else key
-                if not isinstance(key, str):
-                    raise SpecError(f"mapping key {key!r} is not a string", file=self.file,
-                                    line=kline)
+                # Keys are names: take YAML 1.1's `on`, `yes`, `1` literally instead of as
+                # booleans / numbers (a parameter named `on` must not become True).
+                key = knode.value
                 if key in out:
                     raise SpecError(f"duplicate key '{key}' (first at line {out.key_lines[key]})",
                                     file=self.file, line=kline)

@@ -202,6 +202,11 @@ class _Planner:
                     act_block_h=act_block_h or 0)
 
     def plan_conv2d(self, node: Node) -> PlannedLayer:
+        if (node.attrs.get("lowering") or "conv2d") in ("linear", "auto"):
+            from .matmul_solver import resolve_lowering
+            # explicit linear that cannot lower raises here, naming the layer
+            if resolve_lowering(node, grid=self.grid) == "linear":
+                return self.plan_conv_as_linear(node)
         x = self.layouts[node.inputs[0]]
         policy = node.layout
         follow = False
@@ -267,6 +272,38 @@ class _Planner:
         }
         return PlannedLayer(node, [cin], out, c["est"].total, config)
 
+    def plan_conv_as_linear(self, node: Node) -> PlannedLayer:
+        """A 1x1 stride-1 conv run as ttnn.linear with the solver's program config: in0 must be
+        TILE and sharded exactly as the config expects (1D: height, 2D: block), the output is
+        sharded the same way (matmul_device_operation.cpp 1D/2D branches)."""
+        from .matmul_solver import KIND_1D, solve_node
+        cfg = solve_node(node, grid=self.grid)
+        kind = HEIGHT if cfg.kind == KIND_1D else BLOCK
+        x = self.layouts[node.inputs[0]]
+        cin = x
+        if self.with_adapters:
+            why = f"linear lowering ({cfg.kind}) wants in0 {cfg.in0_memory.short()} tile"
+            if cin.layout != TILE_LAYOUT:
+                if cin.memory.sharded:
+                    cin = self.to_interleaved(node, 0, cin, why)
+                cin = self.to_tile(node, 0, cin, "matmul inputs must be tilized")
+            if cin.memory != cfg.in0_memory:
+                ad = "reshard" if cin.memory.sharded else "interleaved_to_sharded"
+                cin = self.adapt(node, 0, cin, ad, replace(cin, memory=cfg.in0_memory), why)
+        out = TensorLayout(cfg.out_memory, TILE_LAYOUT, node.precision.activations)
+        config = {
+            "lowering": "linear", "matmul": cfg.to_dict(),
+            # what conv2d itself would be configured with for the same sharding (the layer may
+            # still run ttnn.conv2d, whose mm_conv branch then sees the same shards)
+            "shard_layout": kind, "act_block_h_override": 0, "reshard_if_not_optimal": False,
+            "override_sharding_config": False, "output_layout": TILE_LAYOUT, "dtype": out.dtype,
+            "is_mm_conv": True, "num_cores": cfg.num_cores,
+            "core_grid": cfg.compute_with_storage_grid_size, "input_memory": cfg.in0_memory,
+            "memory_config": None, "weights_dtype": node.precision.weights,
+            "l1_parts": {"matmul": cfg.l1_bytes_per_core},
+        }
+        return PlannedLayer(node, [cin], out, cfg.l1_bytes_per_core, config)
+
     @staticmethod
     def auto_pick(cands):
         """conv2d_utils.cpp determine_conv_config_for_auto_shard: height unless block is smaller
@@ -317,19 +354,28 @@ class _Planner:
             kernel = (in_shape.h, in_shape.w)
         else:
             kernel = tuple(node.attrs["kernel"])
-        attrs = {"output_layout": out_layout, "dtype": dtype, "applied_shard_scheme": scheme,
+        attrs = {"output_layout": out_layout, "dtype": dtype,
+                 "applied_shard_scheme": None if x.memory.sharded else scheme,
                  "out_shape": _flat(node.shape), "device_grid": self.grid}
-        if not x.memory.sharded:
-            pc = R.determine_parallel_config(scheme, node.shape.rows, c, c, self.grid)
-            attrs["num_cores"] = pc.num_cores
+        # generic_pools.cpp: an interleaved input is moved to the shard spec pool2d derives from
+        # applied_shard_scheme (pool_parallel_config); a sharded one is used as it is.
+        in_tiled = x.layout == TILE_LAYOUT
+        if x.memory.sharded:
+            pc = R.pool_parallel_config_of(x.memory)
+            pool_in = x
+        else:
+            pc = R.pool_parallel_config(scheme, node.shape.rows, c, in_tiled=in_tiled,
+                                        out_tiled=out_layout == TILE_LAYOUT, device_grid=self.grid)
+            pool_in = replace(x, memory=R.pool_input_memspec(pc, in_rows, c, in_tiled=in_tiled))
         out = R.output_layout(node.op, [x], attrs, None, [self.flat[node.inputs[0]]])
-        n = out.memory.num_cores or 64
-        est = l1m.pool_l1(in_layout=x, out_layout=out, in_rows=in_rows, in_w=in_shape.w, c=c,
-                          out_rows=node.shape.rows, kernel=kernel, num_cores=n,
+        est = l1m.pool_l1(in_layout=pool_in, out_layout=out, in_rows=in_rows, in_w=in_shape.w,
+                          c=c, out_rows=node.shape.rows, kernel=kernel, num_cores=pc.num_cores,
                           global_pool=node.op == "global_avg_pool")
-        config = {"applied_shard_scheme": None if x.memory.sharded else scheme,
+        config = {"applied_shard_scheme": attrs["applied_shard_scheme"],
                   "shard_scheme": scheme, "output_layout": out_layout, "dtype": dtype,
-                  "kernel": kernel, "l1_parts": est.parts}
+                  "kernel": kernel, "num_cores": pc.num_cores, "core_grid": pc.grid,
+                  "input_memory": pool_in.memory, "out_shape": attrs["out_shape"],
+                  "l1_parts": est.parts}
         return PlannedLayer(node, [x], out, est.total, config)
 
     # ---- eltwise ---------------------------------------------------------------------------
@@ -353,7 +399,10 @@ class _Planner:
             if a.layout == TILE_LAYOUT and b.layout != TILE_LAYOUT:
                 b = self.to_tile(node, ib, b, "operand layouts must agree (TILE)")
             adv = R.advise(node.op, [a, b], {}, None, shapes=[shapes[ia], shapes[ib]])
-            if adv and a.memory.sharded and b.memory.sharded and shapes[ia] == shapes[ib]:
+            # only a different shard spec is worth a move: equal specs that are not native
+            # (uneven shards) stay on the TensorAccessor path whatever we do
+            if adv and a.memory.sharded and b.memory.sharded and shapes[ia] == shapes[ib] \
+                    and a.memory != b.memory:
                 cost_a = R.tensor_bytes(a, *self.rc(node.inputs[ia]))
                 cost_b = R.tensor_bytes(b, *self.rc(node.inputs[ib]))
                 if cost_a < cost_b:
@@ -454,11 +503,19 @@ class _Planner:
         x = self.layouts[node.inputs[0]]
         if self.with_adapters and R.check("pad", [x], {}, None, shapes=[self.flat[node.inputs[0]]]):
             x = self.to_interleaved(node, 0, x, "spatial pad runs on interleaved tensors")
-        out = TensorLayout(x.memory, x.layout, x.dtype)
+        # ttnn.pad keeps the input's memory config unless given one; a height-sharded input
+        # gets more rows, so the plan passes a memory_config refitted to the padded shape
+        # (same grid and cores, taller shards), or the card rejects the output's shard spec.
+        requested = None
+        if self.with_adapters and x.memory.sharded:
+            requested = R.reshape_memspec(x.memory, node.shape.rows, node.shape.c, x.layout)
+        attrs = {"out_shape": _flat(node.shape)}
+        out = R.output_layout("pad", [x], attrs, requested, [self.flat[node.inputs[0]]])
         rows, c = self.rc(node.inputs[0])
         est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=node.shape.rows, c=c)
         return PlannedLayer(node, [x], out, est.total,
                             {"padding": node.attrs.get("padding"), "value": node.attrs.get("value", 0.0),
+                             "memory_config": requested, "out_shape": attrs["out_shape"],
                              "l1_parts": est.parts})
 
 

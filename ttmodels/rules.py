@@ -61,6 +61,9 @@ _S2I = ("ttnn/cpp/ttnn/operations/data_movement/sharded/sharded_to_interleaved/d
 _RESHARD = "ttnn/cpp/ttnn/operations/data_movement/sharded/reshard/device/reshard_device_operation.cpp"
 _TC = "ttnn/cpp/ttnn/operations/copy/typecast/device/typecast_device_op.cpp"
 _TENSOR = "ttnn/api/ttnn/tensor/tensor_spec.cpp"
+_LAYOUT = "ttnn/api/ttnn/tensor/layout/tensor_layout.cpp"
+_TENSOR_CPP = "ttnn/cpp/ttnn/tensor/tensor.cpp"
+_PC = "ttnn/cpp/ttnn/operations/matmul/device/config/matmul_program_config.cpp"
 
 _RULE_LIST = [
     # --- any tensor -------------------------------------------------------------------------
@@ -74,7 +77,23 @@ _RULE_LIST = [
          "height: cores*shard_h >= rows, shard_w == C; width: shard_h == rows, cores*shard_w >= C; "
          "block: grid_y*shard_h >= rows, grid_x*shard_w >= C",
          "ttnn/api/ttnn/tensor/memory_config/memory_config.cpp / tensor_spec.cpp: "
-         "'Sharded memory config must have a shard spec', shard distribution validation"),
+         "'Sharded memory config must have a shard spec', shard distribution validation "
+         "(0.81.1: 'Shard layout requires {}x{} = {} shards but shard grid has {} cores')"),
+    Rule("tensor.shard_tile", "*",
+         "the shard shape of a sharded TILE tensor is a whole number of 32x32 tiles",
+         f"{_LAYOUT}: TensorLayout / PageConfig shard validation (TILE pages: shard dims are "
+         "multiples of the tile; 0.81.1 message '{} operation requires a shard shape that is a "
+         "whole number of tiles')"),
+    Rule("tensor.shard_grid", "*",
+         "the shard grid lies inside the device's compute-with-storage worker grid (8x8 on a "
+         "Wormhole n150/n300)",
+         "ttnn/cpp/ttnn/tensor/tensor_impl.cpp: allocate_device_buffer -> tt_metal Buffer / "
+         "allocator (each shard lives in the L1 bank of a worker core of the device's "
+         "compute_with_storage_grid_size; no single TT_FATAL string verified in 0.81.1)"),
+    Rule("tensor.on_device", "*",
+         "device ops take device tensors: a host tensor must be moved with to_device first",
+         f"{_TENSOR_CPP}: device storage checks in each op's validate (0.81.1: 'Operands to "
+         "matmul need to be on device!', 'ttnn.concat: expected a tensor with device storage')"),
     Rule("tensor.shard_l1", "*",
          "sharded activations live in L1 (DRAM sharding is a matmul weight/DRAM-sharded-matmul "
          "feature; the CNN ops here take L1 shards)",
@@ -153,6 +172,12 @@ _RULE_LIST = [
     Rule("linear.tile", "linear",
          "matmul operands must be TILE layout",
          f"{_MM}: Matmul::validate ('Inputs to matmul must be tilized')"),
+    Rule("linear.program_config", "linear",
+         "a 1x1 conv lowered to linear needs a 1D (in1 mcast, height-sharded in0) or 2D (block "
+         "mcast, block-sharded in0) program config whose blocks divide the problem and fit L1; "
+         "the matmul solver raises this when none exists",
+         f"{_PC}: get_matmul_program_config / {_MM}: Matmul::validate (per_core_M/N, in0_block_w "
+         "and subblock constraints; see docs/lowering.md)"),
     Rule("linear.sharded_needs_program_config", "linear",
          "a sharded input a needs an explicit sharded program config (1D/2D mcast) whose grid "
          "matches its shard grid; without one the planner feeds linear interleaved tensors",
@@ -172,13 +197,19 @@ _RULE_LIST = [
          "heights",
          f"{_CAT}: ConcatDeviceOperation::validate ('Only width or height concat on sharded "
          "tensors', 'Only support width concat on height-sharded or block-sharded tensors.')"),
+    Rule("concat.same_format", "concat",
+         "all inputs share one dtype and one layout (TILE or ROW_MAJOR)",
+         f"{_CAT}: ConcatDeviceOperation::validate (every input's dtype and layout equal to the "
+         "first input's)"),
     Rule("concat.mixed", "concat",
          "inputs must be all sharded or all interleaved",
          f"{_CAT}: ConcatDeviceOperation::validate (sharded inputs require every input sharded)"),
     # --- pad --------------------------------------------------------------------------------
     Rule("pad.memory", "pad",
-         "spatial pad of an NHWC tensor runs on interleaved inputs (sharded pad supports only "
-         "row-major height sharding and never pads the last dim)",
+         "spatial pad of an NHWC tensor runs on interleaved or row-major height-sharded inputs; "
+         "the output keeps the input's memory config unless memory_config is given, so a "
+         "sharded pad that adds rows needs a memory_config whose shards cover the padded rows "
+         "(checked as tensor.shard_spec on the output)",
          f"{_PAD}: PadDeviceOperation::validate ('sharded pad does not support pad on last dim "
          "currently')"),
     # --- adapters ---------------------------------------------------------------------------
@@ -359,18 +390,110 @@ def conv_memspec(kind: str, rows: int, c: int, pc: ParallelConfig) -> MemSpec:
     return MemSpec(BLOCK, "l1", pc.grid, pc.num_cores, block_shard_shape(rows, c, pc.grid))
 
 
-def reshape_memspec(mem: MemSpec, rows: int, c: int) -> MemSpec:
+def reshape_memspec(mem: MemSpec, rows: int, c: int, layout: str = TILE_LAYOUT) -> MemSpec:
     """Same scheme and grid, shard shape recomputed for a tensor of [rows, c] (what ops that keep
-    their input's sharding, like pools, upsample and binary_ng's adjust_to_shape, produce)."""
+    their input's sharding, like upsample and binary_ng's adjust_to_shape, produce, and what a
+    pad must be given for its padded rows). A ROW_MAJOR height shard is as wide as the tensor
+    (no tile padding of the channels)."""
     if not mem.sharded:
         return mem
     if mem.memory_layout == HEIGHT:
         n = mem.num_cores or (mem.grid[0] * mem.grid[1])
-        return replace(mem, shard_shape=height_shard_shape(rows, c, n))
+        sh, sw = height_shard_shape(rows, c, n)
+        return replace(mem, shard_shape=(sh, sw if layout == TILE_LAYOUT else c))
     if mem.memory_layout == WIDTH:
         n = mem.num_cores or (mem.grid[0] * mem.grid[1])
         return replace(mem, shard_shape=width_shard_shape(rows, c, n))
     return replace(mem, shard_shape=block_shard_shape(rows, c, mem.grid))
+
+
+# --- pool2d's own sharding (generic_pools.cpp) -----------------------------------------------
+
+L1_ALIGNMENT = 16          # bytes (Wormhole hal::get_l1_alignment)
+
+
+def _closest_divisor(num: int, start: int) -> int:
+    """conv2d_utils.cpp ``find_closest_largest_divisor``: largest d <= start dividing num."""
+    d = max(1, start)
+    while num % d:
+        d -= 1
+    return d
+
+
+def _closest_common_divisor(a: int, b: int, start: int) -> int:
+    d = max(1, start)
+    while a % d or b % d:
+        d -= 1
+    return d
+
+
+def pool_parallel_config(kind: str, out_rows: int, c: int, *, in_tiled: bool, out_tiled: bool,
+                         device_grid: tuple[int, int] = (8, 8)) -> ParallelConfig:
+    """The cores pool2d shards an interleaved input over when given ``applied_shard_scheme``.
+
+    generic_pools.cpp ``get_pool_input_memory_config`` calls conv2d_utils.cpp
+    ``determine_parallel_config(scheme, N, C, OH, OW, C, input_channels_alignment, grid,
+    ROW_MAJOR, enable_channels_padding=false, is_shard_height_tile_multiple=out_tiled,
+    is_shard_width_tile_multiple=in_tiled or out_tiled, act_block_h_override=0)``: "tiles" are
+    32 rows only for a TILE output (else single rows) and 32 channels for a TILE input or output
+    (else 16); height = the closest divisor-with-padding of those rows up to the grid, laid out
+    row-wise; width = the largest *exact* divisor of the channel tiles up to the grid (no channel
+    padding for pools); block = divisor-with-padding of the rows over grid y x the largest common
+    divisor of the channel tiles and the input's channel blocks (alignment 32 for TILE inputs,
+    L1 alignment / 2 = 8 for row-major) over grid x."""
+    gx, gy = device_grid
+    eff_h = TILE if out_tiled else 1
+    eff_w = TILE if (in_tiled or out_tiled) else TILE // 2
+    align = TILE if (in_tiled or c == 1) else L1_ALIGNMENT // 2   # c == 1: depthwise branch
+    nhw_tiles = -(-out_rows // eff_h)
+    c_tiles = -(-c // eff_w)
+    if kind == HEIGHT:
+        n = closest_divisor_with_padding(nhw_tiles, gx * gy)
+        return ParallelConfig(HEIGHT, n, cores_to_grid(n, device_grid), n, 1)
+    if kind == WIDTH:
+        n = _closest_divisor(c_tiles, gx * gy)
+        return ParallelConfig(WIDTH, n, cores_to_grid(n, device_grid), 1, n)
+    if kind == BLOCK:
+        nhw = closest_divisor_with_padding(nhw_tiles, gy)
+        cc = _closest_common_divisor(c_tiles, -(-c // align), gx)
+        return ParallelConfig(BLOCK, nhw * cc, (cc, nhw), nhw, cc)
+    raise ValueError(f"Only height, width, or block sharding strategies are supported, got {kind}")
+
+
+def pool_parallel_config_of(mem: MemSpec) -> ParallelConfig:
+    """pool2d on an already sharded input: the parallel config is the input's shard grid
+    (``get_num_cores_nhw`` / ``get_num_cores_channels`` of it)."""
+    gx, gy = mem.grid
+    n = mem.num_cores or gx * gy
+    if mem.memory_layout == HEIGHT:
+        return ParallelConfig(HEIGHT, n, mem.grid, n, 1)
+    if mem.memory_layout == WIDTH:
+        return ParallelConfig(WIDTH, n, mem.grid, 1, n)
+    return ParallelConfig(BLOCK, gx * gy, mem.grid, gy, gx)
+
+
+def pool_input_memspec(pc: ParallelConfig, in_rows: int, c: int, *, in_tiled: bool) -> MemSpec:
+    """The memory config pool2d moves an interleaved input to (``to_memory_config``):
+    ``create_sharded_memory_config_from_parallel_config`` of [1, 1, rows, C snapped to
+    cores_c * channel alignment] (rows = the input's padded rows), rows rounded up to
+    cores_nhw * (32 for a TILE input, else 1) except for width sharding."""
+    align = TILE if (in_tiled or c == 1) else L1_ALIGNMENT // 2
+    width = round_up(c, pc.cores_c * align)
+    rows = round_up(in_rows, TILE) if in_tiled else in_rows
+    if pc.kind != WIDTH:
+        rows = round_up(rows, pc.cores_nhw * (TILE if in_tiled else 1))
+    return MemSpec(pc.kind, "l1", pc.grid, pc.num_cores,
+                   (rows // pc.cores_nhw, width // pc.cores_c))
+
+
+def pool_output_memspec(pc: ParallelConfig, out_rows: int, c: int, *, out_tiled: bool) -> MemSpec:
+    """pool2d's output shard spec (generic_pools.cpp, "update the shard spec to match the output
+    shape"): the input's grid; shard height round_up(out_rows, cores_nhw * (32 if TILE output
+    else 1)) / cores_nhw; shard width round_up(C, cores_c * (32 if TILE output else 16)) /
+    cores_c. A ROW_MAJOR output's shard height is *not* tile rounded."""
+    sh = round_up(out_rows, pc.cores_nhw * (TILE if out_tiled else 1)) // pc.cores_nhw
+    sw = round_up(c, pc.cores_c * (TILE if out_tiled else TILE // 2)) // pc.cores_c
+    return MemSpec(pc.kind, "l1", pc.grid, pc.num_cores, (sh, sw))
 
 
 def shard_bytes(layout: TensorLayout, rows: int, c: int) -> int:
@@ -731,8 +854,8 @@ def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
     out_rc = _out_shape(op, attrs, shapes)
     dtype = attrs.get("dtype") or dtype_in
 
-    def fit(mem: MemSpec) -> MemSpec:
-        return reshape_memspec(mem, *out_rc) if out_rc is not None else mem
+    def fit(mem: MemSpec, layout: str = TILE_LAYOUT) -> MemSpec:
+        return reshape_memspec(mem, *out_rc, layout) if out_rc is not None else mem
 
     if op == "conv2d":
         grid = tuple(attrs.get("device_grid", (8, 8)))
@@ -750,27 +873,33 @@ def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
             mem = x.memory if x is not None else MemSpec()
         return TensorLayout(mem, attrs.get("output_layout", TILE_LAYOUT), dtype)
     if op in ("max_pool2d", "avg_pool2d", "global_avg_pool"):
+        out_layout = attrs.get("output_layout", ROW_MAJOR)
         if requested is not None:
             mem = requested
-        elif x is not None and x.memory.sharded:
-            mem = fit(x.memory)
-        elif out_rc is not None:
-            mem = sharded_memspec(attrs.get("applied_shard_scheme") or HEIGHT, *out_rc,
-                                  num_cores=attrs.get("num_cores"),
-                                  device_grid=tuple(attrs.get("device_grid", (8, 8))))
+        elif x is not None and out_rc is not None:
+            pc = pool_parallel_config_of(x.memory) if x.memory.sharded else pool_parallel_config(
+                attrs.get("applied_shard_scheme") or HEIGHT, out_rc[0], out_rc[1],
+                in_tiled=x.layout == TILE_LAYOUT, out_tiled=out_layout == TILE_LAYOUT,
+                device_grid=tuple(attrs.get("device_grid", (8, 8))))
+            mem = pool_output_memspec(pc, *out_rc, out_tiled=out_layout == TILE_LAYOUT)
         else:
             mem = x.memory if x is not None else MemSpec()
-        return TensorLayout(mem, attrs.get("output_layout", ROW_MAJOR),
-                            attrs.get("dtype") or "bfloat16")
+        return TensorLayout(mem, out_layout, attrs.get("dtype") or "bfloat16")
     if op in ("add", "multiply"):
         a = x
-        mem = requested if requested is not None else fit(a.memory)
+        mem = requested if requested is not None else fit(a.memory, a.layout)
         return TensorLayout(mem, a.layout, dtype)
-    if op in ("relu", "pad", "upsample"):
-        mem = requested if requested is not None else (fit(x.memory) if x.memory.sharded else x.memory)
+    if op in ("relu", "upsample"):
+        mem = requested if requested is not None else (fit(x.memory, x.layout) if x.memory.sharded
+                                                       else x.memory)
         return TensorLayout(mem, x.layout, dtype_in)
+    if op == "pad":
+        # pad.cpp pad_impl: memory_config.value_or(input's), shard spec *not* refitted to the
+        # padded rows (only width padding of a height-sharded input gets a recomputed config);
+        # a sharded pad that adds rows must be given a memory_config that covers them.
+        return TensorLayout(requested if requested is not None else x.memory, x.layout, dtype_in)
     if op == "concat":
-        mem = requested if requested is not None else fit(x.memory)
+        mem = requested if requested is not None else fit(x.memory, x.layout)
         return TensorLayout(mem, x.layout, dtype_in)
     if op == "linear":
         mem = requested if requested is not None else (x.memory if not x.memory.sharded else

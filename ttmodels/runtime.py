@@ -107,10 +107,10 @@ class Executor:
         return tt.from_torch(flat, **kw)
 
     # ---- running ---------------------------------------------------------------------------
-    def run(self, inputs: dict[str, Any]) -> dict[str, Any]:
+    def run(self, inputs: dict[str, Any], *, keep_all: bool = False) -> dict[str, Any]:
         """Run the plan. ``inputs``: graph input name -> NCHW float torch tensor, or a backend
         tensor already in the plan's input layout (never freed). Returns output name -> backend
-        tensor."""
+        tensor; with ``keep_all`` every layer's output (for per-layer comparisons)."""
         g, tt = self.plan.graph, self.tt
         missing = [n for n in g.inputs if n not in inputs]
         if missing:
@@ -120,6 +120,8 @@ class Executor:
             raise Error(f"unknown model input(s) {unknown}; the graph's inputs are {list(g.inputs)}")
         env: dict[str, Any] = {}
         keep: set[str] = set(self.outputs)
+        if keep_all:
+            keep.update(pl.name for pl in self.plan.layers)
         for name in g.inputs:
             x = inputs[name]
             if _is_torch(x):
@@ -156,6 +158,8 @@ class Executor:
                     if env[src] is not out or src == pl.name:
                         tt.deallocate(env[src])
                     del env[src]
+        if keep_all:
+            return {pl.name: env[pl.name] for pl in self.plan.layers}
         return {name: env[name] for name in self.outputs}
 
     def _call(self, what: str, layer: str, fn):

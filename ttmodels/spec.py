@@ -87,7 +87,7 @@ def load_graph(spec, *, batch_size: int = 1, input_size=None, profile: str | Non
 
 def _suggest(word, choices) -> str:
     choices = [c for c in choices if isinstance(c, str)]
-    near = difflib.get_close_matches(str(word), choices, n=1, cutoff=0.6)
+    near = difflib.get_close_matches(str(word), choices, n=1, cutoff=0.5)
     return f" (did you mean '{near[0]}'?)" if near else ""
 
 
@@ -610,7 +610,7 @@ class _Compiler:
                            f"{dv[0] if dv[0] == dv[1] else list(dv)} as the spec requires",
                            d, "divisible_by", name)
             self.inputs[name] = TensorShape(self.batch_size, h, w, c)
-            self.define(name, name, d, None, None, ())
+            self.define(name, name, d, None, None, (), unique=True)
             self.shapes[name] = self.inputs[name]
 
     def parse_constants(self, ctx: _Ctx, consts) -> None:
@@ -665,7 +665,7 @@ class _Compiler:
             self.constants[name] = Constant(name=name, shape=tuple(int(s) for s in shape),
                                             value=value, weights=weights, dtype=dtype,
                                             loc=SourceLoc(d.file, d.line))
-            self.define(name, name, consts, name, None, ())
+            self.define(name, name, consts, name, None, (), unique=True)
 
     def parse_outputs(self, ctx: _Ctx, outs, tm: YMap, last: str) -> list[str]:
         pairs: list[tuple[str | None, str, Any, Any]] = []   # (alias, ref, map, key)
@@ -722,8 +722,10 @@ class _Compiler:
         return result
 
     # ---- names ----------------------------------------------------------------------------
-    def define(self, full: str, tensor: str, m, key, layer, chain) -> None:
-        if full in self.symbols and self.symbols[full] != tensor:
+    def define(self, full: str, tensor: str, m, key, layer, chain, unique=False) -> None:
+        """Register a full name. Inputs, constants and nodes must be new names; instance names
+        may be registered again for the same tensor."""
+        if full in self.symbols and (unique or self.symbols[full] != tensor):
             f, ln = self.defined_at.get(full, ("?", None))
             raise _err(f"duplicate name '{full}' (already defined at {f}:{ln})", m, key, layer,
                        chain)
@@ -838,16 +840,18 @@ class _Compiler:
                             ctx.chain)
 
         out = prev
+        # With 'repeat:' (even 1) instances are indexed like an nn.Sequential: name.0, name.1 ...
+        indexed = "repeat" in m
         for r in range(repeat):
-            sub = name if repeat == 1 else f"{name}.{r}"
+            sub = f"{name}.{r}" if indexed else name
             fl = _Fields(self, ctx, m, first if r == 0 else None, ctx.prefix + sub)
             # Repeats form a chain: only the first one reads 'in'.
             ins = self.layer_inputs(ctx, fl, prev) if r == 0 else [out]
             if has_op:
                 out = self.make_op(ctx, fl, sub, op, ins)
             else:
-                out = self.instantiate(ctx, fl, sub, bdef, ins, r if repeat > 1 else None)
-            if repeat > 1:
+                out = self.instantiate(ctx, fl, sub, bdef, ins, r if indexed else None)
+            if indexed:
                 ctx.local[sub] = out
                 ctx.local_where[sub] = _where(m, "name")
                 self.define(ctx.prefix + sub, out, m, "name", ctx.prefix + sub, ctx.chain)
@@ -1107,7 +1111,7 @@ class _Compiler:
         node = Node(name=full, op=op, inputs=list(ins), attrs=attrs, shape=shape, layout=layout,
                     precision=Precision(**prec), loc=SourceLoc(f.m.file, f.m.line),
                     weights=weights, bn=bn, block=ctx.instance)
-        self.define(full, full, f.m, "name", full, ctx.chain)
+        self.define(full, full, f.m, "name", full, ctx.chain, unique=True)
         self.nodes.append(node)
         self.shapes[full] = shape
         return full

@@ -61,7 +61,7 @@ PTH_SUFFIXES = (".pth", ".pt", ".bin", ".ckpt")
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 # Bump when random_state_dict's procedure changes: it is part of the prepared-weight cache key.
-RANDOM_INIT_VERSION = 1
+RANDOM_INIT_VERSION = 2
 # torchvision's weights for a graph name; the rest of the family uses the enum's DEFAULT.
 PRETRAINED = {"resnet50": "ResNet50_Weights.IMAGENET1K_V2"}
 
@@ -471,9 +471,18 @@ def _residual_branch_ends(graph: Graph) -> set[str]:
                 if i in graph.inputs:
                     continue
                 src = graph.node(i)
-                if src.op == "conv2d" and src.bn and not src.attrs.get("activation"):
+                if (src.op == "conv2d" and src.bn and not src.attrs.get("activation")
+                        and not _is_projection(graph, src)):
                     ends.add(src.name)
     return ends
+
+
+def _is_projection(graph: Graph, conv) -> bool:
+    """A shortcut conv (reads the block's input directly, like torchvision's downsample.0) as
+    opposed to the last conv of a residual branch: its input is not produced by a conv chain of the
+    same block. Recognised by its input also feeding another conv (the branch's first conv)."""
+    src = conv.inputs[0]
+    return any(n.op == "conv2d" and n.name != conv.name for n in graph.consumers(src))
 
 
 def calibration_batch_size(graph: Graph) -> int:
@@ -487,8 +496,8 @@ def random_state_dict(graph: Graph, *, seed: int = 0, calibrate: bool = True,
                       calibration_batch: int | None = None) -> dict[str, "torch.Tensor"]:
     """Seeded random parameters with realistic activation scales.
 
-    1. Convs: He-normal (std sqrt(2 / fan_in)), small biases. BatchNorm: weight ~ U(0.5, 1.5)
-       (U(0.2, 0.5) on residual-branch ends, see ``_residual_branch_ends``), bias ~ N(0, 0.1).
+    1. Convs: He-normal (std sqrt(2 / fan_in)), small biases. BatchNorm: weight ~ U(0.5, 1.0)
+       (U(0.01, 0.1) on residual-branch ends, see ``_residual_branch_ends``), bias ~ N(0, 0.1).
        Linear: N(0, 1/in). Weight-loaded constants: U(0.5, 1.5) if multiplied, else N(0, 0.1).
     2. Calibration (``calibrate``): ``calibration_batch`` (default ``calibration_batch_size``)
        synthetic images (``synthetic_images``, seeded with ``seed``)
@@ -510,7 +519,10 @@ def random_state_dict(graph: Graph, *, seed: int = 0, calibrate: bool = True,
             if a.get("bias"):
                 sd[f"{p}.bias"] = (torch.rand(o, generator=g) - 0.5) * 0.02
             if node.bn:
-                lo, hi = (0.2, 0.5) if node.name in ends else (0.5, 1.5)
+                # Trained ResNets end each residual branch with a small BN scale (zero-init
+                # residual, weight decay); random nets without that are chaotic: any rounding
+                # is amplified exponentially with depth, unlike real weights on real hardware.
+                lo, hi = (0.01, 0.1) if node.name in ends else (0.5, 1.0)
                 sd[f"{node.bn}.weight"] = lo + (hi - lo) * torch.rand(o, generator=g)
                 sd[f"{node.bn}.bias"] = 0.1 * torch.randn(o, generator=g)
                 sd[f"{node.bn}.running_mean"] = torch.zeros(o)

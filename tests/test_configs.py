@@ -1,0 +1,80 @@
+"""The shipped configs and blocks."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ttmodels import registry
+from ttmodels.graph import LayoutPolicy, Precision, TensorShape
+from ttmodels.reference import expected_parameters
+from ttmodels.spec import load_graph
+
+PKG = Path(registry.__file__).parent
+CONFIGS = sorted(p.stem for p in (PKG / "configs").glob("*.yaml"))
+RESNETS = {"resnet18": 512, "resnet34": 512, "resnet50": 2048, "resnet101": 2048,
+           "resnet152": 2048}
+
+
+def test_shipped_configs_are_listed():
+    assert set(CONFIGS) == set(RESNETS) | {"bevdet_r50_encoder"}
+    assert set(CONFIGS) <= set(registry.list_models())
+
+
+def test_each_block_is_defined_once_and_configs_define_none():
+    seen: dict[str, str] = {}
+    for f in sorted((PKG / "blocks").glob("*.yaml")):
+        for name in yaml.safe_load(f.read_text())["blocks"]:
+            assert name not in seen, f"{name} in {f.name} and {seen[name]}"
+            seen[name] = f.name
+    assert {"conv_bn_act", "basic_block", "bottleneck", "resnet_trunk", "fpn_lateral_merge",
+            "custom_fpn2"} <= set(seen)
+    for c in CONFIGS:
+        assert "blocks" not in yaml.safe_load((PKG / "configs" / f"{c}.yaml").read_text())
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+@pytest.mark.parametrize("profile", [None, "tt-perf"])
+def test_config_loads_with_unique_names_and_weights(name, profile):
+    g = load_graph(name, profile=profile)
+    names = [n.name for n in g.nodes]
+    assert len(names) == len(set(names))
+    weights = [n.weights for n in g.nodes if n.op in ("conv2d", "linear")]
+    assert None not in weights and len(weights) == len(set(weights))
+    assert all(n.weights is None for n in g.nodes if n.op not in ("conv2d", "linear"))
+    want = Precision("bfloat8_b", "bfloat8_b", "LoFi") if profile else \
+        Precision("bfloat8_b", "bfloat16", "HiFi2")
+    assert {n.precision for n in g.nodes} == {want}
+    assert {n.layout for n in g.nodes} == {LayoutPolicy("auto")}
+
+
+@pytest.mark.parametrize("name,c", sorted(RESNETS.items()))
+@pytest.mark.parametrize("n,h,w", [(1, 224, 224), (2, 160, 96)])
+def test_resnet_family_shapes(name, c, n, h, w):
+    g = load_graph(name, batch_size=n, input_size=(h, w))
+    assert g.shape_of("logits") == TensorShape(n, 1, 1, 1000)
+    assert g.node("avgpool").inputs[0].startswith("layer4.")
+    assert g.shape_of(g.node("avgpool").inputs[0]) == TensorShape(n, h // 32, w // 32, c)
+    assert g.node("logits").attrs["in_features"] == c
+
+
+@pytest.mark.parametrize("name", ["resnet18", "resnet34", "resnet101", "resnet152"])
+def test_resnet_family_keys_equal_torchvision(name):
+    torchvision = pytest.importorskip("torchvision")
+    model = getattr(torchvision.models, name)(weights=None)
+    want = {k: tuple(v.shape) for k, v in model.state_dict().items()
+            if not k.endswith("num_batches_tracked")}
+    assert expected_parameters(load_graph(name)) == want
+
+
+def test_bevdet_config_keys_are_scoped():
+    g = load_graph("bevdet_r50_encoder")
+    keys = set(expected_parameters(g))
+    assert {k.split(".")[0] for k in keys} == {"img_backbone", "img_neck"}
+    assert "img_backbone.layer4.2.bn3.running_var" in keys
+    assert "img_backbone.conv1.weight" in keys
+    assert {k for k in keys if k.startswith("img_neck.")} == {
+        f"img_neck.{m}.conv.{p}" for m in ("lateral_convs.0", "lateral_convs.1", "fpn_convs.0")
+        for p in ("weight", "bias")}
+    assert g.inputs["image"] == TensorShape(1, 256, 704, 3)

@@ -1,0 +1,128 @@
+"""Per-layer comparison of a backend run against the float32 torch reference of the same graph.
+
+``ttmodels compare SPEC`` runs both side by side on one input and prints each layer's PCC and max
+abs error, marking the first layer whose PCC falls below the threshold (where the error starts).
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+
+@dataclass
+class LayerDiff:
+    name: str
+    op: str
+    shape: str
+    pcc: float
+    max_abs: float
+    ref_std: float
+
+
+def compare_layers(spec, *, weights="random", image=None, batch_size=1, input_size=None,
+                   profile=None, backend="sim", x=None) -> list[LayerDiff]:
+    """Run ``spec`` on ``backend`` and on the torch reference; one LayerDiff per layer, plan order.
+
+    ``x`` (NCHW float) overrides ``image``; without either the input is matplotlib's sample photo
+    preprocessed like ImageNet (resized to the graph's input size)."""
+    import torch
+
+    from .backends import open_backend
+    from .planner import plan_graph
+    from .reference import ReferenceModel, pcc
+    from .runtime import Executor, to_torch_nchw
+    from .spec import load_graph
+    from .weights import load_state_dict, prepare_parameters
+
+    graph = load_graph(spec, batch_size=batch_size, input_size=input_size, profile=profile)
+    (name, shape), = graph.inputs.items() if len(graph.inputs) == 1 else _multi_input(graph)
+    if x is None:
+        x = _image_batch(image, shape)
+    sd = load_state_dict(weights, graph)
+    ref = ReferenceModel(graph, sd).run({name: x}, return_all=True)
+    plan = plan_graph(graph)
+    be = open_backend(backend)
+    try:
+        ex = Executor(plan, prepare_parameters(graph, sd), be)
+        got = ex.run({name: x}, keep_all=True)
+        rows = []
+        for pl in plan.layers:
+            n = pl.node
+            out = to_torch_nchw(be, got[n.name], n.shape)
+            r = ref[n.name].reshape(out.shape)
+            rows.append(LayerDiff(n.name, n.op, str(n.shape), pcc(r, out),
+                                  float((r - out).abs().max()), float(r.std())))
+        return rows
+    finally:
+        be.close()
+
+
+def _multi_input(graph):
+    from .errors import Error
+    raise Error(f"compare supports single-input graphs; '{graph.name}' has {list(graph.inputs)}")
+
+
+def _image_batch(image, shape):
+    import torch
+
+    from .images import imagenet_tensor, sample_image_path
+
+    path = image or sample_image_path()
+    side = max(shape.h, shape.w)
+    t = imagenet_tensor(path, resize=side, crop=side)[:, :shape.h, :shape.w]
+    if shape.c != 3:
+        t = t.mean(0, keepdim=True).expand(shape.c, -1, -1)
+    return t.unsqueeze(0).repeat(shape.n, 1, 1, 1).contiguous()
+
+
+def format_table(rows: list[LayerDiff], threshold: float) -> str:
+    first_bad = next((i for i, r in enumerate(rows) if r.pcc < threshold), None)
+    w = max([len(r.name) for r in rows] + [5])
+    lines = [f"{'layer':<{w}}  {'op':<15} {'shape NHWC':<20} {'PCC':>9} {'max abs err':>12} "
+             f"{'ref std':>9}"]
+    for i, r in enumerate(rows):
+        mark = "  <-- first below %.4g" % threshold if i == first_bad else (
+            "  *" if r.pcc < threshold else "")
+        lines.append(f"{r.name:<{w}}  {r.op:<15} {r.shape:<20} {r.pcc:9.6f} {r.max_abs:12.5g} "
+                     f"{r.ref_std:9.4g}{mark}")
+    worst = min(rows, key=lambda r: r.pcc)
+    lines.append(f"{len(rows)} layers; lowest PCC {worst.pcc:.6f} at {worst.name}; "
+                 + ("all at or above threshold" if first_bad is None
+                    else f"first below {threshold}: {rows[first_bad].name}"))
+    return "\n".join(lines)
+
+
+def plot_pcc(rows: list[LayerDiff], path: str, threshold: float) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(max(8, len(rows) * 0.12), 4))
+    ax.plot(range(len(rows)), [r.pcc for r in rows], marker=".", lw=1)
+    ax.axhline(threshold, color="red", ls="--", lw=0.8, label=f"threshold {threshold}")
+    step = max(1, len(rows) // 40)
+    ax.set_xticks(range(0, len(rows), step))
+    ax.set_xticklabels([rows[i].name for i in range(0, len(rows), step)], rotation=90, fontsize=6)
+    ax.set_ylabel("PCC vs torch float32")
+    ax.set_title("per-layer PCC (sim vs reference)")
+    ax.legend(loc="lower left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run_compare(spec, *, batch_size=1, input_size=None, profile=None, image=None, weights="random",
+                threshold=0.99, plot=None) -> int:
+    from .images import ImageError
+
+    try:
+        rows = compare_layers(spec, weights=weights, image=image, batch_size=batch_size,
+                              input_size=input_size, profile=profile)
+    except ImageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(format_table(rows, threshold))
+    if plot:
+        plot_pcc(rows, plot, threshold)
+        print(f"wrote {plot}")
+    return 0
