@@ -9,7 +9,7 @@ same thread count.
 Latency: median of --runs timed calls in this process (after --warmup untimed ones; ttmodels' first
 call prepares backend-side weights). Peak RSS: each side built and run once in its own spawned
 subprocess (so neither sees the other's allocations), reported as the process's peak resident set
-(ru_maxrss) and as the growth over the same process right after its imports.
+(VmHWM) and as the growth over the same process right after its imports.
 Not a test: numbers are printed, nothing is asserted.
 """
 from __future__ import annotations
@@ -31,16 +31,25 @@ SPEC = "bevdet_r50_encoder"
 
 
 def _rss_mb() -> tuple[float, float]:
-    """(current RSS, peak RSS) of this process in MB (Linux: /proc and ru_maxrss in KB)."""
-    import resource
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    cur = peak
+    """(current RSS, peak RSS) of this process in MB, from /proc/self/status VmRSS / VmHWM.
+
+    Not ru_maxrss: Linux carries it across fork+exec, so a spawned child would report the
+    parent's peak whenever that is higher."""
+    vals = {}
     try:
-        with open("/proc/self/statm") as f:
-            cur = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(("VmRSS:", "VmHWM:")):
+                    k, v = line.split(":", 1)
+                    vals[k] = int(v.split()[0]) / 1024          # kB -> MB
     except OSError:
         pass
-    return cur, peak
+    if "VmHWM" not in vals:  # not Linux: best effort
+        import resource
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        peak = peak / 2**20 if sys.platform == "darwin" else peak / 1024
+        return peak, peak
+    return vals.get("VmRSS", vals["VmHWM"]), vals["VmHWM"]
 
 
 def _make_reference(weights_path: str):
@@ -132,7 +141,13 @@ def main(argv=None) -> int:
 
     threads = args.threads or torch.get_num_threads()
     torch.set_num_threads(threads)
-    graph = ttmodels.load_graph(SPEC, batch_size=args.batch, input_size=size)
+    try:
+        graph = ttmodels.load_graph(SPEC, batch_size=args.batch, input_size=size)
+        from ttmodels.planner import plan_graph
+        plan_graph(graph)  # fail fast, before calibrating weights, if the card can't hold it
+    except ttmodels.Error as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     t0 = time.perf_counter()
     sd = random_state_dict(graph, seed=0)
     print(f"{SPEC}: batch {args.batch} x 3 x {size[0]} x {size[1]}, {threads} threads, "

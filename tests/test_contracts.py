@@ -24,7 +24,7 @@ from ttmodels.graph import Constant, Graph, Node, Precision, TensorShape  # noqa
 from ttmodels.layers import AdapterLayer, conv2d_config, make_layer  # noqa: E402
 from ttmodels.layout import (BLOCK, DRAM_INTERLEAVED, HEIGHT, L1_INTERLEAVED, WIDTH,  # noqa: E402
                              MemSpec, TensorLayout)
-from ttmodels.plan import Adapter, PlannedLayer  # noqa: E402
+from ttmodels.plans import Adapter, PlannedLayer  # noqa: E402
 from ttmodels.runtime import Executor  # noqa: E402
 
 S = TensorShape

@@ -30,7 +30,7 @@ from .errors import LayoutError
 from .graph import TILE, Graph, Node, TensorShape, round_up
 from .layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                      TensorLayout)
-from .plan import Adapter, Plan, PlannedLayer
+from .plans import Adapter, Plan, PlannedLayer
 
 BFP = ("bfloat8_b", "bfloat4_b")
 POOLS = ("max_pool2d", "avg_pool2d", "global_avg_pool")

@@ -16,7 +16,7 @@ from .backends import common
 from .errors import Error, LayoutError, WeightsError
 from .graph import Constant, TensorShape
 from .layers import AdapterLayer, make_layer
-from .plan import Plan
+from .plans import Plan
 
 
 def _const_flat(shape: tuple[int, ...]) -> tuple[int, int, int, int]:

@@ -681,3 +681,21 @@ def prepared_parameters(graph: Graph, source, *, key_map=None, cache=True, seed:
     params = cached_prepare(graph, source, precision, cache=cache, key_map=key_map, seed=seed,
                             select_prefix=select_prefix, ignore_prefixes=ignore_prefixes, **kw)
     return params, params.info
+
+
+def pretrained_available(name: str) -> bool:
+    """True when torchvision's pretrained weights for model ``name`` are already on this machine
+    (torch.hub's checkpoint cache), so "pretrained" will load without a download. Never touches
+    the network: the demos use it to pick a default without hanging on a closed network."""
+    import os
+
+    try:
+        import torch
+        import torchvision
+
+        weights = torchvision.models.get_weight(PRETRAINED[name]) if name in PRETRAINED else \
+            torchvision.models.get_model_weights(name).DEFAULT
+        path = os.path.join(torch.hub.get_dir(), "checkpoints", os.path.basename(weights.url))
+        return os.path.isfile(path)
+    except Exception:
+        return False

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..backends import common
 from ..errors import LayoutError
-from ..plan import Adapter
+from ..plans import Adapter
 
 KINDS = ("to_memory_config", "sharded_to_interleaved", "interleaved_to_sharded", "reshard",
          "to_layout", "typecast")

@@ -12,7 +12,7 @@ from ..backends import common
 from ..errors import LayoutError, WeightsError
 from ..graph import Node, TensorShape
 from ..layout import MemSpec
-from ..plan import PlannedLayer
+from ..plans import PlannedLayer
 
 
 class Layer:

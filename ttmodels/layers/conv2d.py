@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..backends import common
 from ..errors import LayoutError
-from ..plan import PlannedLayer
+from ..plans import PlannedLayer
 from .base import Layer
 
 

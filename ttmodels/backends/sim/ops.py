@@ -17,7 +17,7 @@ from ...errors import Error
 from ...layout import MemSpec
 from . import types as T
 from .tensor import (SimTensor, _check, _on_device, _violation, current_layer, dtype_name,
-                     memory_config_of, memspec, quantize, validate_memory)
+                     memory_config_of, memspec, quantize, quantize_, validate_memory)
 
 _BFP = (T.DataType.BFLOAT8_B, T.DataType.BFLOAT4_B)
 DEVICE_GRID = (8, 8)
@@ -61,11 +61,14 @@ def _out_layout(op, inputs, attrs, requested: T.MemoryConfig | None, shapes):
 
 
 def _emit(data: torch.Tensor, dtype: T.DataType, layout: T.Layout, mem: MemSpec | T.MemoryConfig,
-          device, op: str, shape=None) -> SimTensor:
+          device, op: str, shape=None, owned: bool = False) -> SimTensor:
+    """The op's output tensor, ``data`` rounded to ``dtype``; ``owned``: ``data`` is a fresh
+    result no other tensor shares, so it may be rounded in place."""
     mc = mem if isinstance(mem, T.MemoryConfig) else memory_config_of(mem)
     shape = tuple(shape) if shape is not None else tuple(data.shape)
     validate_memory(shape, layout, dtype, mc, op, device)
-    return SimTensor(quantize(data, dtype), dtype, layout, mc, device, shape)
+    return SimTensor(quantize_(data, dtype) if owned else quantize(data, dtype), dtype, layout, mc,
+                     device, shape)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -133,6 +136,18 @@ def _truncate(x: torch.Tensor, keep: int | None) -> torch.Tensor:
     if not x.is_contiguous():
         x = x.contiguous()
     return torch.bitwise_and(x.view(torch.int32), mask).view(torch.float32)
+
+
+# Explicit mantissa bits a stored value of each format can have: a block-float value keeps at
+# most M - 1 bits after its leading one (M = 7 for bfloat8_b, 3 for bfloat4_b).
+_STORED_BITS = {T.DataType.FLOAT32: 23, T.DataType.BFLOAT16: 7, T.DataType.BFLOAT8_B: 6,
+                T.DataType.BFLOAT4_B: 2}
+
+
+def _effective_keep(dtype: T.DataType, keep: int | None) -> int | None:
+    """``keep``, or None when values stored as ``dtype`` have no more mantissa bits than the
+    fidelity keeps (the truncation would change nothing, so it is skipped)."""
+    return None if keep is None or _STORED_BITS.get(dtype, 23) <= keep else keep
 
 
 def _fidelity(compute_config) -> tuple[int | None, int | None]:
@@ -315,7 +330,7 @@ def conv2d(*, input_tensor, weight_tensor, device, in_channels, out_channels, ba
     if wkey not in wt._cache:
         wt._cache[wkey] = _truncate(wt._cache["oihw"], a_bits).contiguous(memory_format=torch.channels_last)
     weight = wt._cache[wkey]
-    xin = _truncate(x._data, b_bits) if b_bits is not None else x._data
+    xin = _truncate(x._data, _effective_keep(x.dtype, b_bits))
     xin = xin.reshape(n, h, w, c).permute(0, 3, 1, 2)           # NCHW view, channels_last strides
     if (pt, pl) != (pb, pr):
         xin = F.pad(xin, (pl, pr, pt, pb))
@@ -327,7 +342,7 @@ def conv2d(*, input_tensor, weight_tensor, device, in_channels, out_channels, ba
     y = y.permute(0, 2, 3, 1).reshape(1, 1, rows_out, out_channels)
 
     lay = _out_layout(op, [x], attrs, memory_config, [x._flat4()])
-    out = _emit(y, out_dtype, out_layout, lay.memory, x._device, op)
+    out = _emit(y, out_dtype, out_layout, lay.memory, x._device, op, owned=True)
     if cfg.deallocate_activation:
         x._allocated, x._data = False, None
     result = [out]
@@ -371,7 +386,8 @@ def _pool_finish(op, x, y_nchw, n, oh, ow, c, dtype, output_layout, memory_confi
              "out_shape": (1, 1, rows, c), "applied_shard_scheme": _shard_scheme_name(applied_shard_scheme),
              "device_grid": DEVICE_GRID}
     lay = _out_layout(op if op != "global_avg_pool" else op, [x], attrs, memory_config, [x._flat4()])
-    return _emit(y, dtype, output_layout, lay.memory, x._device, op)
+    owned = y.untyped_storage().data_ptr() != x._data.untyped_storage().data_ptr()
+    return _emit(y, dtype, output_layout, lay.memory, x._device, op, owned=owned)
 
 
 def max_pool2d(input_tensor, batch_size, input_h, input_w, channels, kernel_size, stride, padding, dilation,
@@ -495,11 +511,13 @@ def _binary(op, fn, a, b, dtype, memory_config, activations, a_acts, b_acts):
     xb = tb._data if tb is not None else float(b)
     if b_acts and tb is not None:
         xb = _apply_unary(xb, b_acts)
-    y = _apply_unary(fn(xa, xb), activations) if activations else fn(xa, xb)
+    y = fn(xa, xb)                        # a fresh tensor: activations and rounding in place
+    if activations:
+        y = _apply_unary(y, activations, inplace=True)
     out_dtype = dtype or a.dtype
     shapes = [a._flat4(), tb._flat4() if tb is not None else None]
     lay = _out_layout(op, [a, tb], attrs, memory_config, shapes)
-    return _emit(y, out_dtype, a.layout, lay.memory, a._device, op)
+    return _emit(y, out_dtype, a.layout, lay.memory, a._device, op, owned=True)
 
 
 def add(input_tensor_a, input_tensor_b, *, fast_and_approximate_mode=True, dtype=None, memory_config=None,
@@ -523,7 +541,7 @@ def relu(input_tensor, *, memory_config=None, output_tensor=None, sub_core_grids
     lay = _out_layout(op, [x], {}, memory_config, [x._flat4()])
     # relu of a stored value is exactly representable: no second rounding needed, but _emit keeps
     # the invariant uniform (bfloat16/float32 rounding is idempotent and cheap).
-    return _emit(torch.relu(x._data), x.dtype, x.layout, lay.memory, x._device, op)
+    return _emit(torch.relu(x._data), x.dtype, x.layout, lay.memory, x._device, op, owned=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -542,19 +560,20 @@ def _mm(op, a, b, bias, transpose_a, transpose_b, memory_config, dtype, program_
     xb = b._data.transpose(-1, -2) if transpose_b else b._data
     if xa.shape[-1] != xb.shape[-2]:
         raise Error(f"{current_layer(op)}: inner dims differ: a {list(a.shape)} b {list(b.shape)}")
-    y = torch.matmul(_truncate(xa, b_bits), _truncate(xb, a_bits))   # in0 -> srcB, in1 -> srcA
+    y = torch.matmul(_truncate(xa, _effective_keep(a.dtype, b_bits)),     # in0 -> srcB,
+                     _truncate(xb, _effective_keep(b.dtype, a_bits)))     # in1 -> srcA
     if bias is not None:
         bv = bias._data.reshape(-1)
         if bv.numel() != y.shape[-1]:
             bv = bias._data.reshape(-1, bias.shape[-1])[0]
-        y = y + bv
+        y.add_(bv)                        # y is fresh (and already has the broadcast shape)
     act = activation
     if act is None and program_config is not None:
         act = getattr(program_config, "fused_activation", None)
-    y = _apply_unary(y, act)
+    y = _apply_unary(y, act, inplace=True)
     out_dtype = dtype or a.dtype
     lay = _out_layout("linear", ts, attrs, memory_config, [t._flat4() for t in ts])
-    return _emit(y, out_dtype, T.Layout.TILE, lay.memory, a._device, op)
+    return _emit(y, out_dtype, T.Layout.TILE, lay.memory, a._device, op, owned=True)
 
 
 def linear(input_tensor_a, input_tensor_b, *, bias=None, transpose_a=False, transpose_b=False, memory_config=None,

@@ -66,6 +66,18 @@ def quantize(data: torch.Tensor, dtype: T.DataType) -> torch.Tensor:
     return formats.quantize(data, _DTYPE_NAMES[dtype])
 
 
+def quantize_(data: torch.Tensor, dtype: T.DataType) -> torch.Tensor:
+    """``quantize`` for a fresh float32 result the caller owns: rounds it in place when it can
+    (bfloat16: same values, NaN bits included, as ``data.to(torch.bfloat16).float()``, without
+    allocating a second float32 tensor); otherwise returns ``quantize(data, dtype)``."""
+    if data.dtype == torch.float32 and data.is_contiguous():
+        if dtype == T.DataType.BFLOAT16:
+            return data.copy_(data.to(torch.bfloat16))
+        if dtype == T.DataType.FLOAT32:
+            return data
+    return quantize(data, dtype)
+
+
 def padded_shape_of(shape: tuple[int, ...], layout: T.Layout) -> tuple[int, ...]:
     if layout != T.Layout.TILE:
         return tuple(shape)

@@ -1,0 +1,79 @@
+"""The public surface: ttmodels.plan/build/register/list_models, the error hierarchy, the CLI."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+import ttmodels
+from ttmodels import cli
+
+
+def test_error_hierarchy():
+    for cls in (ttmodels.SpecError, ttmodels.LayoutError, ttmodels.WeightsError):
+        assert issubclass(cls, ttmodels.Error)
+    assert issubclass(ttmodels.Error, ValueError)
+
+
+def test_import_is_light():
+    code = ("import sys, ttmodels; heavy = [m for m in ('torch', 'torchvision', 'ttnn') "
+            "if m in sys.modules]; print(','.join(heavy))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_plan_function_not_shadowed_by_submodules():
+    import importlib
+    for mod in ("plans", "planner", "plan_format", "spec", "runtime", "builder"):
+        importlib.import_module(f"ttmodels.{mod}")
+    assert callable(ttmodels.plan) and callable(ttmodels.build)
+
+
+def test_plan_api_residual_block():
+    plan = ttmodels.plan("resnet18", batch_size=2)
+    names = [pl.name for pl in plan.layers]
+    assert names[0] == "conv1" and "layer1.0.relu" in names
+    add = plan.layer("layer1.0.relu")
+    assert add.node.op == "add" and add.node.inputs == ["layer1.0.conv2", "maxpool"]
+    assert add.output.memory.memory_layout != "interleaved"     # stays in L1 shards
+    for a in plan.adapters:
+        assert a.kind in ("to_memory_config", "sharded_to_interleaved", "interleaved_to_sharded",
+                          "reshard", "to_layout", "typecast") and a.reason
+    table = str(plan)
+    assert "layer1.0.relu" in table and "adapters" in table
+    d = json.loads(plan.to_json())
+    assert len(d["layers"]) == len(plan.layers)
+
+
+def test_cli_plan_and_validate(tmp_path, capsys):
+    assert cli.main(["plan", "resnet18", "--batch", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "layer1.0.relu" in out and "L1" in out
+    assert cli.main(["plan", "resnet18", "--format", "json"]) == 0
+    json.loads(capsys.readouterr().out)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\ninputs:\n  x: {channels: 3, size: [32, 32]}\nlayers:\n"
+                   "  - {name: c, op: conv2d, out: 8, kernel: 3}\n"
+                   "  - {name: a, op: add, in: [c, x]}\n")
+    assert cli.main(["validate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "bad.yaml:6" in err and "'a'" in err
+    assert cli.main(["validate", "resnet50"]) == 0
+
+
+def test_backend_auto_is_sim_without_card(caplog):
+    from ttmodels.backends import open_backend
+    with caplog.at_level("INFO", logger="ttmodels"):
+        with open_backend("auto") as be:
+            assert be.name == "sim"
+    assert any("sim" in r.getMessage() for r in caplog.records)
+
+
+def test_build_rejects_wrong_input_shape():
+    torch = pytest.importorskip("torch")
+    spec = {"name": "tiny", "inputs": {"x": {"channels": 3, "size": [16, 16]}},
+            "layers": [{"name": "c", "op": "conv2d", "out": 8, "kernel": 3, "padding": 1}]}
+    with ttmodels.build(spec, weights="random", backend="sim") as m:
+        assert m(torch.randn(1, 3, 16, 16)).shape == (1, 8, 16, 16)
+        with pytest.raises(ttmodels.Error, match="expects NCHW"):
+            m(torch.randn(1, 3, 8, 8))
