@@ -23,6 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ttmodels.reference import pcc  # noqa: F401  (re-exported for the tests)
+
 BACKBONE = "img_backbone."
 NECK = "img_neck."
 
@@ -82,57 +84,6 @@ class BEVDetEncoderReference(nn.Module):
         return c4, c5, self.img_neck([c4, c5])
 
 
-def randomize_calibrated(ref: BEVDetEncoderReference, calib, *, seed: int = 0,
-                         pre_relu_shift: float = 1.0, end_scale=(0.1, 0.3),
-                         shortcut_scale=(0.5, 1.0)) -> BEVDetEncoderReference:
-    """Seeded random weights with BatchNorm statistics calibrated on ``calib`` (NCHW images).
-
-    Convs keep torchvision's He init (the neck's: BEVDet's Xavier-uniform, small random biases).
-    BN scales are U(0.5, 1.5), except on residual-branch ends (bn3: ``end_scale``) and projection
-    shortcuts (downsample.1: ``shortcut_scale``), as in trained ResNets whose last-BN scales are
-    small. Every BN that feeds a ReLU gets a bias of ``pre_relu_shift`` x its scale, so after
-    calibration most pre-activations are positive.
-
-    Why the shift: with zero-mean pre-activations (running_mean = the batch mean, bias ~ 0), a
-    random ResNet-50 is chaotic -- rounding just the *input* to bfloat16 moves C5 to PCC ~0.97
-    and a torch bfloat16 run gives ~0.88 -- so a PCC test would measure the weights' chaos, not the
-    arithmetic. Trained networks are not that sensitive; the defaults put the random one in a
-    stable regime (at 2x128x352: torch bfloat16 vs float32 >= 0.998 on C4/C5/neck) that still
-    tests every layer (zeroing layer3.3.conv2 alone drops C5 to PCC ~0.85).
-
-    Calibration: one train-mode pass over ``calib`` with ``momentum=None`` sets every BN's running
-    statistics to the batch statistics its input has when all earlier BNs already normalise that
-    same batch (the standard "BN recalibration"), then eval mode.
-    """
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, m in ref.named_modules():
-            if isinstance(m, nn.Conv2d):
-                if name.startswith("img_neck"):
-                    nn.init.xavier_uniform_(m.weight, generator=g)
-                    m.bias.uniform_(-0.05, 0.05, generator=g)
-                else:
-                    nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu",
-                                            generator=g)
-            elif isinstance(m, nn.BatchNorm2d):
-                end = name.endswith(("bn3", "downsample.1"))
-                lo, hi = (end_scale if name.endswith("bn3") else shortcut_scale if end
-                          else (0.5, 1.5))
-                m.weight.uniform_(lo, hi, generator=g)
-                if end:
-                    m.bias.normal_(0.0, 0.1, generator=g)
-                else:
-                    m.bias.copy_(pre_relu_shift * m.weight)
-                m.reset_running_stats()
-                m.momentum = None
-        ref.train()
-        ref(calib)
-        for m in ref.modules():
-            if isinstance(m, nn.BatchNorm2d):
-                m.momentum = 0.1
-    return ref.eval()
-
-
 def bevdet_keys(module: nn.Module | None = None) -> list[str]:
     """The BEVDet encoder's state-dict keys (with ``num_batches_tracked``), in module order."""
     return list((module or BEVDetEncoderReference()).state_dict().keys())
@@ -147,17 +98,3 @@ def load_into(ref: BEVDetEncoderReference, state_dict) -> BEVDetEncoderReference
         raise KeyError(f"reference load: missing {missing[:10]} ({len(missing)}), "
                        f"unexpected {result.unexpected_keys[:10]} ({len(result.unexpected_keys)})")
     return ref.eval()
-
-
-def pcc(a, b) -> float:
-    """Pearson correlation of two tensors, flattened, in float64."""
-    x = a.detach().reshape(-1).to(torch.float64)
-    y = b.detach().reshape(-1).to(torch.float64)
-    if x.numel() != y.numel():
-        raise ValueError(f"pcc: {x.numel()} vs {y.numel()} elements")
-    x = x - x.mean()
-    y = y - y.mean()
-    den = x.norm() * y.norm()
-    if float(den) == 0.0:
-        return 1.0 if torch.equal(x, y) else 0.0
-    return float((x @ y) / den)

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bevdet_reference import (BEVDetEncoderReference, bevdet_keys, load_into, pcc,  # noqa: E402
-                              randomize_calibrated)
+from bevdet_reference import BEVDetEncoderReference, bevdet_keys, load_into, pcc  # noqa: E402
 
 SPEC = "bevdet_r50_encoder"
 PCC_MIN = 0.99
@@ -57,16 +56,15 @@ def _reference(state_dict):
 
 
 def _compare_with_reference(batch, size, seed=0):
-    """Random BN-calibrated weights set in the reference module (see ``randomize_calibrated`` for
-    why not ``weights="random"``), handed to ttmodels as an nn.Module; both run the same input."""
+    """ttmodels' seeded, BN-calibrated random weights (``weights="random"``) set in the reference
+    module, handed to ttmodels as an nn.Module; both run the same held-out input."""
     import torch
 
     import ttmodels
     from ttmodels.weights import synthetic_images
 
     graph = _graph(batch, size)
-    calib = synthetic_images(max(batch, 4), 3, *size, seed=seed)
-    ref = randomize_calibrated(BEVDetEncoderReference(), calib, seed=seed)
+    ref = _reference(_random_weights(graph, seed=seed))
     x = synthetic_images(batch, 3, *size, seed=1000 + seed)  # not the calibration images
     with torch.no_grad():
         c4, c5, neck = ref(x)
@@ -118,7 +116,7 @@ def test_spec_float32_semantics_match_reference():
     from ttmodels.weights import synthetic_images
 
     graph = _graph(1, (64, 96))
-    ref = randomize_calibrated(BEVDetEncoderReference(), synthetic_images(4, 3, 64, 96, seed=0))
+    ref = _reference(_random_weights(graph))
     x = synthetic_images(1, 3, 64, 96, seed=9)
     with torch.no_grad():
         want = dict(zip(("c4", "c5", "neck"), ref(x)))

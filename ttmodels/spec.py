@@ -127,6 +127,11 @@ class _BlockDef:
     data: YMap
     params: list[tuple[str, Any]]
     inputs: list[str]
+    # Blocks addressed as ``ttmodels/<file>/<block>`` carry their own file's block table, so the
+    # block names inside them mean that file's blocks whatever the spec defines; ``key`` tells
+    # such a block apart from a user block of the same short name (recursion check).
+    table: dict[str, "_BlockDef"] | None = None
+    key: str = ""
 
 
 @dataclass
@@ -140,6 +145,7 @@ class _Ctx:
     chain: tuple[str, ...] = ()
     stack: tuple[str, ...] = ()
     instance: str | None = None
+    blocks: dict[str, _BlockDef] | None = None   # a library block's own table (see _BlockDef)
     local: dict[str, str] = field(default_factory=dict)
     local_where: dict[str, tuple] = field(default_factory=dict)
     later: set = field(default_factory=set)
@@ -401,6 +407,7 @@ class _Compiler:
         self.shapes: dict[str, TensorShape] = {}
         self.symbols: dict[str, str] = {}     # every full name -> tensor (nodes, instances, ...)
         self.defined_at: dict[str, tuple] = {}
+        self.library: dict[str, dict[str, _BlockDef]] = {}   # "ttmodels/<file>" -> its blocks
 
     # ---- expressions ----------------------------------------------------------------------
     def ev(self, ctx: _Ctx, v, m, key, layer=None):
@@ -827,12 +834,7 @@ class _Compiler:
                 _check_keys(first, allowed, f"'first' of a {op} layer", full, ctx.chain)
         else:
             bname = self.ev(ctx, m["block"], m, "block", full)
-            if not isinstance(bname, str) or bname not in self.blocks:
-                raise _err(f"unknown block {bname!r}{_suggest(bname, list(self.blocks))}; "
-                           f"known blocks: {', '.join(sorted(self.blocks)) or 'none'} "
-                           "(did you import the file that defines it?)", m, "block", full,
-                           ctx.chain)
-            bdef = self.blocks[bname]
+            bdef = self.find_block(ctx, bname, m, full)
             allowed = INSTANCE + tuple(p for p, _ in bdef.params)
             _check_keys(m, allowed, f"an instance of block '{bname}'", full, ctx.chain)
             if first is not None:
@@ -861,6 +863,51 @@ class _Compiler:
         ctx.current = None
         return out  # type: ignore[return-value]
 
+    def find_block(self, ctx: _Ctx, bname, m: YMap, full: str) -> _BlockDef:
+        """A block by name: ``ttmodels/<file>/<block>`` (a shipped block, no import needed), else
+        the enclosing library block's own table, else the spec's blocks (its own + imported)."""
+        if isinstance(bname, str) and bname.startswith(registry.SHIPPED_PREFIX) and \
+                "/" in bname[len(registry.SHIPPED_PREFIX):]:
+            file, _, short = bname.rpartition("/")
+            shipped = sorted(registry.SHIPPED_PREFIX + q.stem
+                             for q in registry.BLOCKS_DIR.glob("*.yaml"))
+            if file not in shipped:
+                raise _err(f"unknown block file '{file}' in block '{bname}'"
+                           f"{_suggest(file, shipped)}; shipped block files: {', '.join(shipped)} "
+                           "(user files are imported with 'imports:')", m, "block", full,
+                           ctx.chain)
+            table = self.library_blocks(file, m)
+            if short not in table:
+                raise _err(f"unknown block '{short}' in '{file}'{_suggest(short, list(table))}; "
+                           f"it defines: {', '.join(sorted(table)) or 'nothing'}", m, "block",
+                           full, ctx.chain)
+            return table[short]
+        if isinstance(bname, str) and ctx.blocks is not None and bname in ctx.blocks:
+            return ctx.blocks[bname]
+        if not isinstance(bname, str) or bname not in self.blocks:
+            raise _err(f"unknown block {bname!r}{_suggest(bname, list(self.blocks))}; "
+                       f"known blocks: {', '.join(sorted(self.blocks)) or 'none'} "
+                       "(did you import the file that defines it? shipped blocks can also be "
+                       "named as ttmodels/<file>/<block>)", m, "block", full, ctx.chain)
+        return self.blocks[bname]
+
+    def library_blocks(self, file: str, m: YMap) -> dict[str, _BlockDef]:
+        """The blocks of shipped file ``ttmodels/<file>`` (with its imports), loaded once, each
+        bound to that table. A missing file is reported at the layer's 'block:' line."""
+        if file not in self.library:
+            line = m.line_of("block")
+            imports = YList([file], file=m.file, line=line)
+            imports.item_lines.append(line)
+            holder = YMap(file=m.file, line=m.line)
+            holder["imports"] = imports
+            holder.key_lines["imports"] = line
+            docs = _Documents()
+            docs.load_imports(holder, m.file, registry.BLOCKS_DIR, ())
+            for bdef in docs.blocks.values():
+                bdef.table, bdef.key = docs.blocks, f"{file}/{bdef.name}"
+            self.library[file] = docs.blocks
+        return self.library[file]
+
     def layer_inputs(self, ctx: _Ctx, f: _Fields, prev: str | None) -> list[str]:
         if "in" not in f.src:
             if prev is None:
@@ -876,9 +923,10 @@ class _Compiler:
     def instantiate(self, ctx: _Ctx, f: _Fields, name: str, bdef: _BlockDef,
                     ins: list[str], index: int | None) -> str:
         full = ctx.prefix + name
-        if bdef.name in ctx.stack:
+        key = bdef.key or bdef.name
+        if key in ctx.stack:
             raise f.fail(f"block '{bdef.name}' instantiates itself (recursion: "
-                         f"{' -> '.join(ctx.stack + (bdef.name,))})", "block")
+                         f"{' -> '.join(ctx.stack + (key,))})", "block")
         if len(ctx.stack) >= 32:
             raise f.fail("blocks are nested more than 32 levels deep", "block")
         if len(ins) != len(bdef.inputs):
@@ -889,7 +937,8 @@ class _Compiler:
         chain = (f"in '{full}', an instance of block '{bdef.name}' at "
                  f"{_where(f.m)[0]}:{_where(f.m)[1]}",) + ctx.chain
         child = _Ctx(prefix="", params={}, layout=ctx.layout, precision=ctx.precision, top=False,
-                     chain=chain, stack=ctx.stack + (bdef.name,), instance=full)
+                     chain=chain, stack=ctx.stack + (key,), instance=full,
+                     blocks=bdef.table if bdef.table is not None else ctx.blocks)
         params: dict[str, Any] = {}
         for p, default in bdef.params:
             if p in f.src:

@@ -1,8 +1,13 @@
-"""conv2d: BatchNorm-folded weights, ttnn.conv2d with the plan's sharding decisions."""
+"""conv2d: BatchNorm-folded weights, ttnn.conv2d with the plan's sharding decisions, or
+ttnn.linear with the solver's program config for 1x1 stride-1 convs the plan lowers to a matmul
+(``config["lowering"] == "linear"``, docs/lowering.md)."""
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 from ..backends import common
 from ..errors import LayoutError
+from ..layout import DRAM_INTERLEAVED
 from ..plans import PlannedLayer
 from .base import Layer
 
@@ -43,6 +48,26 @@ def conv2d_config(tt, planned: PlannedLayer):
     return tt.Conv2dConfig(**kw)
 
 
+def slice_config(tt, planned: PlannedLayer):
+    """``Op2DSliceConfig`` for a conv the plan runs DRAM-sliced (``config["slice"]``), else None.
+
+    ttnn 0.81.1: ``ttnn.Op2DSliceConfig(*, slice_type, num_slices)`` with ``slice_type`` one of
+    ``ttnn.Op2DDRAMSliceHeight`` / ``ttnn.Op2DDRAMSliceWidth`` (aliases of
+    ``Op2DSliceConfig.SliceTypeEnum.DRAMSliceHeight/DRAMSliceWidth``)."""
+    sl = planned.config.get("slice")
+    if not sl:
+        return None
+    kind = {"height": "Op2DDRAMSliceHeight", "width": "Op2DDRAMSliceWidth"}.get(sl.get("type"))
+    if kind is None:
+        raise LayoutError(f"slice type {sl.get('type')!r} must be 'height' or 'width'",
+                          layer=planned.name)
+    if not hasattr(tt, "Op2DSliceConfig") or not hasattr(tt, kind):
+        raise LayoutError(f"the plan slices this conv in DRAM ({sl['num_slices']} {sl['type']} "
+                          f"slices) but the backend has no {kind}/Op2DSliceConfig",
+                          layer=planned.name)
+    return tt.Op2DSliceConfig(slice_type=getattr(tt, kind), num_slices=int(sl["num_slices"]))
+
+
 class Conv2d(Layer):
     """``weight`` [O, I/groups, kh, kw] and optional ``bias`` [O], float32 with BN folded.
 
@@ -64,12 +89,61 @@ class Conv2d(Layer):
                                         *self.kernel))
         b = self.param("bias", required=False, shape=(self.out_channels,))
         tt = self.tt
+        self.lowering = self.config.get("lowering") or "conv2d"
+        if self.lowering == "linear":
+            self._init_linear(w, b)
+            return
         self.weight = tt.from_torch(w, dtype=tt.float32)
         self.bias = None if b is None else tt.from_torch(b.reshape(1, 1, 1, -1), dtype=tt.float32)
         self.conv_config = conv2d_config(tt, planned)
+        self.slice_config = slice_config(tt, planned)
         self.prepared = False
 
+    def _init_linear(self, w, b):
+        """Weights for ``ttnn.linear``: the [K, N] = [Cin, Cout] matrix (ttnn.linear computes
+        a @ b) and the bias as [1, 1, 1, Cout], TILE, in the weights dtype, in DRAM (in1 of the 1D
+        and 2D multicast programs must be interleaved). This is the matrix conv2d prepares for a
+        1x1 kernel ([kh*kw*Cin, Cout], prepare_conv2d_weights.cpp), so block-float exponents are
+        shared along output channels in both lowerings, and conv2d also converts its bias to the
+        weights dtype. TT's models prepare linear weights the same way
+        (ttnn.model_preprocessing preprocess_linear_weight/bias: ``weight.T``, TILE)."""
+        from ..matmul_solver import to_ttnn
+        tt = self.tt
+        a, cfg = self.attrs, self.config
+        if self.groups != 1 or self.kernel != (1, 1):
+            raise LayoutError("lowering: linear needs a 1x1 ungrouped conv", layer=self.name)
+        mm = cfg.get("matmul")
+        if not mm:
+            raise LayoutError("the plan lowers this conv to linear but records no matmul config",
+                              layer=self.name)
+        act = a.get("activation")
+        if act not in (None, "none", "relu"):
+            raise LayoutError(f"conv2d activation {act!r} is not supported (only relu is fused)",
+                              layer=self.name)
+        if (mm.get("fused_activation") or None) != ("relu" if act == "relu" else None):
+            raise LayoutError(f"matmul config fuses {mm.get('fused_activation')!r} but the conv's "
+                              f"activation is {act!r}", layer=self.name)
+        wdt = common.data_type(tt, cfg.get("weights_dtype") or self.node.precision.weights)
+        dram = common.memory_config(tt, DRAM_INTERLEAVED)
+        cin, cout = self.in_channels, self.out_channels
+        self.weight = tt.from_torch(w.reshape(cout, cin).t().contiguous(), dtype=wdt,
+                                    layout=tt.TILE_LAYOUT, device=self.device, memory_config=dram)
+        self.bias = None if b is None else tt.from_torch(
+            b.reshape(1, 1, 1, cout), dtype=wdt, layout=tt.TILE_LAYOUT, device=self.device,
+            memory_config=dram)
+        # ReLU rides on the program config (fused in the matmul kernel); passing activation= as
+        # well would make ttnn.linear run a separate relu op after it (matmul.cpp bound_matmul).
+        self.program_config = to_ttnn(tt, SimpleNamespace(**mm))
+        self.conv_config, self.slice_config, self.prepared = None, None, True
+
+    def _call_linear(self, x):
+        return self.tt.linear(x, self.weight, bias=self.bias, program_config=self.program_config,
+                              memory_config=self.output_memory_config(), dtype=self.dtype(),
+                              compute_kernel_config=self.get_compute_config())
+
     def __call__(self, inputs):
+        if self.lowering == "linear":
+            return self._call_linear(inputs[0])
         tt = self.tt
         s = self.input_shape(0)
         a = self.attrs
@@ -86,6 +160,10 @@ class Conv2d(Layer):
         mc = self.requested_memory_config()
         if mc is not None:
             kwargs["memory_config"] = mc
+        if self.slice_config is not None:
+            # conv2d_DRAM: the output is always DRAM interleaved; a memory_config is ignored
+            kwargs.pop("memory_config", None)
+            kwargs["slice_config"] = self.slice_config
         out, (oh, ow), (w, b) = tt.conv2d(**kwargs)
         self.weight, self.bias, self.prepared = w, b, True
         if (int(oh), int(ow)) != (self.out_shape.h, self.out_shape.w):
