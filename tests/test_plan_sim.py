@@ -24,8 +24,10 @@ SHIPPED = [
     ("resnet50", 1, (320, 256)),
     pytest.param("bevdet_r50_encoder", 6, (256, 704), marks=pytest.mark.xfail(
         raises=LayoutError, strict=True,
-        reason="stem conv of 6x256x704 does not fit L1 sharded (3.1 MB/core); needs conv2d DRAM "
-               "slicing (slice_config), which the planner does not generate yet")),
+        reason="the stem is DRAM-sliced now (test_stem_conv_is_dram_sliced_when_l1_is_short), "
+               "but layer1.0's residual add holds 3 x 540 KB height shards per core (two bf16 "
+               "operands + output of 67584 x 256); needs an in-place add (output_tensor=a) or a "
+               "DRAM output for over-budget binary ops, which the planner does not generate yet")),
     ("bevdet_r50_encoder", 1, (128, 352)),
 ]
 
@@ -215,3 +217,58 @@ def test_plan_without_adapters_fails_on_sim_with_rule(key, layer, rule):
         be.close()
     # with adapters the same graph runs
     assert plan_graph(g).adapters
+
+
+# ---------------------------------------------------------------------------------------------
+# conv2d DRAM slicing: only where no L1 layout fits
+# ---------------------------------------------------------------------------------------------
+
+STEM = {"name": "stem", "inputs": {"x": {"channels": 3, "size": [256, 704]}},
+        "layers": [{"name": "conv1", "op": "conv2d", "out": 64, "kernel": 7, "stride": 2,
+                    "padding": 3, "bn": "bn1", "bias": False, "act": "relu"},
+                   {"name": "maxpool", "op": "max_pool2d", "kernel": 3, "stride": 2,
+                    "padding": 1}]}
+
+
+def test_stem_conv_is_dram_sliced_when_l1_is_short():
+    from ttmodels import rules as R
+    from ttmodels.layout import MemSpec, TensorLayout
+    # BEVDet's stem at batch 6, 256x704: ~3.1 MB/core unsliced
+    plan = plan_graph(load_graph(STEM, batch_size=6))
+    conv = plan.layer("conv1")
+    sl = conv.config["slice"]
+    assert sl["type"] in ("height", "width") and sl["num_slices"] >= 2
+    dram = MemSpec(INTERLEAVED, "dram")
+    assert conv.inputs[0].memory == dram and conv.output.memory == dram
+    assert conv.output.layout == TILE_LAYOUT and conv.config["memory_config"] is None
+    assert conv.config["shard_layout"] in (HEIGHT, BLOCK, WIDTH)
+    assert conv.l1_bytes_per_core <= plan.l1_budget
+    assert check_plan(plan) == [] and edge_mismatches(plan) == []
+    # the smallest count that fits: one slice fewer (along the same dimension) does not
+    p = plan_graph(load_graph(STEM, batch_size=6))
+    from ttmodels.planner import _Planner
+    pl = _Planner(p.graph, "wormhole_b0", True)
+    pl.seed()
+    x = pl.layouts["x"]
+    if sl["num_slices"] > 2:
+        assert pl.slice_candidate(p.graph.node("conv1"), x, sl["type"], sl["num_slices"] - 1) \
+            is None
+    # the same stem at batch 1 fits L1: no slicing
+    small = plan_graph(load_graph(STEM, batch_size=1)).layer("conv1")
+    assert "slice" not in small.config and small.output.memory.sharded
+    # the rules reject a sliced conv whose input is not DRAM interleaved, or a sliced 1x1 conv
+    attrs = dict(conv.config)
+    l1_in = TensorLayout(MemSpec(INTERLEAVED, "l1"), conv.inputs[0].layout, conv.inputs[0].dtype)
+    assert [v.rule for v in R.check("conv2d", [l1_in], attrs)] == ["conv2d.slice_dram_input"]
+    assert "conv2d.slice_mm" in [v.rule for v in R.check("conv2d", conv.inputs,
+                                                         {**attrs, "is_mm_conv": True})]
+    too_many = {**attrs, "slice": {"type": "height", "num_slices": 10_000}}
+    assert [v.rule for v in R.check("conv2d", conv.inputs, too_many)] == ["conv2d.slice_count"]
+    assert R.output_layout("conv2d", conv.inputs, attrs, None, None).memory == dram
+
+
+@pytest.mark.parametrize("batch,sliced", [(1, []), (2, []), (16, ["conv1"])])
+def test_resnet50_slices_only_where_l1_is_short(batch, sliced):
+    plan = plan_graph(load_graph("resnet50", batch_size=batch))
+    assert [l.name for l in plan.layers if l.config.get("slice")] == sliced
+    assert check_plan(plan) == []

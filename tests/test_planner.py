@@ -4,7 +4,7 @@ import pytest
 from ttmodels import rules
 from ttmodels.errors import LayoutError
 from ttmodels.graph import Constant, Graph, LayoutPolicy, Node, Precision, TensorShape
-from ttmodels.layout import BLOCK, HEIGHT, INTERLEAVED, TILE_LAYOUT
+from ttmodels.layout import BLOCK, HEIGHT, INTERLEAVED, TILE_LAYOUT, MemSpec
 from ttmodels.planner import check_plan, edge_mismatches, plan_graph
 
 
@@ -152,11 +152,21 @@ def test_over_budget_tries_other_layout():
 
 
 def test_over_budget_everywhere_raises_naming_layer_and_bytes():
-    g = one_conv(1, 1024, 1024, 256, 256, 3)
+    # a 1x1 stride-1 (matmul) conv never DRAM-slices (conv2d_DRAM hands it to conv2d_L1)
+    g = one_conv(1, 1024, 1024, 256, 256, 1)
     with pytest.raises(LayoutError) as e:
         plan_graph(g)
     msg = str(e.value)
     assert "layer 'c'" in msg and "1499136" in msg
+
+
+def test_over_budget_3x3_conv_is_dram_sliced():
+    plan = plan_graph(one_conv(1, 1024, 1024, 256, 256, 3))
+    c = plan.layer("c")
+    assert c.config["slice"]["num_slices"] >= 2
+    assert c.inputs[0].memory == MemSpec(INTERLEAVED, "dram") == c.output.memory
+    assert c.l1_bytes_per_core <= plan.l1_budget
+    assert check_plan(plan) == []
 
 
 def backbone():

@@ -167,11 +167,16 @@ class _Planner:
             tuple(a["padding"]) == (0, 0, 0, 0) and a.get("groups", 1) == 1
 
     def conv_candidate(self, node: Node, kind: str, x: TensorLayout, act_block_h: int | None,
-                       follow_input: bool):
+                       follow_input: bool, dims: tuple[int, int, int] | None = None):
+        """One conv layout and its L1 estimate; ``dims`` = (input rows, input width, output rows)
+        of one DRAM slice instead of the whole tensors."""
         a = node.attrs
         in_shape = self.g.shape_of(node.inputs[0])
         in_rows, _ = self.rc(node.inputs[0])
         out_rows, c_out = node.shape.rows, node.shape.c
+        in_w = in_shape.w
+        if dims is not None:
+            in_rows, in_w, out_rows = dims
         c_in = a["in_channels"]
         is_mm = tuple(a["kernel"]) == (1, 1) and tuple(a["stride"]) == (1, 1) and \
             tuple(a["padding"]) == (0, 0, 0, 0) and a.get("groups", 1) == 1
@@ -193,7 +198,7 @@ class _Planner:
         out_mem = R.conv_memspec(kind, out_rows, c_out, out_pc)
         out = TensorLayout(out_mem, TILE_LAYOUT, node.precision.activations)
         est = l1m.conv_l1(kind=kind, in_layout=conv_in, out_layout=out, in_rows=in_rows,
-                          in_w=in_shape.w, c_in=c_in, out_rows=out_rows, c_out=c_out,
+                          in_w=in_w, c_in=c_in, out_rows=out_rows, c_out=c_out,
                           kernel=tuple(a["kernel"]), cores_nhw=pc.cores_nhw, cores_c=pc.cores_c,
                           num_cores=pc.num_cores, weights_dtype=node.precision.weights,
                           fp32_accum=node.precision.fp32_accum, act_block_h=act_block_h,
@@ -245,6 +250,10 @@ class _Planner:
                 for abh in (None, 64, 32):
                     fallback.append(self.conv_candidate(node, k, x, abh, False))
         fit = next((c for c in fallback if c["est"].total <= self.budget), None)
+        if fit is None and not self.is_mm(node) and policy.kind in ("auto", INTERLEAVED):
+            sliced = self.plan_conv_sliced(node, x)
+            if sliced is not None:
+                return sliced
         if fit is None:
             best = min(fallback, key=lambda c: c["est"].total)
             raise LayoutError(
@@ -269,6 +278,87 @@ class _Planner:
             "num_cores": c["pc"].num_cores, "core_grid": c["pc"].grid,
             "input_memory": c["conv_in"].memory, "memory_config": requested,
             "weights_dtype": node.precision.weights, "l1_parts": c["est"].parts,
+        }
+        return PlannedLayer(node, [cin], out, c["est"].total, config)
+
+    def slice_candidate(self, node: Node, x: TensorLayout, slice_type: str, num_slices: int):
+        """The best conv layout for the largest of ``num_slices`` DRAM slices (op_slicing.cpp
+        compute_L1_usage_for_slice_config takes the max over slices; the first is the largest)."""
+        a = node.attrs
+        s_in, s_out = self.g.shape_of(node.inputs[0]), node.shape
+        kh, kw = a["kernel"]
+        sh, sw = a["stride"]
+        dh, dw = a.get("dilation", (1, 1))
+        dim, rnd = R.conv_slice_dim(slice_type, s_out.h, s_out.w, TILE_LAYOUT)
+        units = -(-dim // rnd)
+        o = min(dim, rnd * -(-units // num_slices))
+        if slice_type == "height":
+            oh, ow = o, s_out.w
+            ih, iw = min(s_in.h, (oh - 1) * sh + dh * (kh - 1) + 1), s_in.w
+        else:
+            oh, ow = s_out.h, o
+            ih, iw = s_in.h, min(s_in.w, (ow - 1) * sw + dw * (kw - 1) + 1)
+        n = s_out.n
+        dims = (n * ih * iw, iw, n * oh * ow)
+        cands = []
+        for k in (HEIGHT, BLOCK, WIDTH):
+            try:
+                cands.append(self.conv_candidate(node, k, x, None, False, dims))
+            except (ValueError, ZeroDivisionError):
+                continue
+        if not cands:
+            return None
+        chosen = self.auto_pick(cands) if len(cands) >= 2 and cands[0]["kind"] == HEIGHT \
+            else cands[0]
+        tried = [chosen] + [c for c in cands if c is not chosen]
+        for c in tried:
+            for cand in [c] + [self.conv_candidate(node, c["kind"], x, abh, False, dims)
+                               for abh in (128, 64, 32)]:
+                if cand["est"].total <= self.budget:
+                    return cand
+        return None
+
+    def plan_conv_sliced(self, node: Node, x: TensorLayout) -> PlannedLayer | None:
+        """No L1 layout fits: run conv2d DRAM-sliced (rules ``conv2d.slice_*``). The smallest
+        number of slices whose per-slice L1 estimate fits, along ttnn's preferred dimension first
+        (op_slicing.cpp best_guess_slice_type), then the other one. Input and output are DRAM
+        interleaved; the L1 estimate is the largest slice's."""
+        s_in = self.g.shape_of(node.inputs[0])
+        first = R.conv_slice_type_guess(s_in.h, s_in.w, TILE_LAYOUT)
+        found = None
+        for st in (first, "width" if first == "height" else "height"):
+            dim, rnd = R.conv_slice_dim(st, node.shape.h, node.shape.w, TILE_LAYOUT)
+            for k in range(2, -(-dim // rnd) + 1):
+                c = self.slice_candidate(node, x, st, k)
+                if c is not None:
+                    found = (st, k, c)
+                    break
+            if found:
+                break
+        if found is None:
+            return None
+        st, k, c = found
+        dram = MemSpec(INTERLEAVED, "dram")
+        cin = x
+        if self.with_adapters and x.memory != dram:
+            if x.memory.sharded:
+                cin = self.to_interleaved(node, 0, x, "DRAM-sliced conv2d reads its input from "
+                                          "DRAM interleaved", buffer="dram")
+            else:
+                cin = self.adapt(node, 0, x, "to_memory_config", replace(x, memory=dram),
+                                 "DRAM-sliced conv2d reads its input from DRAM interleaved")
+        out = TensorLayout(dram, TILE_LAYOUT, node.precision.activations)
+        config = {
+            "shard_layout": c["kind"], "act_block_h_override": c["act_block_h"],
+            "reshard_if_not_optimal": False, "override_sharding_config": False,
+            "output_layout": out.layout, "dtype": out.dtype, "is_mm_conv": False,
+            "num_cores": c["pc"].num_cores, "core_grid": c["pc"].grid,
+            "input_memory": dram, "memory_config": None,
+            "weights_dtype": node.precision.weights,
+            "slice": {"type": st, "num_slices": k},
+            "output_hw": (node.shape.h, node.shape.w),
+            "slice_input_memory": c["conv_in"].memory, "slice_output_memory": c["out"].memory,
+            "l1_parts": c["est"].parts,
         }
         return PlannedLayer(node, [cin], out, c["est"].total, config)
 

@@ -46,6 +46,8 @@ class Violation:
 
 _CONV = "ttnn/cpp/ttnn/operations/conv/conv2d/conv2d_utils.cpp"
 _CONV_OP = "ttnn/cpp/ttnn/operations/conv/conv2d/device/conv2d_device_operation.cpp"
+_CONV2D = "ttnn/cpp/ttnn/operations/conv/conv2d/conv2d.cpp"
+_SLICING = "ttnn/cpp/ttnn/operations/sliding_window/op_slicing/op_slicing.cpp"
 _BNG = "ttnn/cpp/ttnn/operations/eltwise/binary_ng/device/binary_ng_device_operation.cpp"
 _BNG_U = "ttnn/cpp/ttnn/operations/eltwise/binary_ng/device/binary_ng_utils.cpp"
 _POOL = "ttnn/cpp/ttnn/operations/pool/generic/device/pool_op.cpp"
@@ -126,6 +128,30 @@ _RULE_LIST = [
          "conv2d (an extra move the plan should make explicit)",
          f"{_CONV}: get_conv_padded_input_shape_and_mem_config (needs_shard_or_reshard)",
          kind="perf"),
+    # --- conv2d DRAM slicing (slice_config=Op2DSliceConfig(DRAMSliceHeight|Width, k)) ---------
+    Rule("conv2d.slice_dram_input", "conv2d",
+         "a DRAM-sliced conv2d reads its input from DRAM interleaved; its output is always DRAM "
+         "interleaved (a memory_config argument is ignored)",
+         f"{_CONV2D}: conv2d_DRAM ('Conv DRAM expects the input tensor to be in DRAM.', 'Input "
+         "Tensor to Conv DRAM should be in Interleaved Memory Layout', 'Conv2D DRAM doesn't "
+         "support specifying memory config, as the output will always be DRAM Interleaved'); "
+         f"{_CONV}: determine_conv2d_execution_path (no slice_config + DRAM input = DRAM path)"),
+    Rule("conv2d.slice_mm", "conv2d",
+         "a 1x1 stride-1 conv (matmul conv) never slices: conv2d_DRAM hands it to conv2d_L1, so a "
+         "slice_config is ignored and the plan's L1 estimate would be wrong",
+         f"{_CONV2D}: conv2d_DRAM (mm_conv -> conv2d_L1; 'Conv2D DRAM with matmul should never "
+         "use the slicing code path.')"),
+    Rule("conv2d.slice_count", "conv2d",
+         "2 <= num_slices <= the sliced output dimension (height: OH; width: ceil(OW/32) when the "
+         "output is TILE, since width slices are whole tiles)",
+         f"{_SLICING}: compute_slice_rounding_value / compute_max_num_slices ('Number of slices "
+         "({}) exceeds the maximum allowed ({}) for the given output dimension and alignment.')"),
+    Rule("conv2d.slice_shard_layout", "conv2d",
+         "a DRAM-sliced conv2d needs conv_config.shard_layout (each slice is sharded with it) and "
+         "no override_sharding_config",
+         f"{_CONV2D}: Conv2dSliceAttr::get_input_memory_config (' Conv2D DRAM Slicing must have a "
+         "shard layout set.'); conv2d_DRAM ('Conv2D DRAM slicing doesn't support "
+         "override_output_sharding_config.')"),
     # --- binary_ng (add, multiply) ----------------------------------------------------------
     Rule("binary.layout", "add|multiply",
          "operands must be TILE or ROW_MAJOR, and the ROW_MAJOR path does not take sharded tensors",
@@ -634,12 +660,61 @@ def is_native_binary_sharding(a: TensorLayout, b: TensorLayout, out: MemSpec,
     return True
 
 
+def conv_slice_dim(slice_type: str, out_h: int, out_w: int, output_layout: str = TILE_LAYOUT
+                   ) -> tuple[int, int]:
+    """(sliced output dimension, rounding of a slice) as op_slicing.cpp
+    compute_slice_rounding_value: width slices of a TILE output are whole tiles (32 columns)."""
+    if slice_type == "height":
+        return out_h, 1
+    if slice_type == "width":
+        return out_w, (TILE if output_layout == TILE_LAYOUT else 1)
+    raise ValueError(f"slice type {slice_type!r} must be 'height' or 'width'")
+
+
+def conv_slice_type_guess(in_h: int, in_w: int, output_layout: str = TILE_LAYOUT) -> str:
+    """op_slicing.cpp best_guess_slice_type: width slicing (smaller halo) unless the image is
+    tall, or (TILE output) narrower than 200 columns."""
+    if output_layout == ROW_MAJOR:
+        return "height" if in_h > in_w * 3 else "width"
+    if in_w < 200 or in_h > in_w:
+        return "height"
+    return "width"
+
+
+def _c_conv_slice(x, attrs) -> list[Violation]:
+    sl = attrs["slice"]
+    vs = []
+    if x.memory.buffer != "dram" or x.memory.memory_layout != INTERLEAVED:
+        vs.append(_v("conv2d.slice_dram_input", f"DRAM-sliced conv2d input is {x.memory.short()}"))
+    if attrs.get("is_mm_conv"):
+        vs.append(_v("conv2d.slice_mm", "slice_config on a 1x1 stride-1 (matmul) conv"))
+    if not attrs.get("shard_layout") or attrs.get("override_sharding_config"):
+        vs.append(_v("conv2d.slice_shard_layout",
+                     f"shard_layout {attrs.get('shard_layout')}, override_sharding_config "
+                     f"{attrs.get('override_sharding_config')}"))
+    k = sl.get("num_slices")
+    hw = attrs.get("output_hw")
+    try:
+        top = None
+        if hw is not None:
+            dim, rnd = conv_slice_dim(sl.get("type"), hw[0], hw[1],
+                                      attrs.get("output_layout", TILE_LAYOUT))
+            top = -(-dim // rnd)
+        if not isinstance(k, int) or k < 2 or (top is not None and k > top):
+            vs.append(_v("conv2d.slice_count", f"{k} {sl.get('type')} slices (max {top})"))
+    except ValueError as e:
+        vs.append(_v("conv2d.slice_count", str(e)))
+    return vs
+
+
 def _c_conv(inputs, attrs, output, shapes):
     vs = []
     x = inputs[0]
     want = attrs.get("shard_layout")
     if x is None:
         return [_v("conv2d.sharded_or_shard_layout", "conv2d input is missing")]
+    if attrs.get("slice"):
+        vs += _c_conv_slice(x, attrs)
     if not x.memory.sharded and want is None:
         vs.append(_v("conv2d.sharded_or_shard_layout",
                      f"conv2d input is {x.memory.short()} and no shard_layout is set"))
@@ -859,6 +934,10 @@ def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
 
     if op == "conv2d":
         grid = tuple(attrs.get("device_grid", (8, 8)))
+        if attrs.get("slice"):
+            # conv2d_DRAM writes every slice into a DRAM interleaved output (memory_config ignored)
+            return TensorLayout(MemSpec(INTERLEAVED, "dram"),
+                                attrs.get("output_layout", TILE_LAYOUT), dtype)
         if requested is not None:
             mem = requested
         elif x is not None and x.memory.sharded and out_rc is not None:
