@@ -20,7 +20,7 @@ sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
 # user key prefix -> spec key prefix (see "key_map" in docs/custom_backbones.md)
 KEY_MAP = {
-    "body.": "",                                        # body.layer1.0.conv1.weight -> layer1.0.conv1.weight
+    "body.": "",                        # body.layer1.0.conv1.weight -> layer1.0.conv1.weight
     "fpn.inner_blocks.0.": "neck.lateral_convs.0.conv.",
     "fpn.inner_blocks.1.": "neck.lateral_convs.1.conv.",
     "fpn.layer_blocks.0.": "neck.fpn_convs.0.conv.",

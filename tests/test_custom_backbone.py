@@ -463,7 +463,8 @@ def test_cli_compare_user_file(tmp_path, capsys):
         "imports: [ttmodels/resnet]\n"
         "inputs: {image: {channels: 3, size: 32}}\n"
         "layers:\n"
-        "  - {name: stem, op: conv2d, out: 16, kernel: 3, stride: 2, padding: 1, bn: bn0, act: relu}\n"
+        "  - {name: stem, op: conv2d, out: 16, kernel: 3, stride: 2, padding: 1, bn: bn0,\n"
+        "     act: relu}\n"
         "  - {name: b, block: basic_block, planes: 32, stride: 2, downsample: true}\n")
     assert main(["compare", str(tmp_path / "tiny.yaml")]) == 0
     out = capsys.readouterr().out
@@ -480,3 +481,39 @@ def test_console_script_from_a_scratch_directory(user_dir, tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "valid (35 layers, outputs: p4, p5)" in r.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# docs/custom_backbones.md stays true: its YAML is the example, its dict is EXAMPLE_DICT, its
+# parameter table is the shipped blocks'
+# ---------------------------------------------------------------------------------------------
+
+DOC = REPO / "docs" / "custom_backbones.md"
+
+
+def test_doc_shows_the_example_files_and_dict():
+    text = DOC.read_text()
+    yamls = re.findall(r"```yaml\n(.*?)```", text, re.S)
+    assert yamls == [(EXAMPLE / "blocks.yaml").read_text(), (EXAMPLE / "backbone.yaml").read_text()]
+    code = next(c for c in re.findall(r"```python\n(.*?)```", text, re.S) if "SPEC = {" in c)
+    code = code.split("graph = ")[0]          # the dict only, no graph building
+    ns: dict = {}
+    exec(compile(code, str(DOC), "exec"), ns)  # noqa: S102 - our own doc
+    assert ns["SPEC"] == EXAMPLE_DICT
+
+
+def test_doc_parameter_table_matches_shipped_blocks():
+    import yaml
+    shipped = {}
+    for f in sorted((REPO / "ttmodels" / "blocks").glob("*.yaml")):
+        for name, bd in yaml.safe_load(f.read_text())["blocks"].items():
+            shipped[f"ttmodels/{f.stem}/{name}"] = {
+                p: str(d).lower() if isinstance(d, bool) else str(d)
+                for p, d in (bd.get("params") or {}).items()}
+    documented: dict[str, dict[str, str]] = {}
+    block = None
+    for row in re.findall(r"^\| (`ttmodels/[^|]*`|) *\| `(\w+)` \| ([^|]+) \|", DOC.read_text(),
+                          re.M):
+        block = row[0].strip("`") or block
+        documented.setdefault(block, {})[row[1]] = row[2].strip()
+    assert documented == shipped

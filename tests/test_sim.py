@@ -159,6 +159,86 @@ def test_conv2d_math_fidelity_lofi_truncates_operands(dev):
     assert pcc(lo, ref) > 0.99
 
 
+def _bf16_edge_values() -> torch.Tensor:
+    """float32 values that exercise bfloat16 rounding: ties (to even, both ways), carries into the
+    exponent, overflow to inf, subnormals, signed zeros, inf and NaNs with various payloads."""
+    bits = [0x3F808000, 0x3F818000, 0x3F80FFFF, 0x3F808001, 0x3F7FFFFF, 0x7F7FFFFF, 0x7F7F8000,
+            0x7F7F7FFF, 0x00000001, 0x00008000, 0x00018000, 0x807FFFFF, 0x00000000, -0x80000000,
+            0x7F800000, -0x00800000, 0x7FC00000, 0x7F800001, 0x7FFFFFFF, -1, -0x003FFFFF,
+            0x7FBF8000, 0x7F808000]
+    edge = torch.tensor(bits, dtype=torch.int64).to(torch.int32).view(torch.float32)
+    torch.manual_seed(5)
+    # long enough for torch's vectorised conversion loop and its scalar tail, the edge values
+    # at both ends
+    rnd = torch.randn(4099) * torch.logspace(-40, 38, 4099)
+    return torch.cat([edge, rnd, edge])
+
+
+@pytest.mark.parametrize("dtype", [tt.bfloat16, tt.float32, tt.bfloat8_b])
+def test_in_place_rounding_is_bit_exact(dtype):
+    from ttmodels.backends.sim.tensor import quantize, quantize_
+    x = _bf16_edge_values().reshape(-1, 5)
+    want = x.to(torch.bfloat16).float() if dtype == tt.bfloat16 else quantize(x, dtype)
+    y = x.clone()
+    got = quantize_(y, dtype)
+    assert torch.equal(got.view(torch.int32), want.view(torch.int32))       # NaN payloads too
+    if dtype in (tt.bfloat16, tt.float32):
+        assert got.data_ptr() == y.data_ptr()                                 # really in place
+    # bfloat16 agrees with the format model everywhere but in torch's NaN bit patterns
+    q = formats.quantize(x, "bfloat16")
+    fin = ~torch.isnan(x)
+    if dtype == tt.bfloat16:
+        assert torch.equal(got[fin].view(torch.int32), q[fin].view(torch.int32))
+        assert torch.isnan(got[~fin]).all()
+    # a non-contiguous input is never written to
+    t = x.t()
+    before = t.clone()
+    quantize_(t, dtype)
+    assert torch.equal(t.view(torch.int32), before.view(torch.int32))
+
+
+@pytest.mark.parametrize("act_dtype,fidelity", [(tt.bfloat8_b, tt.MathFidelity.LoFi),
+                                                (tt.bfloat4_b, tt.MathFidelity.HiFi2),
+                                                (tt.bfloat16, tt.MathFidelity.HiFi2)])
+def test_skipped_fidelity_truncation_changes_nothing(dev, act_dtype, fidelity):
+    """The conv skips truncating operands whose format has no more mantissa bits than the fidelity
+    keeps; the output must equal a conv on explicitly truncated operands."""
+    torch.manual_seed(6)
+    x, w, b = torch.randn(2, 32, 9, 9), torch.randn(64, 32, 3, 3) * 0.1, torch.randn(64) * 0.1
+    xt = act(dev, x, dtype=act_dtype)
+    a_bits, b_bits = sim_ops._FIDELITY_BITS[fidelity]
+    stored = xt._data.clone()
+    assert sim_ops._effective_keep(act_dtype, b_bits) == (b_bits if act_dtype == tt.bfloat16 else None)
+    if act_dtype != tt.bfloat16:      # the skipped truncation would not change a stored value
+        assert torch.equal(sim_ops._truncate(stored, b_bits), stored)
+    wt = tt.from_torch(w, dtype=tt.float32)
+    bt = tt.from_torch(b.reshape(1, 1, 1, -1), dtype=tt.float32)
+    cfg = tt.Conv2dConfig(weights_dtype=tt.bfloat8_b, shard_layout=HS)
+    cc = tt.init_device_compute_kernel_config(dev.arch(), math_fidelity=fidelity)
+    y = tt.conv2d(input_tensor=xt, weight_tensor=wt, bias_tensor=bt, device=dev, in_channels=32,
+                  out_channels=64, batch_size=2, input_height=9, input_width=9, kernel_size=(3, 3),
+                  padding=(1, 1), dtype=tt.float32, conv_config=cfg, compute_config=cc)
+    assert torch.equal(xt._data, stored)                                  # the input is untouched
+    prepared = next(iter(wt._cache.values()))
+    wref = sim_ops._truncate(prepared._cache["oihw"], a_bits)
+    xin = sim_ops._truncate(stored, b_bits).reshape(2, 9, 9, 32).permute(0, 3, 1, 2)
+    bias = next(iter(bt._cache.values()))._cache["vec"]
+    ref = F.conv2d(xin, wref, bias, 1, 1)
+    assert torch.equal(torch_of(y), nhwc_flat(ref))
+
+
+def test_fused_relu_and_rounding_leave_inputs_untouched(dev):
+    torch.manual_seed(7)
+    a = act(dev, torch.randn(1, 64, 8, 8))
+    b = act(dev, torch.randn(1, 64, 8, 8))
+    da, db = a._data.clone(), b._data.clone()
+    y = tt.add(a, b, activations=[tt.UnaryWithParam(tt.UnaryOpType.RELU)])
+    assert torch.equal(a._data, da) and torch.equal(b._data, db)
+    assert torch.equal(torch_of(y), torch.relu(da + db).to(torch.bfloat16).float())
+    r = tt.relu(a)
+    assert torch.equal(a._data, da) and torch.equal(torch_of(r), torch.relu(da))
+
+
 def test_conv2d_weight_preparation_is_cached_and_bit_exact(dev):
     torch.manual_seed(3)
     x, w, b = torch.randn(1, 16, 10, 10), torch.randn(48, 16, 3, 3), torch.randn(48)
