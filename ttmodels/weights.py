@@ -379,7 +379,8 @@ def load_state_dict(source, graph: Graph, *, key_map=None, seed: int = 0,
     if unused:
         notes.append(_fmt_list("key_map entries that matched nothing", unused).strip())
     if ignored:
-        notes.append(f"(ignored {len(ignored)} keys {report.ignored_reason})")
+        # Shown only with an error, where an ignored key is often the one a key_map forgot.
+        notes.append(_fmt_list(f"ignored ({report.ignored_reason})", ignored).strip())
     check_state_dict(graph, filtered, source=desc, strict=strict, notes=notes)
     if conflicts:
         raise WeightsError(f"weights from {desc}: key_map maps several keys to one spec key\n"
