@@ -77,3 +77,26 @@ def test_build_rejects_wrong_input_shape():
         assert m(torch.randn(1, 3, 16, 16)).shape == (1, 8, 16, 16)
         with pytest.raises(ttmodels.Error, match="expects NCHW"):
             m(torch.randn(1, 3, 8, 8))
+
+
+def test_cli_compare_prints_per_layer_table_and_plot(tmp_path, capsys):
+    png = tmp_path / "pcc.png"
+    assert cli.main(["compare", "resnet18", "--input-size", "64", "64", "--plot", str(png)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    plan = ttmodels.plan("resnet18", input_size=(64, 64))
+    rows = [line for line in out if line.split() and line.split()[0] in
+            {pl.name for pl in plan.layers}]
+    assert len(rows) == len(plan.layers)
+    pccs = [float(r.split()[3]) for r in rows]
+    assert all(0.9 < p <= 1.0 for p in pccs)
+    assert png.stat().st_size > 1000 and png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_compare_marks_first_layer_below_threshold():
+    from ttmodels.compare import LayerDiff, format_table
+    rows = [LayerDiff("a", "conv2d", "[1]", 0.999, 0.1, 1.0), LayerDiff("b", "add", "[1]", 0.95, 1.0, 1.0),
+            LayerDiff("c", "relu", "[1]", 0.90, 1.0, 1.0)]
+    text = format_table(rows, 0.99)
+    line_b = next(line for line in text.splitlines() if line.startswith("b "))
+    assert "first below" in line_b
+    assert "first below" not in next(line for line in text.splitlines() if line.startswith("c "))
