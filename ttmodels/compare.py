@@ -50,7 +50,7 @@ def compare_layers(spec, *, weights="random", image=None, batch_size=1, input_si
             n = pl.node
             out = to_torch_nchw(be, got[n.name], n.shape)
             r = ref[n.name].reshape(out.shape)
-            rows.append(LayerDiff(n.name, n.op, str(n.shape), pcc(r, out),
+            rows.append(LayerDiff(n.name, n.op, "x".join(map(str, n.shape.nhwc)), pcc(r, out),
                                   float((r - out).abs().max()), float(r.std())))
         return rows
     finally:
