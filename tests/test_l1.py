@@ -56,3 +56,15 @@ def test_pool_and_eltwise():
     assert "halo" not in g.parts
     e = l1.eltwise_l1(inputs=[(hs, 12544, 64), (hs, 12544, 64)], out_layout=hs, out_rows=12544, c=64)
     assert e.parts["input0"] == e.parts["output"] == 224 * 64 * 2
+
+
+def test_in_place_eltwise_output_costs_no_l1():
+    hs = TensorLayout(R.sharded_memspec(HEIGHT, 67584, 256, num_cores=64))
+    ins = [(hs, 67584, 256), (hs, 67584, 256)]
+    out_of_place = l1.eltwise_l1(inputs=ins, out_layout=hs, out_rows=67584, c=256)
+    in_place = l1.eltwise_l1(inputs=ins, out_layout=hs, out_rows=67584, c=256,
+                             output_aliases_input=0)
+    shard = 1056 * 256 * 2                      # BEVDet b6 layer1 residual: 540 KB per core
+    assert out_of_place.parts["output"] == shard and in_place.parts["output"] == 0
+    assert out_of_place.total - in_place.total == shard
+    assert out_of_place.total > WORMHOLE_L1_BYTES_PER_CORE >= in_place.total

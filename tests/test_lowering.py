@@ -3,8 +3,9 @@
 The issue's requirement: on the sim both lowerings give identical bits. Both quantize the same
 [Cin, Cout] weight matrix in the weights dtype (block-float exponents shared along output
 channels), convert the bias to the weights dtype, apply the same math-fidelity truncation, fuse
-ReLU before the output rounding and round to the same output dtype, so any difference left is the
-order of the float32 accumulation.
+ReLU before the output rounding and round to the same output dtype. The float32 accumulation
+order is the same too: like tt-metal's conv2d (``is_mm_conv``), the sim's conv2d computes a 1x1
+stride-1 conv with the same [M, K] x [K, N] matmul as its linear.
 """
 from __future__ import annotations
 
@@ -71,15 +72,6 @@ def test_plans_record_the_lowering(case):
     assert ks <= {64, 256, 1024}
 
 
-SIM_ACCUMULATION_ORDER = (
-    "sim: conv2d computes a 1x1 stride-1 conv with F.conv2d (oneDNN) and linear with torch.matmul "
-    "(BLAS); both accumulate in float32 but in different orders, so outputs differ by 1 ulp for "
-    "K > 64. Fix in ttmodels/backends/sim/ops.py conv2d: for is_mm convs compute "
-    "torch.matmul(x [1,1,M,Cin] contiguous, W [Cin,Cout] contiguous) then y.add_(bias), exactly "
-    "as _mm does")
-
-
-@pytest.mark.xfail(raises=AssertionError, strict=True, reason=SIM_ACCUMULATION_ORDER)
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_conv2d_and_linear_lowerings_are_bit_identical_on_sim(case):
     name, batch, size, cin, convs, _ = case

@@ -8,7 +8,8 @@ import ttmodels
 from ttmodels import weights as W
 from ttmodels.backends import open_backend
 from ttmodels.errors import LayoutError
-from ttmodels.layout import BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH
+from ttmodels.layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH,
+                             MemSpec)
 from ttmodels.planner import check_plan, edge_mismatches, plan_graph
 from ttmodels.runtime import Executor
 from ttmodels.spec import load_graph
@@ -22,12 +23,7 @@ SHIPPED = [
     ("resnet50", 1, None),
     ("resnet50", 2, None),
     ("resnet50", 1, (320, 256)),
-    pytest.param("bevdet_r50_encoder", 6, (256, 704), marks=pytest.mark.xfail(
-        raises=LayoutError, strict=True,
-        reason="the stem is DRAM-sliced now (test_stem_conv_is_dram_sliced_when_l1_is_short), "
-               "but layer1.0's residual add holds 3 x 540 KB height shards per core (two bf16 "
-               "operands + output of 67584 x 256); needs an in-place add (output_tensor=a) or a "
-               "DRAM output for over-budget binary ops, which the planner does not generate yet")),
+    ("bevdet_r50_encoder", 6, (256, 704)),     # the issue's acceptance command
     ("bevdet_r50_encoder", 1, (128, 352)),
 ]
 
@@ -43,13 +39,24 @@ def test_shipped_plans_pass_every_rule(name, batch, size):
     assert edge_mismatches(plan) == []
     for layer in plan.layers:
         assert layer.l1_bytes_per_core <= plan.l1_budget, layer.name
+    assert_adapters_only_where_layouts_disagree(plan)
     pre = "img_backbone." if name.startswith("bevdet") else ""
     conv1, maxpool = plan.layer(pre + "conv1"), plan.layer(pre + "maxpool")
-    # stem: the pool takes the conv's shards as they are (no adapter, applied_shard_scheme None)
-    assert plan.adapters_into(maxpool.name) == []
-    assert maxpool.inputs[0] == conv1.output and conv1.output.memory.sharded
-    assert maxpool.config["applied_shard_scheme"] is None
-    assert maxpool.output.memory.grid == conv1.output.memory.grid
+    assert plan.adapters_into(maxpool.name) == [] and maxpool.inputs[0] == conv1.output
+    if conv1.config.get("slice"):
+        # a DRAM-sliced stem writes DRAM interleaved; pool2d shards it itself
+        assert conv1.output.memory == MemSpec(INTERLEAVED, "dram")
+        assert maxpool.config["applied_shard_scheme"] in (HEIGHT, WIDTH, BLOCK)
+    else:
+        # stem: the pool takes the conv's shards as they are (no adapter, no applied scheme)
+        assert conv1.output.memory.sharded
+        assert maxpool.config["applied_shard_scheme"] is None
+        assert maxpool.output.memory.grid == conv1.output.memory.grid
+    for layer in plan.layers:
+        if layer.config.get("inplace"):
+            assert layer.node.op in ("add", "multiply")
+            a = layer.inputs[1 if layer.config["swap_operands"] else 0]
+            assert layer.output == a and layer.config["l1_parts"]["output"] == 0
     by_dst = {}
     for a in plan.adapters:
         assert a.kind in ADAPTER_KINDS and a.before != a.after and a.reason
@@ -73,6 +80,58 @@ def test_shipped_plans_pass_every_rule(name, batch, size):
     if name.startswith("resnet"):
         assert [a.kind for a in plan.adapters_into("logits")] == ["sharded_to_interleaved"]
         assert not any(a.kind in ("typecast", "to_layout") for a in plan.adapters)
+
+
+def assert_adapters_only_where_layouts_disagree(plan):
+    """Every edge: with no adapter, the consumer receives exactly what the producer gives; with
+    adapters, the producer's layout is not what the consumer receives (check_plan and
+    edge_mismatches already verified the chain in between)."""
+    given = dict(plan.input_layouts)
+    given.update(plan.constant_layouts)
+    given.update({l.name: l.output for l in plan.layers})
+    for layer in plan.layers:
+        for i, src in enumerate(layer.node.inputs):
+            ads = [a for a in plan.adapters if a.dst == layer.name and a.index == i]
+            if ads:
+                assert given[src] != layer.inputs[i], (src, layer.name, [a.kind for a in ads])
+            else:
+                assert given[src] == layer.inputs[i], (src, layer.name)
+
+
+def test_bevdet_batch6_acceptance_plan():
+    """``ttmodels plan bevdet_r50_encoder --batch 6 --input-size 256 704``: every layer within
+    L1, the stem DRAM-sliced, layer1's residual adds (3 x 540 KB shards out of place) in place."""
+    plan = ttmodels.plan("bevdet_r50_encoder", batch_size=6, input_size=(256, 704))
+    assert check_plan(plan) == [] and edge_mismatches(plan) == []
+    assert all(l.l1_bytes_per_core <= plan.l1_budget for l in plan.layers)
+    assert_adapters_only_where_layouts_disagree(plan)
+    assert [l.name for l in plan.layers if l.config.get("slice")] == ["img_backbone.conv1"]
+    inplace = [l.name for l in plan.layers if l.config.get("inplace")]
+    assert inplace == [f"img_backbone.layer1.{i}.relu" for i in range(3)]
+    for name in inplace:
+        add = plan.layer(name)
+        parts = dict(add.config["l1_parts"])
+        a_shard = parts["input0"]
+        # written out of place it would not fit: that is the only reason to go in place
+        assert add.l1_bytes_per_core + a_shard > plan.l1_budget
+        assert plan.layer(add.node.inputs[0]).output == add.output
+    # the only DRAM activation is the sliced stem's output
+    assert [l.name for l in plan.layers if l.output.memory.buffer == "dram"] == \
+        ["img_backbone.conv1"]
+    text = str(plan)
+    assert "img_backbone.layer1.0.relu" in text and "adapters (" in text
+
+
+def test_cli_plan_prints_the_batch6_bevdet_table(capsys):
+    from ttmodels.cli import main
+    assert main(["plan", "bevdet_r50_encoder", "--batch", "6", "--input-size", "256", "704"]) in (0, None)
+    out = capsys.readouterr().out
+    assert out.startswith("plan bevdet_r50_encoder on wormhole_b0")
+    assert "L1 B/core" in out and "adapters (" in out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("img_backbone.")}
+    assert rows["img_backbone.layer1.0.relu"].rstrip().endswith("in place (output_tensor=a)")
+    assert "dram-sliced" in rows["img_backbone.conv1"]
+    assert "in place" not in rows["img_backbone.layer2.0.relu"]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -223,3 +223,79 @@ def test_sharded_policy_in_dram_is_rejected():
     with pytest.raises(LayoutError) as e:
         plan_graph(g)
     assert e.value.layer == "c" and e.value.rule == "tensor.shard_l1"
+
+
+# ---------------------------------------------------------------------------------------------
+# over-budget binary ops write into operand a (output_tensor=a, TT's ResNet50 ttnn.add_)
+# ---------------------------------------------------------------------------------------------
+
+def big_residual(order=("ca", "cb"), extra_reader=None):
+    """BEVDet b6 layer1 sized: two 1x1 convs to 6x64x176x256 (540 KB height shards per core)
+    added; three such shards do not fit a Wormhole core, two do."""
+    s_in, s_out = TensorShape(6, 64, 176, 64), TensorShape(6, 64, 176, 256)
+    nodes = [conv("ca", "x", s_out, 64, 256, 1), conv("cb", "x", s_out, 64, 256, 1),
+             Node("add", "add", list(order), dict(activation="relu"), s_out)]
+    outputs = ["add"]
+    if extra_reader:
+        nodes.append(Node("r", "relu", [extra_reader], {}, s_out))
+        outputs.append("r")
+    return Graph("big", {"x": s_in}, nodes, {}, outputs)
+
+
+def test_over_budget_add_is_planned_in_place():
+    plan = plan_graph(big_residual())
+    assert_valid(plan)
+    add, ca = plan.layer("add"), plan.layer("ca")
+    assert add.config["inplace"] is True and add.config["swap_operands"] is False
+    assert add.output == ca.output == add.inputs[0]       # the output is a's buffer
+    assert add.config["l1_parts"]["output"] == 0
+    assert add.l1_bytes_per_core <= plan.l1_budget < \
+        add.l1_bytes_per_core + ca.output.memory.shard_shape[0] * 256 * 2
+    assert plan.adapters == []
+
+
+def test_in_place_writes_into_the_operand_nothing_else_reads():
+    # a (= ca) is read again after the add: the op is turned around to write into cb
+    plan = plan_graph(big_residual(extra_reader="ca"))
+    assert_valid(plan)
+    add = plan.layer("add")
+    assert add.config["inplace"] is True and add.config["swap_operands"] is True
+    assert add.output == plan.layer("cb").output
+    # both operands read again: no in-place, and the error says why
+    g = big_residual(extra_reader="ca")
+    g.nodes.append(Node("r2", "relu", ["cb"], {}, TensorShape(6, 64, 176, 256)))
+    g.outputs.append("r2")
+    with pytest.raises(LayoutError) as e:
+        plan_graph(g)
+    assert e.value.layer == "add" and "in place" in str(e.value) and "other layers" in str(e.value)
+
+
+def test_in_place_needs_the_output_dtype_of_a():
+    g = big_residual()
+    g.nodes[2].precision = Precision(activations="float32")   # a float32 output of bf16 a
+    with pytest.raises(LayoutError) as e:
+        plan_graph(g)
+    assert e.value.layer == "add" and "dtype" in str(e.value)
+
+
+def test_in_place_is_only_used_over_budget():
+    small = big_residual()
+    for n in small.nodes:
+        n.shape = TensorShape(1, 64, 176, n.shape.c)
+    small.inputs["x"] = TensorShape(1, 64, 176, 64)
+    add = plan_graph(small).layer("add")
+    assert "inplace" not in add.config and add.config["l1_parts"]["output"] > 0
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_resnet50_224_plans_unchanged(batch):
+    """The plans of ResNet50 at 224x224 are byte-for-byte what they were before DRAM slicing
+    and in-place adds existed (fixture generated before those changes)."""
+    import json
+    from pathlib import Path
+
+    from ttmodels.spec import load_graph
+    fixture = Path(__file__).parent / "data" / f"plan_resnet50_b{batch}_224.json"
+    plan = plan_graph(load_graph("resnet50", batch_size=batch))
+    assert json.loads(plan.to_json()) == json.loads(fixture.read_text())
+    assert not any(l.config.get("inplace") or l.config.get("slice") for l in plan.layers)

@@ -176,3 +176,26 @@ def test_rule_ids_used_by_the_sim_are_in_the_table():
     assert {"tensor.shard_tile", "tensor.shard_grid", "tensor.on_device", "concat.same_format",
             "tensor.shard_spec"} <= used
     assert used - set(R.RULES) == set()
+
+
+def test_binary_in_place_output_tensor_must_be_a_with_the_output_spec():
+    # ttnn.add(a, b, output_tensor=a) (= ttnn.add_): binary_ng takes the preallocated tensor's
+    # spec as the output spec, so a must have the broadcast output shape, dtype and memory config
+    attrs = {"inplace": True, "out_shape": FLAT}
+    assert R.check("add", [HS, HS], attrs, shapes=[FLAT, FLAT]) == []
+    assert R.check("add", [HS, HS], {**attrs, "dtype": "bfloat16"}, shapes=[FLAT, FLAT]) == []
+    v = R.check("add", [HS, HS], {**attrs, "dtype": "bfloat8_b"}, shapes=[FLAT, FLAT])
+    assert [x.rule for x in v] == ["binary.output_tensor"]
+    other = R.sharded_memspec(BLOCK, 12544, 64, grid=(2, 8))
+    v = R.check("add", [HS, HS], {**attrs, "memory_config": other}, shapes=[FLAT, FLAT])
+    assert [x.rule for x in v] == ["binary.output_tensor"]
+    # a broadcast operand cannot hold the output; swapped operands make the second input a
+    const = TensorLayout(MemSpec(INTERLEAVED, "l1"))
+    v = R.check("multiply", [const, HS], {"inplace": True}, shapes=[(1, 1, 1, 64), FLAT])
+    assert [x.rule for x in v] == ["binary.output_tensor"]
+    assert R.check("multiply", [const, HS], {"inplace": True, "swap_operands": True},
+                   shapes=[(1, 1, 1, 64), FLAT]) == []
+    # without inplace the same calls are accepted (the rule is about output_tensor only)
+    assert R.check("add", [HS, HS], {"dtype": "bfloat8_b", "memory_config": other},
+                   shapes=[FLAT, FLAT]) == []
+    assert R.RULES["binary.output_tensor"].kind == "error"

@@ -136,12 +136,16 @@ def pool_l1(*, in_layout: TensorLayout, out_layout: TensorLayout, in_rows: int, 
 
 
 def eltwise_l1(*, inputs: list[tuple[TensorLayout, int, int]], out_layout: TensorLayout,
-               out_rows: int, c: int, num_cores: int = 64) -> L1Estimate:
+               out_rows: int, c: int, num_cores: int = 64,
+               output_aliases_input: int | None = None) -> L1Estimate:
+    """``output_aliases_input``: the output is written into that input (``output_tensor=``),
+    so it holds no L1 of its own."""
     parts = {}
     for i, (t, r, cc) in enumerate(inputs):
         parts[f"input{i}"] = per_core_bytes(t, r, cc, num_cores)
         parts[f"cb{i}"] = 2 * tile_bytes(t.dtype if t.layout == "tile" else "bfloat16")
-    parts["output"] = per_core_bytes(out_layout, out_rows, c, num_cores)
+    parts["output"] = 0 if output_aliases_input is not None else \
+        per_core_bytes(out_layout, out_rows, c, num_cores)
     parts["out_cb"] = 2 * tile_bytes(out_layout.dtype if out_layout.layout == "tile" else "bfloat16")
     return L1Estimate(sum(parts.values()), parts)
 

@@ -51,16 +51,29 @@ def plan_to_dict(plan) -> dict[str, Any]:
     }
 
 
+def layer_note(layer) -> str:
+    """How a layer runs when it is not the plain L1 op: DRAM slices, in-place output."""
+    c = layer.config
+    notes = []
+    if c.get("slice"):
+        notes.append(f"dram-sliced {c['slice']['type']} x{c['slice']['num_slices']}")
+    if c.get("inplace"):
+        notes.append("in place (output_tensor=a)")
+    if c.get("lowering") == "linear":
+        notes.append("as linear")
+    return ", ".join(notes)
+
+
 def plan_table(plan) -> str:
     head = ("layer", "op", "out NHWC", "memory", "buffer", "grid", "shard", "layout", "dtype",
-            "L1 B/core")
+            "L1 B/core", "note")
     rows = [head]
     for l in plan.layers:
         m = l.output.memory
         rows.append((l.name, l.node.op, "x".join(map(str, l.node.shape.nhwc)), m.memory_layout,
                      m.buffer, f"{m.grid[0]}x{m.grid[1]}" if m.grid else "-",
                      f"{m.shard_shape[0]}x{m.shard_shape[1]}" if m.shard_shape else "-",
-                     l.output.layout, l.output.dtype, f"{l.l1_bytes_per_core:,}"))
+                     l.output.layout, l.output.dtype, f"{l.l1_bytes_per_core:,}", layer_note(l)))
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(head))]
     lines = [f"plan {plan.graph.name} on {plan.arch} (grid {plan.grid[0]}x{plan.grid[1]}, "
              f"L1 budget {plan.l1_budget:,} B/core)"]

@@ -15,7 +15,10 @@ Procedure (see docs/layouts.md):
 4. Every layer's L1 bytes/core is estimated (``l1.py``). "auto" layouts are chosen as ttnn's
    ``determine_conv_config_for_auto_shard`` does: estimate height, block and width sharding and
    take the smallest (block only with more cores than a grid row, width never for matmul convs).
-   Over budget: the other schemes, then a smaller act_block_h, else LayoutError with the bytes.
+   Over budget: the other schemes, then a smaller act_block_h, then (convs) DRAM slicing; an
+   add/multiply over budget writes its output into operand a (``output_tensor=a``, as TT's
+   ResNet50 ``ttnn.add_``; config ``inplace``) when a has the output's shape, dtype and memory and
+   nothing else reads it; else LayoutError with the bytes.
 
 ``adapters=False`` keeps each op at its ttnn defaults (e.g. pool outputs ROW_MAJOR, producers'
 dtypes) and inserts nothing, so the sim backend can show what the card would reject.
@@ -116,9 +119,11 @@ class _Planner:
                              None, shapes=[self.flat[s] for s in node.inputs])
                 R.raise_if_violations(vs, node.name)
             if layer.l1_bytes_per_core > self.budget:
+                why = layer.config.get("inplace_blocked")
                 raise LayoutError(
                     f"needs {layer.l1_bytes_per_core} B of L1 per core, over the "
-                    f"{self.budget} B budget of {self.arch} ({layer.config.get('l1_parts')})",
+                    f"{self.budget} B budget of {self.arch} ({layer.config.get('l1_parts')})"
+                    + (f"; cannot write in place into operand a: {why}" if why else ""),
                     layer=node.name)
         return Plan(self.g, self.layers, self.adapters, self.input_layouts,
                     self.constant_layouts, self.arch, self.grid, self.budget)
@@ -513,12 +518,62 @@ class _Planner:
         received[ia], received[ib] = a, b
         est = l1m.eltwise_l1(inputs=[(a, *self.rc(node.inputs[ia])), (b, *self.rc(node.inputs[ib]))],
                              out_layout=out, out_rows=node.shape.rows, c=node.shape.c)
+        inplace = False
+        if self.with_adapters and est.total > self.budget:
+            if self.inplace_blocker(node, ia, a, shapes[ia], dtype, req) is not None and \
+                    self.inplace_blocker(node, ib, b, shapes[ib], dtype, req) is None:
+                # add/multiply commute: write into the operand nothing else reads
+                ia, ib, a, b, swap = ib, ia, b, a, not swap
+                received[ia], received[ib] = a, b
+            blocker = self.inplace_blocker(node, ia, a, shapes[ia], dtype, req)
+            inplace = blocker is None
+        if inplace:
+            # TT's ResNet50 bottleneck: ttnn.add_(out, ds_out) = add(a, b, output_tensor=a).
+            # The output is a's buffer (binary_ng compute_output_specs returns the preallocated
+            # tensor's spec), so it costs no L1 of its own.
+            out = a
+            est = l1m.eltwise_l1(inputs=[(a, *self.rc(node.inputs[ia])),
+                                         (b, *self.rc(node.inputs[ib]))],
+                                 out_layout=out, out_rows=node.shape.rows, c=node.shape.c,
+                                 output_aliases_input=0)
         native = R.is_native_binary_sharding(a, b, out.memory, shapes[ia], shapes[ib])
         config = {"swap_operands": swap, "dtype": dtype, "memory_config": req,
                   "native_l1_sharding": native,
                   "broadcast": "row_b" if shapes[ib] != shapes[ia] else None,
                   "activation": node.attrs.get("activation"), "l1_parts": est.parts}
+        if inplace:
+            config["inplace"] = True
+            config["out_shape"] = _flat(node.shape)
+        elif est.total > self.budget and self.with_adapters:
+            config["inplace_blocked"] = blocker    # the plan fails: say why output_tensor=a won't do
         return PlannedLayer(node, received, out, est.total, config)
+
+    def inplace_blocker(self, node: Node, ia: int, a: TensorLayout, shape_a, dtype: str,
+                        req: MemSpec | None) -> str | None:
+        """Why the binary op cannot write its output into operand a (``output_tensor=a``), or
+        None when it can. binary_ng takes the preallocated tensor's spec as the output spec, so
+        it must have the broadcast output shape, the output dtype ('If both output dtype and
+        output tensor provided dtype should match') and the requested memory config; and the
+        tensor a is overwritten, so nothing may read it afterwards."""
+        src = node.inputs[ia]
+        if shape_a != _flat(node.shape):
+            return "operand a is broadcast"
+        if a.dtype != dtype:
+            return f"output dtype {dtype} differs from a's {a.dtype}"
+        if req is not None and req != a.memory:
+            return "a memory_config other than a's is requested"
+        if a.memory.buffer != "l1":
+            return "a is not in L1 (nothing to save)"
+        if node.inputs.count(src) > 1:
+            return "both operands are the same tensor"
+        adapted = any(ad.dst == node.name and ad.index == ia for ad in self.adapters)
+        if adapted:
+            return None                    # a is the adapter's fresh copy: safe to overwrite
+        if src in self.g.inputs or src in self.g.constants or src in self.g.outputs:
+            return f"{src} is a graph input, constant or output"
+        if [c.name for c in self.g.consumers(src)] != [node.name]:
+            return f"{src} is read by other layers too"
+        return None
 
     def plan_relu(self, node: Node) -> PlannedLayer:
         x = self.layouts[node.inputs[0]]

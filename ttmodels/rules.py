@@ -173,6 +173,15 @@ _RULE_LIST = [
          "the output dtype is the dtype argument (default: input a's dtype); binary ops convert on "
          "their own, no typecast needed",
          f"{_BNG}: operation_attributes_t::get_dtype (dtype.value_or(input_dtype))"),
+    Rule("binary.output_tensor", "add|multiply",
+         "an in-place binary op (output_tensor=a, as ttnn.add_) writes into a, whose spec becomes "
+         "the output spec: a must have the broadcast output shape (b broadcasts, never a), the "
+         "dtype argument (if any) must be a's dtype, and a requested memory_config must be a's",
+         f"{_BNG}: BinaryNgDeviceOperation::compute_output_specs ('Shape of Output tensor {{}} "
+         "provided does not match the broadcasted output shape {}'; returns the output tensor's "
+         "spec), validate_on_program_cache_miss ('If both output dtype and output tensor provided "
+         "dtype should match'); BinaryNgDeviceOperation::invoke (memory_config.value_or(output "
+         "tensor's))"),
     Rule("binary.native_sharding", "add|multiply",
          "the native L1-sharded kernels run only when a and b have the same shape and the same "
          "memory config (same shard spec), evenly sharded, all L1, and the output is sharded on "
@@ -748,6 +757,30 @@ def _c_binary(inputs, attrs, output, shapes):
             if not (da == db or da == 1 or db == 1):
                 vs.append(_v("binary.broadcast", f"shapes {shapes[0]} and {shapes[1]} do not broadcast"))
                 break
+    if attrs.get("inplace"):
+        vs += _c_binary_inplace(inputs, attrs, output, shapes)
+    return vs
+
+
+def _c_binary_inplace(inputs, attrs, output, shapes):
+    """attrs ``inplace``: the output is written into operand a (``swap_operands``: the second
+    input is a). The preallocated tensor's spec is the output spec."""
+    ia = 1 if attrs.get("swap_operands") and len(inputs) > 1 else 0
+    a, sa = inputs[ia], shapes[ia] if ia < len(shapes) else None
+    sb = shapes[1 - ia] if len(shapes) > 1 else None
+    vs = []
+    out_shape = tuple(attrs["out_shape"]) if attrs.get("out_shape") is not None else (
+        tuple(max(x, y) for x, y in zip(sa, sb)) if sa is not None and sb is not None else None)
+    if sa is not None and out_shape is not None and tuple(sa) != out_shape:
+        vs.append(_v("binary.output_tensor", f"output_tensor a has shape {tuple(sa)}, the "
+                     f"broadcast output is {out_shape}"))
+    if attrs.get("dtype") is not None and attrs["dtype"] != a.dtype:
+        vs.append(_v("binary.output_tensor", f"dtype {attrs['dtype']} but output_tensor a is "
+                     f"{a.dtype}"))
+    mc = attrs.get("memory_config") or output
+    if mc is not None and mc != a.memory:
+        vs.append(_v("binary.output_tensor", f"memory_config {mc.short()} but output_tensor a is "
+                     f"{a.memory.short()}"))
     return vs
 
 

@@ -148,14 +148,27 @@ class Executor:
                         temps.append(t2)
                     t = t2
                 args.append(t)
-            out = self._call(pl.name, pl.name, lambda: layer(args))
+            # An in-place op's output lives in one operand's buffer: that operand must not be
+            # freed (on a card ttnn returns a new Tensor object sharing it, so identity with
+            # ``out`` is no guide). When every output is kept, run out of place instead.
+            alias = None
+            if getattr(layer, "inplace", False):
+                if keep_all:
+                    layer.inplace = False
+                else:
+                    alias = args[layer.inplace_operand()]
+            try:
+                out = self._call(pl.name, pl.name, lambda: layer(args))
+            finally:
+                if keep_all and getattr(layer, "config", {}).get("inplace"):
+                    layer.inplace = True
             env[pl.name] = out
             for tmp in temps:
-                if tmp is not out:
+                if tmp is not out and tmp is not alias:
                     tt.deallocate(tmp)
             for src in dict.fromkeys(pl.node.inputs + [pl.name]):
                 if self.last_use.get(src) == i and src not in keep and src in env:
-                    if env[src] is not out or src == pl.name:
+                    if (env[src] is not out or src == pl.name) and env[src] is not alias:
                         tt.deallocate(env[src])
                     del env[src]
         if keep_all:

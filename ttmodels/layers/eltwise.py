@@ -19,6 +19,9 @@ class _Binary(Layer):
             raise LayoutError(f"{self.op} activation {act!r} is not supported (only relu)",
                               layer=self.name)
         self.relu = act == "relu"
+        # Over-budget adds write into operand a (TT's ResNet does ttnn.add_ in its bottleneck);
+        # the executor turns it off when it must keep every layer's output (compare).
+        self.inplace = bool(self.config.get("inplace", False))
 
     def __call__(self, inputs):
         tt = self.tt
@@ -31,7 +34,15 @@ class _Binary(Layer):
             kwargs["memory_config"] = mc
         if self.relu:
             kwargs["activations"] = [common.unary_relu(tt)]
+        if self.inplace:
+            kwargs["output_tensor"] = a
         return getattr(tt, self.op)(a, b, **kwargs)
+
+    def inplace_operand(self) -> int | None:
+        """Index (in the node's input order) of the operand whose buffer holds the output."""
+        if not self.inplace:
+            return None
+        return 1 if self.swap else 0
 
 
 class Add(_Binary):

@@ -10,6 +10,8 @@ from .types import (Arch, BufferType, Conv2dConfig, CoreCoord, CoreGrid, CoreRan
                     DataType, DeviceComputeKernelConfig, DRAM_MEMORY_CONFIG, L1_MEMORY_CONFIG, Layout,
                     MathFidelity, MatmulMultiCoreReuseMultiCast1DProgramConfig,
                     MatmulMultiCoreReuseMultiCastProgramConfig, MemoryConfig, PaddingMode,
+                    Conv2dDRAMSliceHeight, Conv2dDRAMSliceWidth, Conv2dL1FullSliceConfig, Conv2dSliceConfig,
+                    Op2DDRAMSliceHeight, Op2DDRAMSliceWidth, Op2DL1FullSliceConfig, Op2DSliceConfig,
                     ROW_MAJOR_LAYOUT, Shape, ShardOrientation, ShardSpec, ShardStrategy, StorageType,
                     TILE_LAYOUT, TensorMemoryLayout, ThrottleLevel, UnaryOpType, UnaryWithParam,
                     WormholeComputeKernelConfig, bfloat4_b, bfloat8_b, bfloat16, float32, int32,
@@ -39,4 +41,4 @@ TTNN_FUNCTIONS = ("conv2d", "prepare_conv_weights", "prepare_conv_bias", "max_po
 TTNN_CLASSES = ("MemoryConfig", "ShardSpec", "CoreCoord", "CoreRange", "CoreRangeSet", "CoreGrid",
                 "Conv2dConfig", "WormholeComputeKernelConfig", "UnaryWithParam",
                 "MatmulMultiCoreReuseMultiCast1DProgramConfig", "MatmulMultiCoreReuseMultiCastProgramConfig",
-                "Shape")
+                "Shape", "Op2DSliceConfig")

@@ -8,6 +8,7 @@ layout, and gives the output the memory config ttnn 0.81 would (``rules.output_l
 """
 from __future__ import annotations
 
+import logging
 import math
 
 import torch
@@ -19,6 +20,7 @@ from . import types as T
 from .tensor import (SimTensor, _check, _on_device, _violation, current_layer, dtype_name,
                      memory_config_of, memspec, quantize, quantize_, validate_memory)
 
+_log = logging.getLogger(__name__)
 _BFP = (T.DataType.BFLOAT8_B, T.DataType.BFLOAT4_B)
 DEVICE_GRID = (8, 8)
 
@@ -272,6 +274,24 @@ def _check_prepared(t: SimTensor, what: str, **want):
             raise Error(f"{current_layer('conv2d')}: prepared {what} has {k}={p.get(k)}, the conv asks {v}")
 
 
+_SLICE_NAMES = {T.SliceTypeEnum.DRAMSliceHeight: "height", T.SliceTypeEnum.DRAMSliceWidth: "width"}
+
+
+def _dram_slice(slice_config) -> dict | None:
+    """The rules' ``slice`` attr for a DRAM slice_config; None when conv2d takes its L1 path.
+
+    conv2d_utils.cpp determine_conv2d_execution_path: an L1_FULL slice_config (ttnn.Op2DL1FullSliceConfig)
+    means the L1 path, a DRAM_HEIGHT / DRAM_WIDTH one means conv2d_DRAM."""
+    if slice_config is None:
+        return None
+    st = getattr(slice_config, "slice_type", None)
+    if not isinstance(st, T.SliceTypeEnum):
+        raise Error(f"{current_layer('conv2d')}: slice_config must be a ttnn.Op2DSliceConfig, got {slice_config!r}")
+    if st == T.SliceTypeEnum.L1Full:
+        return None
+    return {"type": _SLICE_NAMES[st], "num_slices": slice_config.num_slices}
+
+
 def conv2d(*, input_tensor, weight_tensor, device, in_channels, out_channels, batch_size, input_height,
            input_width, kernel_size, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, dtype=None,
            bias_tensor=None, conv_config=None, compute_config=None, memory_config=None, slice_config=None,
@@ -295,7 +315,10 @@ def conv2d(*, input_tensor, weight_tensor, device, in_channels, out_channels, ba
     cfg = conv_config or T.Conv2dConfig()
     out_dtype = dtype or x.dtype
     out_layout = cfg.output_layout
-    is_mm = (kh, kw) == (1, 1) and (sh, sw) == (1, 1) and (pt, pb, pl, pr) == (0, 0, 0, 0) and groups == 1
+    # conv2d_utils.cpp use_matmul_for_1x1_conv: such convs run as ttnn::linear inside conv2d
+    is_mm = (kh, kw) == (1, 1) and (sh, sw) == (1, 1) and (pt, pb, pl, pr) == (0, 0, 0, 0) \
+        and (dh, dw) == (1, 1) and groups == 1
+    sliced = _dram_slice(slice_config)
     shard_layout = {T.TensorMemoryLayout.HEIGHT_SHARDED: "height_sharded",
                     T.TensorMemoryLayout.WIDTH_SHARDED: "width_sharded",
                     T.TensorMemoryLayout.BLOCK_SHARDED: "block_sharded",
@@ -306,6 +329,13 @@ def conv2d(*, input_tensor, weight_tensor, device, in_channels, out_channels, ba
              "dtype": dtype_name(out_dtype), "is_mm_conv": is_mm, "in_channels": in_channels,
              "out_shape": (1, 1, rows_out, out_channels), "device_grid": DEVICE_GRID,
              "override_sharding_config": cfg.override_sharding_config}
+    if sliced is not None:
+        attrs["slice"] = sliced
+        attrs["output_hw"] = (oh, ow)
+        if memory_config is not None:
+            # conv2d_DRAM only logs this; the output is DRAM interleaved whatever was asked
+            _log.warning("%s: Conv2D DRAM doesn't support specifying memory config, as the output will "
+                         "always be DRAM Interleaved", current_layer(op))
     _check(op, [x], attrs)
 
     # weights: raw host OIHW (prepared here, once per raw tensor) or already prepared
@@ -326,20 +356,37 @@ def conv2d(*, input_tensor, weight_tensor, device, in_channels, out_channels, ba
             _check_prepared(bt, "bias", kind="conv_bias", out_channels=out_channels)
 
     a_bits, b_bits = _fidelity(compute_config)
-    wkey = ("oihw", a_bits)
-    if wkey not in wt._cache:
-        wt._cache[wkey] = _truncate(wt._cache["oihw"], a_bits).contiguous(memory_format=torch.channels_last)
-    weight = wt._cache[wkey]
     xin = _truncate(x._data, _effective_keep(x.dtype, b_bits))
-    xin = xin.reshape(n, h, w, c).permute(0, 3, 1, 2)           # NCHW view, channels_last strides
-    if (pt, pl) != (pb, pr):
-        xin = F.pad(xin, (pl, pr, pt, pb))
-        pad_arg = (0, 0)
+    if is_mm:
+        # tt-metal runs a 1x1 stride-1 conv as ttnn::linear (conv2d.cpp mm_conv branch); compute it
+        # as the sim's linear does -- one [M, K] x [K, N] torch.matmul on the stored weights, bias
+        # added in place -- so both lowerings accumulate in the same order and give the same bits.
+        wkey = ("kn", a_bits)
+        if wkey not in wt._cache:
+            cin_pad, cout_pad = wt.shape[-2], wt.shape[-1]
+            kn = wt._data.reshape(cin_pad, cout_pad)[:in_channels, :out_channels].contiguous()
+            wt._cache[wkey] = _truncate(kn, _effective_keep(wt.dtype, a_bits))
+        y = torch.matmul(xin.reshape(1, 1, rows_out, c), wt._cache[wkey])
+        if bt is not None:
+            y.add_(bt._cache["vec"])
+        y = _apply_unary(y, cfg.activation, inplace=True)
     else:
-        pad_arg = (pt, pl)
-    y = F.conv2d(xin, weight, bt._cache["vec"] if bt is not None else None, (sh, sw), pad_arg, (dh, dw), groups)
-    y = _apply_unary(y, cfg.activation, inplace=True)
-    y = y.permute(0, 2, 3, 1).reshape(1, 1, rows_out, out_channels)
+        wkey = ("oihw", a_bits)
+        if wkey not in wt._cache:
+            wt._cache[wkey] = _truncate(wt._cache["oihw"], a_bits).contiguous(memory_format=torch.channels_last)
+        weight = wt._cache[wkey]
+        xin = xin.reshape(n, h, w, c).permute(0, 3, 1, 2)           # NCHW view, channels_last strides
+        if (pt, pl) != (pb, pr):
+            xin = F.pad(xin, (pl, pr, pt, pb))
+            pad_arg = (0, 0)
+        else:
+            pad_arg = (pt, pl)
+        # A DRAM-sliced conv computes the same sums: every output pixel's dot product over
+        # (kh, kw, Cin) is the same, each slice only reads the input rows it needs (halo included).
+        y = F.conv2d(xin, weight, bt._cache["vec"] if bt is not None else None, (sh, sw), pad_arg, (dh, dw),
+                     groups)
+        y = _apply_unary(y, cfg.activation, inplace=True)
+        y = y.permute(0, 2, 3, 1).reshape(1, 1, rows_out, out_channels)
 
     lay = _out_layout(op, [x], attrs, memory_config, [x._flat4()])
     out = _emit(y, out_dtype, out_layout, lay.memory, x._device, op, owned=True)
@@ -489,7 +536,7 @@ def adaptive_avg_pool2d(input_tensor, batch_size, input_h, input_w, channels, ou
 # eltwise
 # ---------------------------------------------------------------------------------------------
 
-def _binary(op, fn, a, b, dtype, memory_config, activations, a_acts, b_acts):
+def _binary(op, fn, a, b, dtype, memory_config, activations, a_acts, b_acts, output_tensor=None):
     scalar_a = not isinstance(a, SimTensor)
     if scalar_a:
         a, b = b, a                       # scalar op tensor: commutative for add/multiply
@@ -498,6 +545,12 @@ def _binary(op, fn, a, b, dtype, memory_config, activations, a_acts, b_acts):
     if tb is not None:
         _on_device(tb, op, "input_tensor_b")
     attrs = {"dtype": dtype_name(dtype) if dtype else None}
+    out_t = None
+    if output_tensor is not None:
+        out_t = _on_device(output_tensor, op, "output_tensor")
+        if out_t is a or out_t is tb:
+            # in place into an operand (ttnn.add_): the rule table checks shape, dtype and memory
+            attrs.update(inplace=True, swap_operands=out_t is tb and out_t is not a)
     _check(op, [a, tb], attrs, memspec(memory_config) if memory_config is not None else None)
     if tb is not None:
         try:
@@ -507,6 +560,8 @@ def _binary(op, fn, a, b, dtype, memory_config, activations, a_acts, b_acts):
         if tuple(out_shape) != tuple(a.shape):
             raise _violation("binary.broadcast", f"output shape {list(out_shape)} differs from input a "
                              f"{list(a.shape)} (only b broadcasts)", op)
+    if out_t is not None:
+        _check_output_tensor(op, out_t, a, dtype, memory_config)
     xa = _apply_unary(a._data, a_acts) if a_acts else a._data
     xb = tb._data if tb is not None else float(b)
     if b_acts and tb is not None:
@@ -514,24 +569,60 @@ def _binary(op, fn, a, b, dtype, memory_config, activations, a_acts, b_acts):
     y = fn(xa, xb)                        # a fresh tensor: activations and rounding in place
     if activations:
         y = _apply_unary(y, activations, inplace=True)
+    if out_t is not None:
+        return _write_into(out_t, quantize_(y, out_t.dtype))
     out_dtype = dtype or a.dtype
     shapes = [a._flat4(), tb._flat4() if tb is not None else None]
     lay = _out_layout(op, [a, tb], attrs, memory_config, shapes)
     return _emit(y, out_dtype, a.layout, lay.memory, a._device, op, owned=True)
 
 
+def _check_output_tensor(op, out: SimTensor, a: SimTensor, dtype, memory_config) -> None:
+    """binary_ng with a preallocated output: its spec is the output spec (compute_output_specs),
+    so its logical shape must be the broadcast shape (leading 1s aside), a dtype argument must be
+    its dtype ('If both output dtype and output tensor provided dtype should match'), and a
+    memory_config, which binary_ng would use for its sharding decisions, must be its memory config.
+    Checked here for any output tensor; the rule table checks the same for in-place operands."""
+    def strip(shape):
+        s = list(shape)
+        while len(s) > 1 and s[0] == 1:
+            s.pop(0)
+        return s
+    if strip(out.shape) != strip(a.shape):
+        raise _violation("binary.output_tensor", f"Shape of Output tensor {list(out.shape)} provided does not "
+                         f"match the broadcasted output shape {list(a.shape)}", op)
+    if dtype is not None and dtype != out.dtype:
+        raise _violation("binary.output_tensor", f"dtype {dtype_name(dtype)} but output_tensor is "
+                         f"{dtype_name(out.dtype)}: if both output dtype and output tensor are provided "
+                         "their dtypes should match", op)
+    if memory_config is not None and memory_config != out.memory_config():
+        raise _violation("binary.output_tensor", f"memory_config {memspec(memory_config).short()} but "
+                         f"output_tensor is {memspec(out.memory_config()).short()}", op)
+    if out.layout != a.layout:
+        raise _violation("binary.output_tensor", f"output_tensor is {out.layout.name}, the result of a "
+                         f"{a.layout.name} operand is {a.layout.name}", op)
+
+
+def _write_into(out: SimTensor, values: torch.Tensor) -> SimTensor:
+    """``values`` written into ``out``'s storage (views of it see them, as views of a device buffer
+    do); storage the sim shares with tensors that are separate buffers on a card is copied first."""
+    out._own()
+    out._data.copy_(values.reshape(out._data.shape))
+    return out
+
+
 def add(input_tensor_a, input_tensor_b, *, fast_and_approximate_mode=True, dtype=None, memory_config=None,
         output_tensor=None, activations=(), input_tensor_a_activations=(), input_tensor_b_activations=(),
         sub_core_grids=None, sub_device_id=None):
     return _binary("add", torch.add, input_tensor_a, input_tensor_b, dtype, memory_config, activations,
-                   input_tensor_a_activations, input_tensor_b_activations)
+                   input_tensor_a_activations, input_tensor_b_activations, output_tensor)
 
 
 def multiply(input_tensor_a, input_tensor_b, *, fast_and_approximate_mode=True, dtype=None, memory_config=None,
              output_tensor=None, activations=(), input_tensor_a_activations=(), input_tensor_b_activations=(),
              sub_core_grids=None, sub_device_id=None):
     return _binary("multiply", torch.mul, input_tensor_a, input_tensor_b, dtype, memory_config, activations,
-                   input_tensor_a_activations, input_tensor_b_activations)
+                   input_tensor_a_activations, input_tensor_b_activations, output_tensor)
 
 
 def relu(input_tensor, *, memory_config=None, output_tensor=None, sub_core_grids=None):

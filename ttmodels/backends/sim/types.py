@@ -446,6 +446,49 @@ class MatmulMultiCoreReuseMultiCastProgramConfig(_KwConfig):
                    allowed_worker_cores=None)
 
 
+class SliceTypeEnum(enum.Enum):
+    """``ttnn.Op2DSliceConfig.SliceTypeEnum`` (values as in ttnn 0.81.1)."""
+    DRAMSliceHeight = 0
+    DRAMSliceWidth = 1
+    L1Full = 2
+
+
+_SLICE_TYPE_REPR = {SliceTypeEnum.DRAMSliceHeight: "DRAM_HEIGHT", SliceTypeEnum.DRAMSliceWidth: "DRAM_WIDTH",
+                    SliceTypeEnum.L1Full: "L1_FULL"}
+
+
+class Op2DSliceConfig:
+    """``Op2DSliceConfig(*, slice_type, num_slices=0)``: keyword only, two overloads in ttnn 0.81.1
+    (with and without ``num_slices``, which then stays 0). ``num_slices`` is a uint32 there, so a
+    negative count is a TypeError. Fields are plain attributes (read/write), equality is identity,
+    as for the nanobind class."""
+    SliceTypeEnum = SliceTypeEnum
+
+    def __init__(self, *, slice_type: SliceTypeEnum, num_slices: int = 0):
+        if isinstance(slice_type, int) and not isinstance(slice_type, bool):
+            slice_type = SliceTypeEnum(slice_type)      # nanobind enums take their int values
+        if not isinstance(slice_type, SliceTypeEnum):
+            raise TypeError(f"Op2DSliceConfig: slice_type must be an Op2DSliceConfig.SliceTypeEnum, "
+                            f"got {slice_type!r}")
+        if isinstance(num_slices, bool) or not isinstance(num_slices, int) or num_slices < 0:
+            raise TypeError(f"Op2DSliceConfig: num_slices must be a non-negative int, got {num_slices!r}")
+        self.slice_type = slice_type
+        self.num_slices = num_slices
+
+    def __repr__(self):
+        return f"Op2DSliceConfig(slice_type=SliceType::{_SLICE_TYPE_REPR[self.slice_type]},num_slices={self.num_slices})"
+
+
+Op2DDRAMSliceHeight = SliceTypeEnum.DRAMSliceHeight
+Op2DDRAMSliceWidth = SliceTypeEnum.DRAMSliceWidth
+Op2DL1FullSliceConfig = Op2DSliceConfig(slice_type=SliceTypeEnum.L1Full)
+# ttnn 0.81.1 keeps the pre-rename conv2d names as aliases
+Conv2dSliceConfig = Op2DSliceConfig
+Conv2dDRAMSliceHeight = Op2DDRAMSliceHeight
+Conv2dDRAMSliceWidth = Op2DDRAMSliceWidth
+Conv2dL1FullSliceConfig = Op2DSliceConfig(slice_type=SliceTypeEnum.L1Full)
+
+
 # ---------------------------------------------------------------------------------------------
 # Shape
 # ---------------------------------------------------------------------------------------------
