@@ -492,3 +492,107 @@ def test_enums_and_configs_match_real(ttnn):
     rk = ttnn.init_device_compute_kernel_config(ttnn.Arch.WORMHOLE_B0)
     ok = tt.init_device_compute_kernel_config(tt.Arch.WORMHOLE_B0)
     assert rk.math_fidelity.name == ok.math_fidelity.name and rk.fp32_dest_acc_en == ok.fp32_dest_acc_en
+
+
+# ---------------------------------------------------------------------------------------------
+# DRAM-sliced conv2d, the 1x1 matmul path, in-place binary ops
+# ---------------------------------------------------------------------------------------------
+
+def _sliced_conv(dev, xt, wt, bt, slice_config=None, memory_config=None, deallocate=False):
+    cfg = tt.Conv2dConfig(weights_dtype=tt.bfloat8_b, shard_layout=HS, deallocate_activation=deallocate,
+                          activation=tt.UnaryWithParam(tt.UnaryOpType.RELU))
+    cc = tt.init_device_compute_kernel_config(dev.arch(), math_fidelity=tt.MathFidelity.HiFi2)
+    kw = {} if memory_config is None else {"memory_config": memory_config}
+    return tt.conv2d(input_tensor=xt, weight_tensor=wt, bias_tensor=bt, device=dev, in_channels=32,
+                     out_channels=48, batch_size=2, input_height=20, input_width=36, kernel_size=(3, 3),
+                     stride=(1, 1), padding=(1, 1), dtype=tt.bfloat8_b, conv_config=cfg, compute_config=cc,
+                     slice_config=slice_config, return_output_dim=True, return_weights_and_bias=True, **kw)
+
+
+@pytest.mark.parametrize("slice_type,num_slices", [(tt.Op2DDRAMSliceHeight, 4), (tt.Op2DDRAMSliceHeight, 20),
+                                                   (tt.Op2DDRAMSliceWidth, 2)])
+def test_dram_sliced_conv2d_gives_the_unsliced_bits(dev, slice_type, num_slices):
+    """conv2d_DRAM computes every output pixel from the same inputs and weights as the unsliced
+    conv (each slice reads its rows plus halo), so the bits agree; the output is DRAM interleaved
+    whatever memory_config says, and the input stays allocated."""
+    torch.manual_seed(11)
+    x, w, b = torch.randn(2, 32, 20, 36), torch.randn(48, 32, 3, 3) * 0.1, torch.randn(48) * 0.1
+    xt = act(dev, x, mc=tt.DRAM_MEMORY_CONFIG)
+    wt = tt.from_torch(w, dtype=tt.float32)
+    bt = tt.from_torch(b.reshape(1, 1, 1, -1), dtype=tt.float32)
+    ref, hw, (pw, pb) = _sliced_conv(dev, xt, wt, bt)
+    assert ref.is_sharded()          # no slice_config: the sim takes conv2d's L1 path
+    sl = tt.Op2DSliceConfig(slice_type=slice_type, num_slices=num_slices)
+    l1_sharded = ref.memory_config()
+    y, hw2, (pw2, pb2) = _sliced_conv(dev, xt, pw, pb, sl, memory_config=l1_sharded, deallocate=False)
+    assert hw2 == hw == (20, 36) and y.shape == ref.shape and y.dtype == tt.bfloat8_b
+    assert torch.equal(torch_of(y), torch_of(ref))
+    assert y.memory_config() == tt.DRAM_MEMORY_CONFIG        # memory_config ignored, as conv2d_DRAM does
+    assert pw2 is pw and pb2 is pb and xt.is_allocated()
+    # L1_FULL is conv2d's L1 path: same output memory as without a slice_config
+    y1, _, _ = _sliced_conv(dev, xt, pw, pb, tt.Op2DL1FullSliceConfig)
+    assert y1.memory_config() == l1_sharded and torch.equal(torch_of(y1), torch_of(ref))
+
+
+def test_1x1_conv2d_is_the_linear_matmul(dev):
+    """A 1x1 stride-1 conv runs as the [M, K] x [K, N] matmul of ttnn.linear (tt-metal's
+    is_mm_conv): same bits as ttnn.linear on the same weights, for K well above 64."""
+    torch.manual_seed(12)
+    x, w, b = torch.randn(2, 256, 10, 12), torch.randn(96, 256, 1, 1) * 0.05, torch.randn(96) * 0.1
+    relu = tt.UnaryWithParam(tt.UnaryOpType.RELU)
+    y = _conv(dev, x, w, b, padding=0, activation=relu, fidelity=tt.MathFidelity.LoFi)
+    xt = act(dev, x)
+    wt = tt.from_torch(w.reshape(96, 256).t().contiguous(), dtype=tt.bfloat8_b, layout=tt.TILE_LAYOUT, device=dev)
+    bt = tt.from_torch(b.reshape(1, 1, 1, 96), dtype=tt.bfloat8_b, layout=tt.TILE_LAYOUT, device=dev)
+    cc = tt.init_device_compute_kernel_config(dev.arch(), math_fidelity=tt.MathFidelity.LoFi)
+    lin = tt.linear(xt, wt, bias=bt, activation=relu, compute_kernel_config=cc)
+    assert torch.equal(torch_of(y), torch_of(lin))
+    ref = nhwc_flat(F.relu(F.conv2d(x, w, b)))
+    assert pcc(torch_of(y), ref) > 0.99
+
+
+def test_in_place_add_writes_into_the_output_tensor(dev):
+    torch.manual_seed(13)
+    mc = height_mc(128, 64, 4)
+    a0 = tt.from_torch(torch.randn(1, 1, 128, 64), dtype=tt.bfloat16, layout=tt.TILE_LAYOUT, device=dev,
+                       memory_config=tt.DRAM_MEMORY_CONFIG)
+    a = tt.to_memory_config(a0, mc)               # the sim shares a0's values: must stay untouched
+    b = tt.from_torch(torch.randn(1, 1, 1, 64), dtype=tt.bfloat16, layout=tt.TILE_LAYOUT, device=dev)
+    before = torch_of(a0)
+    relu = [tt.UnaryWithParam(tt.UnaryOpType.RELU)]
+    want = torch_of(tt.add(a, b, activations=relu))
+    out = tt.add(a, b, activations=relu, output_tensor=a)
+    assert out is a and out.memory_config() == mc and torch.equal(torch_of(a), want)
+    assert torch.equal(torch_of(a0), before)
+    ptr = a._data.data_ptr()
+    m = tt.multiply(a, 0.5, output_tensor=a)
+    assert m is a and a._data.data_ptr() == ptr and torch.equal(torch_of(a), want * 0.5)
+    # a separate preallocated output of another dtype: the result is rounded to it
+    o = tt.from_torch(torch.zeros(1, 1, 128, 64), dtype=tt.bfloat8_b, layout=tt.TILE_LAYOUT, device=dev)
+    r = tt.add(a, b, output_tensor=o)
+    assert r is o and torch.equal(torch_of(o), formats.quantize(torch_of(a) + torch_of(b), "bfloat8_b"))
+
+
+def test_slice_config_matches_real(ttnn):
+    for m in tt.Op2DSliceConfig.SliceTypeEnum:
+        assert getattr(ttnn.Op2DSliceConfig.SliceTypeEnum, m.name).value == m.value
+    assert tt.Op2DDRAMSliceHeight.name == ttnn.Op2DDRAMSliceHeight.name
+    assert tt.Op2DDRAMSliceWidth.name == ttnn.Op2DDRAMSliceWidth.name
+    for name in ("Op2DL1FullSliceConfig", "Conv2dL1FullSliceConfig"):
+        r, o = getattr(ttnn, name), getattr(tt, name)
+        assert (r.slice_type.name, r.num_slices) == (o.slice_type.name, o.num_slices)
+    assert tt.Conv2dSliceConfig is tt.Op2DSliceConfig and tt.Conv2dDRAMSliceWidth is tt.Op2DDRAMSliceWidth
+    for kind in ("Op2DDRAMSliceHeight", "Op2DDRAMSliceWidth"):
+        r = ttnn.Op2DSliceConfig(slice_type=getattr(ttnn, kind), num_slices=6)
+        o = tt.Op2DSliceConfig(slice_type=getattr(tt, kind), num_slices=6)
+        assert repr(r) == repr(o) and (r.num_slices, r.slice_type.name) == (o.num_slices, o.slice_type.name)
+        # num_slices may be left out (0: conv2d picks the count); positional arguments are refused
+        assert repr(ttnn.Op2DSliceConfig(slice_type=getattr(ttnn, kind))) == \
+            repr(tt.Op2DSliceConfig(slice_type=getattr(tt, kind)))
+        for mod in (ttnn, tt):
+            with pytest.raises(TypeError):
+                mod.Op2DSliceConfig(getattr(mod, kind), 2)
+            with pytest.raises(TypeError):
+                mod.Op2DSliceConfig(num_slices=2)
+            with pytest.raises(TypeError):
+                mod.Op2DSliceConfig(slice_type=getattr(mod, kind), num_slices=-1)

@@ -110,6 +110,70 @@ def test_conv2d_row_major_bfp8_output(dev):
     assert rule_of(e) == "conv2d.rm_bfp_output"
 
 
+def _slice(kind="height", k=2):
+    return tt.Op2DSliceConfig(slice_type=tt.Op2DDRAMSliceHeight if kind == "height" else tt.Op2DDRAMSliceWidth,
+                              num_slices=k)
+
+
+def test_conv2d_dram_slicing_rules(dev):
+    dram = tensor(dev, (1, 1, 64, 32))
+    assert tt.conv2d(slice_config=_slice(k=4), **_conv_args(dev, dram, shard_layout=HS)).memory_config() == \
+        tt.DRAM_MEMORY_CONFIG
+    # the input of a DRAM-sliced conv is DRAM interleaved (L1 interleaved or sharded is refused)
+    for mc in (tt.L1_MEMORY_CONFIG, sharded(HS, [32, 32])):
+        with pytest.raises(LayoutError) as e:
+            tt.conv2d(slice_config=_slice(), **_conv_args(dev, tensor(dev, (1, 1, 64, 32), mc=mc), shard_layout=HS))
+        assert rule_of(e) == "conv2d.slice_dram_input"
+    # each slice is sharded with conv_config.shard_layout
+    with pytest.raises(LayoutError) as e:
+        tt.conv2d(slice_config=_slice(), **_conv_args(dev, dram))
+    assert rule_of(e) == "conv2d.slice_shard_layout"
+    # 2 <= num_slices <= the sliced output dimension (OH = 8; width: ceil(8 / 32) = 1 tile column)
+    for sl in (_slice(k=1), _slice(k=9), _slice("width", 2)):
+        with pytest.raises(LayoutError) as e:
+            tt.conv2d(slice_config=sl, **_conv_args(dev, dram, shard_layout=HS))
+        assert rule_of(e) == "conv2d.slice_count"
+    # a 1x1 stride-1 conv is a matmul and never slices
+    w1 = tt.from_torch(torch.randn(32, 32, 1, 1), dtype=tt.float32)
+    args = dict(_conv_args(dev, dram, shard_layout=HS), weight_tensor=w1, kernel_size=(1, 1), padding=(0, 0))
+    with pytest.raises(LayoutError) as e:
+        tt.conv2d(slice_config=_slice(), **args)
+    assert rule_of(e) == "conv2d.slice_mm"
+    assert tt.conv2d(**args).is_sharded()
+
+
+def test_binary_output_tensor_rules(dev):
+    a = tensor(dev, (1, 1, 64, 64))
+    row = tensor(dev, (1, 1, 1, 64))
+    # the output tensor has the broadcast shape: the broadcasting operand cannot hold it
+    with pytest.raises(LayoutError) as e:
+        tt.add(a, row, output_tensor=row)
+    assert rule_of(e) == "binary.output_tensor"
+    with pytest.raises(LayoutError) as e:
+        tt.add(a, row, output_tensor=tensor(dev, (1, 1, 32, 64)))
+    assert rule_of(e) == "binary.output_tensor"
+    # a dtype argument must be the output tensor's dtype
+    with pytest.raises(LayoutError) as e:
+        tt.add(a, row, dtype=tt.bfloat8_b, output_tensor=a)
+    assert rule_of(e) == "binary.output_tensor"
+    with pytest.raises(LayoutError) as e:
+        tt.multiply(a, 2.0, dtype=tt.float32, output_tensor=tensor(dev, (1, 1, 64, 64), dtype=tt.bfloat8_b))
+    assert rule_of(e) == "binary.output_tensor"
+    # a memory_config must be the output tensor's
+    with pytest.raises(LayoutError) as e:
+        tt.add(a, row, memory_config=tt.L1_MEMORY_CONFIG, output_tensor=a)
+    assert rule_of(e) == "binary.output_tensor"
+    with pytest.raises(LayoutError) as e:
+        tt.add(a, row, memory_config=tt.L1_MEMORY_CONFIG, output_tensor=tensor(dev, (1, 1, 64, 64)))
+    assert rule_of(e) == "binary.output_tensor"
+    # leading 1s aside, and with matching arguments, it is accepted
+    o = tensor(dev, (64, 64))
+    assert tt.add(a, row, dtype=tt.bfloat16, memory_config=tt.DRAM_MEMORY_CONFIG, output_tensor=o) is o
+    tt.deallocate(o)
+    with pytest.raises(ValueError, match="deallocated"):
+        tt.add(a, row, output_tensor=o)
+
+
 def test_binary_row_major_with_sharded_operand(dev):
     a = tensor(dev, layout=tt.ROW_MAJOR_LAYOUT, mc=sharded(HS, [32, 64]))
     b = tensor(dev, layout=tt.ROW_MAJOR_LAYOUT, mc=sharded(HS, [32, 64]))

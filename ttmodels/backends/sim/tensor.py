@@ -130,7 +130,7 @@ class SimTensor:
     """A ttnn.Tensor stand-in. ``_data`` holds the logical values (float32, already quantized)."""
 
     __slots__ = ("_data", "_shape", "dtype", "layout", "_memory_config", "_device", "_allocated",
-                 "_prep", "_cache", "__weakref__")
+                 "_prep", "_cache", "_shared", "__weakref__")
 
     def __init__(self, data: torch.Tensor, dtype: T.DataType, layout: T.Layout,
                  memory_config: T.MemoryConfig | None = None, device: SimDevice | None = None,
@@ -144,6 +144,10 @@ class SimTensor:
         self._allocated = True
         self._prep = None        # metadata of a prepared conv weight / bias (see ops.py)
         self._cache = None       # per-tensor cache of derived forms (prepared weights)
+        # ``_data`` may be storage another SimTensor also holds although on a card the two are
+        # separate buffers (the sim shares unchanged values instead of copying them): an op that
+        # writes in place (output_tensor=) copies it first (``_own``).
+        self._shared = False
 
     # --- ttnn.Tensor API -----------------------------------------------------------------
     @property
@@ -200,6 +204,12 @@ class SimTensor:
         if not self._allocated:
             raise Error(f"{current_layer(op)}: tensor {list(self._shape)} was deallocated")
         return self
+
+    def _own(self) -> None:
+        """Make ``_data`` storage this tensor alone holds before writing into it."""
+        if self._shared:
+            self._data = self._data.clone()
+            self._shared = False
 
     def _layout(self) -> TensorLayout:
         return TensorLayout(memspec(self._memory_config),
@@ -310,6 +320,8 @@ def to_torch(tensor, dtype=None, *, torch_rank=None, mesh_composer=None, device=
     data = t._data
     if dtype is not None:
         out = data.to(dtype)
+        if out is data:
+            out = data.clone()               # never hand out the sim's storage
     elif t.dtype == T.DataType.BFLOAT16:
         out = data.to(torch.bfloat16)        # ttnn hands bfloat16 tensors back as torch.bfloat16
     else:
@@ -324,14 +336,14 @@ def to_device(tensor, device, memory_config=None, *, queue_id=None):
     t = tensor._live("to_device")
     mc = memory_config or T.DRAM_MEMORY_CONFIG
     validate_memory(tuple(t.shape), t.layout, t.dtype, mc, "to_device", device)
-    out = SimTensor(t._data, t.dtype, t.layout, mc, device)
+    out = _alias(t, SimTensor(t._data, t.dtype, t.layout, mc, device))
     out._prep, out._cache = t._prep, t._cache
     return out
 
 
 def from_device(tensor, blocking=True, *, queue_id=None):
     t = tensor._live("from_device")
-    out = SimTensor(t._data, t.dtype, t.layout, T.DRAM_MEMORY_CONFIG, None)
+    out = _alias(t, SimTensor(t._data, t.dtype, t.layout, T.DRAM_MEMORY_CONFIG, None))
     out._prep, out._cache = t._prep, t._cache
     return out
 
@@ -361,7 +373,15 @@ def _new(like: SimTensor, data: torch.Tensor, dtype=None, layout=None, mc=None, 
     shape = tuple(shape if shape is not None else data.shape)
     if like._device is not None:
         validate_memory(shape, layout, dtype, mc, op, like._device)
-    return SimTensor(data, dtype, layout, mc, like._device, shape)
+    return _alias(like, SimTensor(data, dtype, layout, mc, like._device, shape))
+
+
+def _alias(src: SimTensor, out: SimTensor) -> SimTensor:
+    """Mark ``src`` and ``out`` as sharing storage when they do (see ``SimTensor._shared``)."""
+    if src._data is not None and out._data is not None and out._data.untyped_storage().data_ptr() == \
+            src._data.untyped_storage().data_ptr():
+        src._shared = out._shared = True
+    return out
 
 
 def to_layout(tensor, layout, dtype=None, memory_config=None, sub_core_grids=None, pad_value=0.0):
@@ -452,9 +472,9 @@ def reshape(input_tensor, shape=None, padded_shape=None, *, logical_shape=None, 
     data = t._data.reshape(shape)
     if memory_config is not None and t._device is not None:
         return _new(t, data, None, None, memory_config, "reshape")
-    # Same values, same memory: ttnn keeps the input's memory config (a view when it can).
-    out = SimTensor(data, t.dtype, t.layout, t._memory_config, t._device)
-    return out
+    # Same values, same memory: ttnn keeps the input's memory config (a view when it can; the
+    # sim treats it as a separate buffer for in-place writes, the safe side).
+    return _alias(t, SimTensor(data, t.dtype, t.layout, t._memory_config, t._device))
 
 
 def permute(input_tensor, dims, *, memory_config=None, pad_value=0.0):
