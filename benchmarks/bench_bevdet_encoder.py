@@ -26,30 +26,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))  # bevdet_reference
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import rss_mb  # noqa: E402
 
 SPEC = "bevdet_r50_encoder"
-
-
-def _rss_mb() -> tuple[float, float]:
-    """(current RSS, peak RSS) of this process in MB, from /proc/self/status VmRSS / VmHWM.
-
-    Not ru_maxrss: Linux carries it across fork+exec, so a spawned child would report the
-    parent's peak whenever that is higher."""
-    vals = {}
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(("VmRSS:", "VmHWM:")):
-                    k, v = line.split(":", 1)
-                    vals[k] = int(v.split()[0]) / 1024          # kB -> MB
-    except OSError:
-        pass
-    if "VmHWM" not in vals:  # not Linux: best effort
-        import resource
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        peak = peak / 2**20 if sys.platform == "darwin" else peak / 1024
-        return peak, peak
-    return vals.get("VmRSS", vals["VmHWM"]), vals["VmHWM"]
 
 
 def _make_reference(weights_path: str):
@@ -76,7 +57,7 @@ def _worker(which: str, weights_path: str, x_path: str, backend: str, batch: int
             import ttmodels.weights  # noqa: F401
         from safetensors.torch import load_file
         x = load_file(x_path)["x"]
-        base, _ = _rss_mb()
+        base, _ = rss_mb()
         with torch.no_grad():
             if which == "torch":
                 _make_reference(weights_path)(x)
@@ -86,7 +67,7 @@ def _worker(which: str, weights_path: str, x_path: str, backend: str, batch: int
                     m.run(x)
                 finally:
                     m.close()
-        _, peak = _rss_mb()
+        _, peak = rss_mb()
         q.put((which, base, peak, None))
     except BaseException as e:  # report, don't hang the parent
         q.put((which, 0.0, 0.0, f"{type(e).__name__}: {e}"))

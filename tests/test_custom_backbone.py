@@ -17,6 +17,12 @@ from ttmodels.errors import SpecError, WeightsError
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "my_backbone"
+sys.path.insert(0, str(EXAMPLE))
+from torch_model import KEY_MAP as PREFIX_MAP  # noqa: E402  (the user's module and its key_map)
+from torch_model import my_backbone as torch_backbone  # noqa: E402
+from torch_model import user_key  # noqa: E402
+
+from ttmodels.reference import pcc  # noqa: E402
 SIZE = (64, 64)          # p4 is 4x4, p5 2x2: the FPN's upsample + add still sees a real 2x grid
 PCC_MIN = 0.99
 
@@ -55,17 +61,6 @@ EXAMPLE_DICT = {
     "outputs": {"p4": "neck.p4", "p5": "neck.p5"},
 }
 
-# The user's module names its parts differently: body.* (torchvision names) and fpn.* (torchvision
-# FeaturePyramidNetwork-like inner_blocks / layer_blocks).
-PREFIX_MAP = {
-    "body.": "",
-    "fpn.inner_blocks.0.": "neck.lateral_convs.0.conv.",
-    "fpn.inner_blocks.1.": "neck.lateral_convs.1.conv.",
-    "fpn.layer_blocks.0.": "neck.fpn_convs.0.conv.",
-    "fpn.layer_blocks.1.": "neck.fpn_convs.1.conv.",
-}
-
-
 def callable_map(user_key: str) -> str | None:
     m = re.fullmatch(r"fpn\.(inner|layer)_blocks\.(\d)\.(.*)", user_key)
     if m:
@@ -74,93 +69,6 @@ def callable_map(user_key: str) -> str | None:
     if user_key.startswith("body."):
         return user_key[len("body."):]
     return None
-
-
-def user_key(spec_key: str) -> str:
-    """The inverse of PREFIX_MAP: the user module's name of a spec key."""
-    for up, sp in sorted(PREFIX_MAP.items(), key=lambda kv: -len(kv[1])):
-        if spec_key.startswith(sp):
-            return up + spec_key[len(sp):]
-    raise AssertionError(spec_key)
-
-
-# ---------------------------------------------------------------------------------------------
-# the equivalent torch module
-# ---------------------------------------------------------------------------------------------
-
-def torch_backbone(fpn_channels: int = 128):
-    import torch.nn.functional as F
-    from torch import nn
-
-    class BasicBlock(nn.Module):          # torchvision's BasicBlock
-        def __init__(self, cin, planes, stride=1):
-            super().__init__()
-            self.conv1 = nn.Conv2d(cin, planes, 3, stride, 1, bias=False)
-            self.bn1 = nn.BatchNorm2d(planes)
-            self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
-            self.bn2 = nn.BatchNorm2d(planes)
-            self.relu = nn.ReLU()
-            self.downsample = None
-            if stride != 1 or cin != planes:
-                self.downsample = nn.Sequential(nn.Conv2d(cin, planes, 1, stride, bias=False),
-                                                nn.BatchNorm2d(planes))
-
-        def forward(self, x):
-            y = self.bn2(self.conv2(self.relu(self.bn1(self.conv1(x)))))
-            return self.relu(y + (x if self.downsample is None else self.downsample(x)))
-
-    class Body(nn.Module):                # ResNet-18 without avgpool/fc, returning C4 and C5
-        def __init__(self):
-            super().__init__()
-            self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
-            self.bn1 = nn.BatchNorm2d(64)
-            self.relu = nn.ReLU()
-            self.maxpool = nn.MaxPool2d(3, 2, 1)
-            cin = 64
-            for i, planes in enumerate((64, 128, 256, 512), 1):
-                stride = 1 if i == 1 else 2
-                setattr(self, f"layer{i}", nn.Sequential(BasicBlock(cin, planes, stride),
-                                                         BasicBlock(planes, planes)))
-                cin = planes
-
-        def forward(self, x):
-            x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
-            c4 = self.layer3(self.layer2(self.layer1(x)))
-            return c4, self.layer4(c4)
-
-    class FPN(nn.Module):
-        def __init__(self, out):
-            super().__init__()
-            self.inner_blocks = nn.ModuleList([nn.Conv2d(256, out, 1), nn.Conv2d(512, out, 1)])
-            self.layer_blocks = nn.ModuleList([nn.Conv2d(out, out, 3, padding=1),
-                                               nn.Conv2d(out, out, 3, padding=1)])
-
-        def forward(self, c4, c5):
-            top = self.inner_blocks[1](c5)
-            merged = self.inner_blocks[0](c4) + F.interpolate(top, size=c4.shape[-2:],
-                                                              mode="nearest")
-            return self.layer_blocks[0](merged), self.layer_blocks[1](top)
-
-    class MyBackbone(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.body = Body()
-            self.fpn = FPN(fpn_channels)
-
-        def forward(self, x):
-            p4, p5 = self.fpn(*self.body(x))
-            return {"p4": p4, "p5": p5}
-
-    return MyBackbone().eval()
-
-
-def pcc(a, b) -> float:
-    import torch
-    x = a.detach().reshape(-1).to(torch.float64)
-    y = b.detach().reshape(-1).to(torch.float64)
-    assert x.numel() == y.numel()
-    x, y = x - x.mean(), y - y.mean()
-    return float((x @ y) / (x.norm() * y.norm()))
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ from typing import Any
 from .errors import Error, LayoutError
 from .graph import TILE, Node, round_up
 from .layout import BLOCK, BYTES_PER_TILE, HEIGHT, WORMHOLE_L1_BYTES_PER_CORE, MemSpec
+from .rules import closest_divisor_with_padding
 
 KIND_1D = "1d_mcast_in1"
 KIND_2D = "2d_mcast"
@@ -108,18 +109,6 @@ def dest_tile_limit(fp32_accum: bool, dst_full_sync: bool = False) -> int:
     if fp32_accum:
         n //= 2
     return n
-
-
-def closest_divisor_with_padding(num: int, start: int) -> int:
-    """conv2d_utils.cpp ``find_closest_largest_divisor_with_num_padding``: the largest d <= start
-    such that padding ``num`` up to a multiple of d wastes less than one whole share."""
-    d = max(1, start)
-    while d > 1:
-        padded = round_up(num, d)
-        if padded - num < padded // d:
-            return d
-        d -= 1
-    return 1
 
 
 def closest_common_divisor(a: int, b: int, start: int) -> int:
