@@ -199,3 +199,24 @@ def test_params_are_not_modified(be):
 def test_every_graph_op_has_a_layer():
     from ttmodels.graph import OPS
     assert set(OPS) == set(LAYERS)
+
+
+def test_conv_on_dram_input_asks_for_the_l1_path():
+    """ttnn 0.81 auto-slices a conv whose input is in DRAM (output in DRAM) unless given
+    L1_FULL; the plan wants L1 shards out, so the layer must pass Op2DL1FullSliceConfig."""
+    import ttmodels
+    from ttmodels.backends import open_backend
+    from ttmodels.runtime import Executor
+    from ttmodels.weights import load_state_dict, prepare_parameters
+
+    spec = {"name": "stem", "inputs": {"x": {"channels": 3, "size": [32, 32]}},
+            "layers": [{"name": "c", "op": "conv2d", "out": 16, "kernel": 3, "padding": 1}]}
+    plan = ttmodels.plan(spec)
+    assert plan.layer("c").inputs[0].memory.buffer == "dram"
+    graph = plan.graph
+    with open_backend("sim") as be:
+        ex = Executor(plan, prepare_parameters(graph, load_state_dict("random", graph)), be)
+        with be.record() as calls:
+            ex.run({"x": torch.randn(1, 3, 32, 32)})
+    conv = [c for c in calls if c.name == "conv2d"]
+    assert conv and str(conv[0].kwargs["slice_config"]).endswith("L1_FULL,num_slices=0)")

@@ -49,13 +49,20 @@ def conv2d_config(tt, planned: PlannedLayer):
 
 
 def slice_config(tt, planned: PlannedLayer):
-    """``Op2DSliceConfig`` for a conv the plan runs DRAM-sliced (``config["slice"]``), else None.
+    """``Op2DSliceConfig`` for a conv the plan runs DRAM-sliced (``config["slice"]``); L1_FULL for
+    an unsliced conv reading a DRAM input; else None.
 
     ttnn 0.81.1: ``ttnn.Op2DSliceConfig(*, slice_type, num_slices)`` with ``slice_type`` one of
     ``ttnn.Op2DDRAMSliceHeight`` / ``ttnn.Op2DDRAMSliceWidth`` (aliases of
     ``Op2DSliceConfig.SliceTypeEnum.DRAMSliceHeight/DRAMSliceWidth``)."""
     sl = planned.config.get("slice")
     if not sl:
+        # ttnn 0.81 sends a conv whose input is in DRAM down its DRAM path (auto-sliced, output in
+        # DRAM: conv2d.cpp determine_conv2d_execution_path) unless told L1_FULL; the plan has such
+        # convs read their input into L1 shards and write L1 shards, so say so.
+        if (planned.inputs and planned.inputs[0].memory.buffer == "dram"
+                and hasattr(tt, "Op2DL1FullSliceConfig")):
+            return tt.Op2DL1FullSliceConfig
         return None
     kind = {"height": "Op2DDRAMSliceHeight", "width": "Op2DDRAMSliceWidth"}.get(sl.get("type"))
     if kind is None:
@@ -161,8 +168,9 @@ class Conv2d(Layer):
         if mc is not None:
             kwargs["memory_config"] = mc
         if self.slice_config is not None:
-            # conv2d_DRAM: the output is always DRAM interleaved; a memory_config is ignored
-            kwargs.pop("memory_config", None)
+            if self.config.get("slice"):
+                # conv2d_DRAM: the output is always DRAM interleaved; a memory_config is ignored
+                kwargs.pop("memory_config", None)
             kwargs["slice_config"] = self.slice_config
         out, (oh, ow), (w, b) = tt.conv2d(**kwargs)
         self.weight, self.bias, self.prepared = w, b, True
