@@ -100,3 +100,18 @@ def test_compare_marks_first_layer_below_threshold():
     line_b = next(line for line in text.splitlines() if line.startswith("b "))
     assert "first below" in line_b
     assert "first below" not in next(line for line in text.splitlines() if line.startswith("c "))
+
+
+def test_model_accepts_backend_tensors():
+    torch = pytest.importorskip("torch")
+    spec = {"name": "tiny2", "inputs": {"x": {"channels": 3, "size": [16, 16]}},
+            "layers": [{"name": "c", "op": "conv2d", "out": 16, "kernel": 3, "padding": 1,
+                        "act": "relu"},
+                       {"name": "p", "op": "max_pool2d", "kernel": 2, "stride": 2}]}
+    x = torch.randn(1, 3, 16, 16)
+    with ttmodels.build(spec, weights="random", backend="sim") as m:
+        want = m(x)
+        tx = m.executor.input_tensor("x", x)     # [1, 1, N*H*W, C] in the plan's input layout
+        got = m(tx)
+        assert torch.equal(got, want) and got.shape == (1, 16, 8, 8)
+        assert "tiny2" in m.summary() and "p" in m.summary()
