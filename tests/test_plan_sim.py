@@ -331,3 +331,31 @@ def test_resnet50_slices_only_where_l1_is_short(batch, sliced):
     plan = plan_graph(load_graph("resnet50", batch_size=batch))
     assert [l.name for l in plan.layers if l.config.get("slice")] == sliced
     assert check_plan(plan) == []
+
+
+@pytest.mark.parametrize("cout", [8, 24, 40])
+def test_pool_after_conv_with_channels_not_a_multiple_of_16(cout):
+    """pool2d pads its row-major output's channels to 16 (pool_op.cpp compute_output_specs): the
+    shard width is round_up(C, 16) while the logical shape keeps C; the sim's tensor carries that
+    padded shape, and the next conv takes it as is. Values match torch."""
+    spec = {"name": "pc", "inputs": {"x": {"channels": 3, "size": [16, 16]}},
+            "layers": [{"name": "c1", "op": "conv2d", "out": cout, "kernel": 3, "padding": 1},
+                       {"name": "mp", "op": "max_pool2d", "kernel": 2, "stride": 2},
+                       {"name": "c2", "op": "conv2d", "out": 16, "kernel": 3, "padding": 1}]}
+    g = load_graph(spec, batch_size=1)
+    plan = plan_graph(g)
+    assert check_plan(plan) == [] and edge_mismatches(plan) == []
+    mp = plan.layer("mp").output.memory
+    assert mp.memory_layout == HEIGHT and mp.shard_shape[1] == -(-cout // 16) * 16
+    outs = run_and_compare(plan)
+    t = outs["mp"]
+    assert list(t.shape)[-1] == cout and list(t.padded_shape)[-1] == -(-cout // 16) * 16
+    # against torch on the same (random) parameters, through conv -> pool -> conv
+    sd = W.load_state_dict("random", g)
+    x = _inputs(g)["x"]
+    y = torch.nn.functional.conv2d(x, sd["c1.weight"], sd.get("c1.bias"), padding=1)
+    y = torch.nn.functional.max_pool2d(y, 2, 2)
+    y = torch.nn.functional.conv2d(y, sd["c2.weight"], sd.get("c2.bias"), padding=1)
+    got = outs["c2"].to_torch().float().reshape(1, 8, 8, 16).permute(0, 3, 1, 2)
+    pcc = torch.corrcoef(torch.stack([got.flatten(), y.flatten()]))[0, 1]
+    assert pcc > 0.99, pcc

@@ -76,7 +76,8 @@ _RULE_LIST = [
          "BFLOAT8_B/BFLOAT4_B require Layout::TILE)"),
     Rule("tensor.shard_spec", "*",
          "a sharded tensor carries a shard spec whose shards cover the (tile padded) tensor: "
-         "height: cores*shard_h >= rows, shard_w == C; width: shard_h == rows, cores*shard_w >= C; "
+         "height: cores*shard_h >= rows, shard_w == C (a row-major pool2d output: round_up(C, 16), "
+         "its padded width); width: shard_h == rows, cores*shard_w >= C; "
          "block: grid_y*shard_h >= rows, grid_x*shard_w >= C",
          "ttnn/api/ttnn/tensor/memory_config/memory_config.cpp / tensor_spec.cpp: "
          "'Sharded memory config must have a shard spec', shard distribution validation "
@@ -531,6 +532,23 @@ def pool_output_memspec(pc: ParallelConfig, out_rows: int, c: int, *, out_tiled:
     return MemSpec(pc.kind, "l1", pc.grid, pc.num_cores, (sh, sw))
 
 
+def pool_output_padded_shape(mem: MemSpec, out_rows: int, c: int, *, out_tiled: bool) -> tuple[int, int, int, int]:
+    """pool2d's output padded (physical) shape; the logical shape stays [1, 1, out_rows, C]
+    (pool_op.cpp Pool2D::compute_output_specs, TensorLayout::fromPaddedShape): rows rounded to
+    cores_nhw (x32 for a TILE output); C rounded to 16, to cores_c * 16 when width/block
+    sharded, to cores_c * 32 for a TILE output -- so the shard width of
+    ``pool_output_memspec`` is exactly the padded C over cores_c."""
+    pc = pool_parallel_config_of(mem) if mem.sharded else ParallelConfig(mem.memory_layout, 1, (1, 1), 1, 1)
+    rows = round_up(out_rows, pc.cores_nhw * (TILE if out_tiled else 1))
+    if out_tiled:
+        cp = round_up(c, TILE * pc.cores_c)
+    elif mem.sharded and mem.memory_layout in (WIDTH, BLOCK):
+        cp = round_up(c, pc.cores_c * (TILE // 2))
+    else:
+        cp = round_up(c, TILE // 2)
+    return (1, 1, rows, cp)
+
+
 def shard_bytes(layout: TensorLayout, rows: int, c: int) -> int:
     """Bytes one core holds of this tensor (the whole tensor spread over banks if interleaved:
     then 0 L1 bytes per core for DRAM, and an even share for L1 interleaved)."""
@@ -583,7 +601,10 @@ def _tensor_checks(t: TensorLayout, shape: Shape4 | None, what: str) -> list[Vio
             sh, sw = m.shard_shape
             n = m.num_cores or m.grid[0] * m.grid[1]
             if m.memory_layout == HEIGHT:
-                ok = n * sh >= rows and sw >= c and sw == round_up(c, TILE if t.layout == TILE_LAYOUT else 1)
+                # A row-major tensor is C wide, or round_up(C, 16) when pool2d made it (its output
+                # padded shape, see pool_output_padded_shape); the layout alone does not say which.
+                ok = n * sh >= rows and (sw == round_up(c, TILE) if t.layout == TILE_LAYOUT
+                                         else sw in (c, round_up(c, TILE // 2)))
             elif m.memory_layout == WIDTH:
                 ok = sh >= rows and n * sw >= c
             else:

@@ -63,14 +63,15 @@ def _out_layout(op, inputs, attrs, requested: T.MemoryConfig | None, shapes):
 
 
 def _emit(data: torch.Tensor, dtype: T.DataType, layout: T.Layout, mem: MemSpec | T.MemoryConfig,
-          device, op: str, shape=None, owned: bool = False) -> SimTensor:
+          device, op: str, shape=None, owned: bool = False, padded_shape=None) -> SimTensor:
     """The op's output tensor, ``data`` rounded to ``dtype``; ``owned``: ``data`` is a fresh
-    result no other tensor shares, so it may be rounded in place."""
+    result no other tensor shares, so it may be rounded in place; ``padded_shape``: the op's own
+    physical shape when it pads beyond the layout's default."""
     mc = mem if isinstance(mem, T.MemoryConfig) else memory_config_of(mem)
     shape = tuple(shape) if shape is not None else tuple(data.shape)
-    validate_memory(shape, layout, dtype, mc, op, device)
+    validate_memory(shape, layout, dtype, mc, op, device, padded_shape)
     return SimTensor(quantize_(data, dtype) if owned else quantize(data, dtype), dtype, layout, mc,
-                     device, shape)
+                     device, shape, padded_shape)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -434,7 +435,9 @@ def _pool_finish(op, x, y_nchw, n, oh, ow, c, dtype, output_layout, memory_confi
              "device_grid": DEVICE_GRID}
     lay = _out_layout(op if op != "global_avg_pool" else op, [x], attrs, memory_config, [x._flat4()])
     owned = y.untyped_storage().data_ptr() != x._data.untyped_storage().data_ptr()
-    return _emit(y, dtype, output_layout, lay.memory, x._device, op, owned=owned)
+    from ... import rules
+    padded = rules.pool_output_padded_shape(lay.memory, rows, c, out_tiled=output_layout == T.Layout.TILE)
+    return _emit(y, dtype, output_layout, lay.memory, x._device, op, owned=owned, padded_shape=padded)
 
 
 def max_pool2d(input_tensor, batch_size, input_h, input_w, channels, kernel_size, stride, padding, dilation,

@@ -129,14 +129,18 @@ def memory_config_of(ms: MemSpec) -> T.MemoryConfig:
 class SimTensor:
     """A ttnn.Tensor stand-in. ``_data`` holds the logical values (float32, already quantized)."""
 
-    __slots__ = ("_data", "_shape", "dtype", "layout", "_memory_config", "_device", "_allocated",
-                 "_prep", "_cache", "_shared", "__weakref__")
+    __slots__ = ("_data", "_shape", "_padded", "dtype", "layout", "_memory_config", "_device",
+                 "_allocated", "_prep", "_cache", "_shared", "__weakref__")
 
     def __init__(self, data: torch.Tensor, dtype: T.DataType, layout: T.Layout,
                  memory_config: T.MemoryConfig | None = None, device: SimDevice | None = None,
-                 shape: tuple[int, ...] | None = None):
+                 shape: tuple[int, ...] | None = None, padded_shape: tuple[int, ...] | None = None):
         self._data = data
         self._shape = T.Shape(shape if shape is not None else data.shape)
+        # An op's own padded (physical) shape when it is not the layout's default, e.g. pool2d's
+        # row-major output whose channels are padded to 16 (pool_op.cpp compute_output_specs).
+        # Only the storage is padded: ``_data`` keeps the logical values.
+        self._padded = tuple(int(v) for v in padded_shape) if padded_shape is not None else None
         self.dtype = dtype
         self.layout = layout
         self._memory_config = memory_config or T.DRAM_MEMORY_CONFIG
@@ -156,6 +160,8 @@ class SimTensor:
 
     @property
     def padded_shape(self) -> T.Shape:
+        if self._padded is not None:
+            return T.Shape(self._padded)
         return T.Shape(padded_shape_of(tuple(self._shape), self.layout))
 
     def memory_config(self) -> T.MemoryConfig:
@@ -235,8 +241,9 @@ def _on_device(t, op: str, what: str = "input") -> SimTensor:
 
 
 def validate_memory(shape, layout: T.Layout, dtype: T.DataType, mc: T.MemoryConfig, op: str,
-                    device: SimDevice | None = None) -> None:
-    """Tensor-level facts a card enforces when a tensor is given a memory config."""
+                    device: SimDevice | None = None, padded_shape=None) -> None:
+    """Tensor-level facts a card enforces when a tensor is given a memory config; the shards
+    tile the physical shape (``padded_shape`` when the op pads beyond the layout's default)."""
     if dtype in (T.DataType.BFLOAT8_B, T.DataType.BFLOAT4_B) and layout != T.Layout.TILE:
         raise _violation("tensor.bfp_tile", f"{dtype_name(dtype)} needs TILE layout, got {layout.name}", op)
     if not mc.is_sharded():
@@ -257,7 +264,7 @@ def validate_memory(shape, layout: T.Layout, dtype: T.DataType, mc: T.MemoryConf
     if layout == T.Layout.TILE and (sh % TILE or sw % TILE):
         raise _violation("tensor.shard_tile", f"shard shape {ss.shape} of a TILE tensor must be a multiple "
                          "of the 32x32 tile", op)
-    padded = padded_shape_of(tuple(shape), layout)
+    padded = tuple(padded_shape) if padded_shape is not None else padded_shape_of(tuple(shape), layout)
     height = math.prod(padded[:-1]) if len(padded) > 1 else 1
     width = padded[-1] if padded else 1
     n = ss.num_cores()
