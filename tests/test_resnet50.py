@@ -23,7 +23,6 @@ def setup():
     feats = {}
     for s in STAGES:
         getattr(tv, s).register_forward_hook(lambda m, i, o, s=s: feats.__setitem__(s, o))
-    gen = torch.Generator().manual_seed(1)
     from ttmodels.weights import synthetic_images
     x = synthetic_images(2, 3, 224, 224, seed=123)
     with torch.no_grad():

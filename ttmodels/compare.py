@@ -35,7 +35,10 @@ def compare_layers(spec, *, weights="random", image=None, batch_size=1, input_si
     from .weights import load_state_dict, prepare_parameters
 
     graph = load_graph(spec, batch_size=batch_size, input_size=input_size, profile=profile)
-    (name, shape), = graph.inputs.items() if len(graph.inputs) == 1 else _multi_input(graph)
+    if len(graph.inputs) != 1:
+        from .errors import Error
+        raise Error(f"compare supports single-input graphs; '{graph.name}' has {list(graph.inputs)}")
+    (name, shape), = graph.inputs.items()
     if x is None:
         x = _image_batch(image, shape)
     sd = load_state_dict(weights, graph)
@@ -55,11 +58,6 @@ def compare_layers(spec, *, weights="random", image=None, batch_size=1, input_si
         return rows
     finally:
         be.close()
-
-
-def _multi_input(graph):
-    from .errors import Error
-    raise Error(f"compare supports single-input graphs; '{graph.name}' has {list(graph.inputs)}")
 
 
 def _image_batch(image, shape):

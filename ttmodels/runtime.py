@@ -151,16 +151,14 @@ class Executor:
             # An in-place op's output lives in one operand's buffer: that operand must not be
             # freed (on a card ttnn returns a new Tensor object sharing it, so identity with
             # ``out`` is no guide). When every output is kept, run out of place instead.
-            alias = None
-            if getattr(layer, "inplace", False):
-                if keep_all:
-                    layer.inplace = False
-                else:
-                    alias = args[layer.inplace_operand()]
+            inplace = getattr(layer, "inplace", False)
+            alias = args[layer.inplace_operand()] if inplace and not keep_all else None
             try:
+                if inplace and keep_all:
+                    layer.inplace = False
                 out = self._call(pl.name, pl.name, lambda: layer(args))
             finally:
-                if keep_all and getattr(layer, "config", {}).get("inplace"):
+                if inplace:
                     layer.inplace = True
             env[pl.name] = out
             for tmp in temps:
