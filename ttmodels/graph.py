@@ -105,9 +105,12 @@ class Node:
 # Canonical attributes of each op after parsing (all tuples fully expanded):
 #   conv2d:       in_channels, out_channels, kernel (kh, kw), stride (sh, sw),
 #                 padding (top, bottom, left, right), dilation (dh, dw), groups, bias (bool),
-#                 activation (None | "relu"), lowering ("conv2d" | "linear" | "auto")
-#   add, multiply: activation (None | "relu")   -- 2 inputs; either may be a constant
-#   relu:         {}
+#                 activation (None | canonical act of ttmodels.activations), lowering ("conv2d" | "linear" | "auto")
+#   add, multiply, subtract: activation (None | act)  -- 2 inputs; either may be a constant
+#   relu, relu6, sigmoid, ... (ttmodels.activations), identity: {} (leaky_relu: slope)
+#   batch_norm:   activation -- standalone BatchNorm2d (eval), params at ``Node.weights``
+#   slice:        start, stop -- channel slice [start, stop)
+#   adaptive_avg_pool2d: size (oh, ow)
 #   max_pool2d:   kernel, stride, padding (t, b, l, r), dilation, ceil_mode
 #   avg_pool2d:   kernel, stride, padding (t, b, l, r), ceil_mode, count_include_pad
 #   global_avg_pool: {}
@@ -115,8 +118,7 @@ class Node:
 #   upsample:     scale (sh, sw) ints, mode ("nearest" | "bilinear")
 #   concat:       {}  -- channel concat of >= 2 inputs with equal N, H, W
 #   pad:          padding (t, b, l, r), value (float)
-OPS = ("conv2d", "add", "multiply", "relu", "max_pool2d", "avg_pool2d", "global_avg_pool",
-       "linear", "upsample", "concat", "pad")
+from .ops import OPS  # noqa: E402  (the op vocabulary lives in ops.py)
 
 
 @dataclass

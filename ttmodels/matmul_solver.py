@@ -62,7 +62,7 @@ class MatmulConfig:
     transpose_mcast: bool
     fuse_batch: bool
     mcast_in0: bool
-    fused_activation: str | None          # "relu" | None
+    fused_activation: str | None          # canonical activation (ttmodels.activations) | None
     # --- the problem and what the config expects around it --------------------------------
     M: int
     K: int
@@ -216,8 +216,14 @@ def solve(M: int, K: int, N: int, *, grid: tuple[int, int] = (8, 8), fp32_accum:
             or any(isinstance(g, bool) or not isinstance(g, int) or g <= 0 for g in grid)):
         raise Error(f"matmul solver: grid must be two positive integers (x, y), got {grid!r}")
     grid = (int(grid[0]), int(grid[1]))
-    if activation not in (None, "relu"):
-        raise Error(f"matmul solver: activation must be None or 'relu', got {activation!r}")
+    if activation is not None:
+        from . import activations
+        try:
+            fuses = activations.get(activation).fuses_matmul
+        except ValueError as e:
+            raise Error(f"matmul solver: {e}") from None
+        if not fuses:
+            raise Error(f"matmul solver: matmul cannot fuse {activation!r}")
     if k_block_tiles is not None:
         _positive_int("k_block_tiles", k_block_tiles)
     if prefer is not None and prefer not in _PREFER_ALIASES:
@@ -369,10 +375,9 @@ def to_ttnn(tt, cfg: MatmulConfig):
               out_subblock_h=cfg.out_subblock_h, out_subblock_w=cfg.out_subblock_w,
               out_block_h=cfg.out_block_h, out_block_w=cfg.out_block_w,
               per_core_M=cfg.per_core_M, per_core_N=cfg.per_core_N, fuse_batch=cfg.fuse_batch)
-    if cfg.fused_activation == "relu":
-        kw["fused_activation"] = tt.UnaryWithParam(tt.UnaryOpType.RELU)
-    elif cfg.fused_activation is not None:
-        raise Error(f"unsupported fused activation {cfg.fused_activation!r}")
+    if cfg.fused_activation is not None:
+        from . import activations
+        kw["fused_activation"] = activations.matmul_activation(tt, cfg.fused_activation)
     if cfg.kind == KIND_1D:
         return tt.MatmulMultiCoreReuseMultiCast1DProgramConfig(**kw, mcast_in0=cfg.mcast_in0)
     if cfg.kind == KIND_2D:

@@ -33,7 +33,19 @@ from .errors import LayoutError
 from .graph import TILE, Graph, Node, TensorShape, round_up
 from .layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                      TensorLayout)
+from .ops import BINARY, UNARY
 from .plans import Adapter, Plan, PlannedLayer
+
+
+def plan_hook(op: str) -> str:
+    """The ``_Planner.plan_<hook>`` method that plans ``op`` (families share one)."""
+    if op in BINARY:
+        return "binary"
+    if op in UNARY:
+        return "unary"
+    if op in ("max_pool2d", "avg_pool2d", "global_avg_pool", "adaptive_avg_pool2d"):
+        return "pool"
+    return op
 
 BFP = ("bfloat8_b", "bfloat4_b")
 POOLS = ("max_pool2d", "avg_pool2d", "global_avg_pool")
@@ -107,7 +119,7 @@ class _Planner:
             if node.layout.kind in (HEIGHT, WIDTH, BLOCK) and node.layout.buffer == "dram":
                 raise LayoutError(f"policy {node.layout.kind} in dram: sharded activations live "
                                   "in L1", layer=node.name, rule="tensor.shard_l1")
-            fn = getattr(self, f"plan_{node.op}", None)
+            fn = getattr(self, f"plan_{plan_hook(node.op)}", None)
             if fn is None:
                 raise LayoutError(f"no planning rule for op '{node.op}'", layer=node.name)
             layer = fn(node)
@@ -413,17 +425,9 @@ class _Planner:
         return win
 
     # ---- pools -----------------------------------------------------------------------------
-    def plan_max_pool2d(self, node: Node) -> PlannedLayer:
-        return self.plan_pool(node)
-
-    def plan_avg_pool2d(self, node: Node) -> PlannedLayer:
-        return self.plan_pool(node)
-
-    def plan_global_avg_pool(self, node: Node) -> PlannedLayer:
-        return self.plan_pool(node)
 
     def consumers_need_tile(self, node: Node) -> bool:
-        return any(c.op in ("linear", "add", "multiply", "concat") or
+        return any(c.op in ("linear", "concat", "batch_norm") + BINARY or
                    c.precision.activations in BFP for c in self.g.consumers(node.name))
 
     def plan_pool(self, node: Node) -> PlannedLayer:
@@ -443,10 +447,15 @@ class _Planner:
         dtype = node.precision.activations
         out_layout = TILE_LAYOUT if (self.with_adapters and (self.consumers_need_tile(node) or
                                                              dtype in BFP)) else ROW_MAJOR
-        if not self.with_adapters:
+        if not self.with_adapters or node.op == "adaptive_avg_pool2d":
+            # adaptive_avg_pool2d has no dtype / output_layout arguments (0.81.1 signature)
             dtype = "bfloat16"
+        if node.op == "adaptive_avg_pool2d":
+            out_layout = ROW_MAJOR
         if node.op == "global_avg_pool":
             kernel = (in_shape.h, in_shape.w)
+        elif node.op == "adaptive_avg_pool2d":
+            kernel = tuple(-(-i // o) for i, o in zip((in_shape.h, in_shape.w), node.attrs["size"]))
         else:
             kernel = tuple(node.attrs["kernel"])
         attrs = {"output_layout": out_layout, "dtype": dtype,
@@ -474,19 +483,32 @@ class _Planner:
         return PlannedLayer(node, [x], out, est.total, config)
 
     # ---- eltwise ---------------------------------------------------------------------------
-    def plan_add(self, node: Node) -> PlannedLayer:
-        return self.plan_binary(node)
-
-    def plan_multiply(self, node: Node) -> PlannedLayer:
-        return self.plan_binary(node)
-
     def plan_binary(self, node: Node) -> PlannedLayer:
         ins = self.inputs_of(node)
         shapes = [self.flat[s] for s in node.inputs]
-        swap = node.inputs[0] in self.g.constants and node.inputs[1] not in self.g.constants
+        s0, s1 = (self.g.shape_of(i) if i not in self.g.constants else None for i in node.inputs)
+        # b is the operand that broadcasts: a constant, or a per-image vector [N, 1, 1, C]
+        swap = node.op in ("add", "multiply") and (
+            (node.inputs[0] in self.g.constants and node.inputs[1] not in self.g.constants)
+            or (s0 is not None and s1 is not None and s0 != s1 and s0.h == s0.w == 1))
         ia, ib = (1, 0) if swap else (0, 1)
         a, b = ins[ia], ins[ib]
-        if self.with_adapters:
+        sa, sb = (s1, s0) if swap else (s0, s1)
+        per_image = sa is not None and sb is not None and sa != sb and sa.n > 1
+        if self.with_adapters and per_image:
+            # [1,1,N*H*W,C] against [1,1,N,C] does not broadcast per image: the layer reshapes
+            # them to [N,1,H*W,C] and [N,1,1,C]; a TILE reshape that changes the tile padding
+            # copies and takes no sharded tensor (rules binary.reshape_broadcast)
+            why = "per-image broadcast reshapes its operands to [N, 1, H*W, C] / [N, 1, 1, C]"
+            if a.memory.sharded:
+                a = self.to_interleaved(node, ia, a, why)
+            if b.memory.sharded:
+                b = self.to_interleaved(node, ib, b, why)
+            if a.layout != TILE_LAYOUT:
+                a = self.to_tile(node, ia, a, "binary operands in TILE")
+            if b.layout != TILE_LAYOUT:
+                b = self.to_tile(node, ib, b, "binary operands in TILE")
+        if self.with_adapters and not per_image:
             if a.layout != TILE_LAYOUT and (a.memory.sharded or b.memory.sharded):
                 a = self.to_tile(node, ia, a, "binary_ng's row-major path takes no sharded tensors")
             if b.layout != TILE_LAYOUT and (a.memory.sharded or b.memory.sharded):
@@ -510,7 +532,7 @@ class _Planner:
                                    f"shard specs differ ({a.memory.short()} vs {b.memory.short()}); "
                                    f"moving b costs {cost_b} B <= {cost_a} B; same spec = native "
                                    "L1-sharded binary_ng")
-        req = self.requested_memory(node, node.shape.rows, node.shape.c)
+        req = None if per_image else self.requested_memory(node, node.shape.rows, node.shape.c)
         dtype = node.precision.activations if self.with_adapters else a.dtype
         attrs = {"dtype": dtype, "out_shape": _flat(node.shape)}
         out = R.output_layout(node.op, [a, b], attrs, req, [shapes[ia], shapes[ib]])
@@ -518,9 +540,10 @@ class _Planner:
         received[ia], received[ib] = a, b
         est = l1m.eltwise_l1(inputs=[(a, *self.rc(node.inputs[ia])), (b, *self.rc(node.inputs[ib]))],
                              out_layout=out, out_rows=node.shape.rows, c=node.shape.c)
-        inplace = False
-        if self.with_adapters and est.total > self.budget:
-            if self.inplace_blocker(node, ia, a, shapes[ia], dtype, req) is not None and \
+        inplace, blocker = False, "per-image broadcast" if per_image else None
+        if self.with_adapters and est.total > self.budget and not per_image:
+            if node.op != "subtract" and \
+                    self.inplace_blocker(node, ia, a, shapes[ia], dtype, req) is not None and \
                     self.inplace_blocker(node, ib, b, shapes[ib], dtype, req) is None:
                 # add/multiply commute: write into the operand nothing else reads
                 ia, ib, a, b, swap = ib, ia, b, a, not swap
@@ -539,7 +562,8 @@ class _Planner:
         native = R.is_native_binary_sharding(a, b, out.memory, shapes[ia], shapes[ib])
         config = {"swap_operands": swap, "dtype": dtype, "memory_config": req,
                   "native_l1_sharding": native,
-                  "broadcast": "row_b" if shapes[ib] != shapes[ia] else None,
+                  "broadcast": "per_image" if per_image else (
+                      "row_b" if shapes[ib] != shapes[ia] else None),
                   "activation": node.attrs.get("activation"), "l1_parts": est.parts}
         if inplace:
             config["inplace"] = True
@@ -575,17 +599,46 @@ class _Planner:
             return f"{src} is read by other layers too"
         return None
 
-    def plan_relu(self, node: Node) -> PlannedLayer:
+    def plan_unary(self, node: Node) -> PlannedLayer:
         x = self.layouts[node.inputs[0]]
         want = node.precision.activations
         if self.with_adapters and x.dtype != want:
             after = replace(x, dtype=want, layout=TILE_LAYOUT if want in BFP else x.layout)
             kind = "typecast" if x.layout == TILE_LAYOUT else "to_layout"
             x = self.adapt(node, 0, x, kind, after,
-                           f"relu has no dtype argument: {x.dtype} -> {want} before it")
-        out = R.output_layout("relu", [x], {}, None, [self.flat[node.inputs[0]]])
+                           f"{node.op} has no dtype argument: {x.dtype} -> {want} before it")
+        out = R.output_layout(node.op, [x], {}, None, [self.flat[node.inputs[0]]])
         rows, c = self.rc(node.inputs[0])
         est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=rows, c=c)
+        return PlannedLayer(node, [x], out, est.total, {"l1_parts": est.parts})
+
+    def plan_batch_norm(self, node: Node) -> PlannedLayer:
+        """x * scale + shift with [1, 1, 1, C] TILE constants in L1 (rules batch_norm.as_binary):
+        binary_ng broadcasts them over x's rows whatever x's sharding (binary.broadcast)."""
+        x = self.layouts[node.inputs[0]]
+        if self.with_adapters and x.layout != TILE_LAYOUT:
+            x = self.to_tile(node, 0, x, "binary operands in TILE (the constants are TILE)")
+        rows, c = self.rc(node.inputs[0])
+        const = TensorLayout(MemSpec(INTERLEAVED, "l1"), TILE_LAYOUT, "bfloat16")
+        dtype = node.precision.activations if self.with_adapters else x.dtype
+        attrs = {"dtype": dtype, "out_shape": _flat(node.shape)}
+        out = R.output_layout("batch_norm", [x, const], attrs, None,
+                              [self.flat[node.inputs[0]], (1, 1, 1, c)])
+        est = l1m.eltwise_l1(inputs=[(x, rows, c), (const, 1, c)], out_layout=out, out_rows=rows,
+                             c=c)
+        return PlannedLayer(node, [x], out, est.total,
+                            {"dtype": dtype, "constant_memory": const.memory,
+                             "constant_dtype": const.dtype,
+                             "activation": node.attrs.get("activation"), "l1_parts": est.parts})
+
+    def plan_slice(self, node: Node) -> PlannedLayer:
+        x = self.layouts[node.inputs[0]]
+        if self.with_adapters and x.memory.sharded:
+            x = self.to_interleaved(node, 0, x, "slice takes interleaved tensors")
+        out = R.output_layout("slice", [x], {}, None, [self.flat[node.inputs[0]]])
+        rows, c = self.rc(node.inputs[0])
+        est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=rows,
+                             c=node.shape.c)
         return PlannedLayer(node, [x], out, est.total, {"l1_parts": est.parts})
 
     # ---- linear ----------------------------------------------------------------------------

@@ -12,8 +12,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Callable, Mapping
 
+from . import activations
 from .errors import Error, WeightsError
 from .graph import Constant, Graph, Node
+from .ops import BINARY, OPS, UNARY, unary_activation
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -53,6 +55,10 @@ def node_parameters(node: Node) -> dict[str, tuple[int, ...]]:
         out[f"{p}.weight"] = (int(a["out_features"]), int(a["in_features"]))
         if a.get("bias"):
             out[f"{p}.bias"] = (int(a["out_features"]),)
+    elif node.op == "batch_norm":
+        p = _need_prefix(node)
+        for s in BN_PARAMS:
+            out[f"{p}.{s}"] = (int(node.shape.c),)
     return out
 
 
@@ -76,7 +82,9 @@ def expected_parameters(graph: Graph) -> dict[str, tuple[int, ...]]:
 
 def optional_keys(graph: Graph) -> set[str]:
     """Keys that may be present in a state dict without being used (BN's num_batches_tracked)."""
-    return {f"{n.bn}.{s}" for n in graph.nodes if n.op == "conv2d" and n.bn for s in BN_IGNORED}
+    bns = [n.bn for n in graph.nodes if n.op == "conv2d" and n.bn]
+    bns += [n.weights for n in graph.nodes if n.op == "batch_norm" and n.weights]
+    return {f"{b}.{s}" for b in bns for s in BN_IGNORED}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -223,7 +231,7 @@ class ReferenceModel:
         op, a = node.op, node.attrs
         if op not in _KNOWN_OPS:
             raise Error(f"layer '{node.name}': op '{op}' has no reference implementation")
-        if op in ("add", "multiply"):
+        if op in BINARY:
             if len(node.inputs) != 2:
                 raise Error(f"layer '{node.name}': {op} takes 2 inputs, got {len(node.inputs)}")
             n0, n1 = node.inputs
@@ -232,7 +240,7 @@ class ReferenceModel:
                 raise Error(f"layer '{node.name}': both operands are constants")
             x0 = self.operand(n0, env, like=env[act])
             x1 = self.operand(n1, env, like=env[act])
-            y = x0 + x1 if op == "add" else x0 * x1
+            y = x0 + x1 if op == "add" else (x0 * x1 if op == "multiply" else x0 - x1)
             return _activation(y, a.get("activation"), node)
         if op == "concat":
             return torch.cat([self.operand(n, env) for n in node.inputs], dim=1)
@@ -242,8 +250,18 @@ class ReferenceModel:
             if node.bn:
                 y = self.batch_norm(node, y)
             return _activation(y, a.get("activation"), node)
-        if op == "relu":
-            return F.relu(x)
+        if op in UNARY:
+            return _activation(x, unary_activation(op, a), node)
+        if op == "batch_norm":
+            bn = node.weights
+            y = F.batch_norm(x, self.params[f"{bn}.running_mean"], self.params[f"{bn}.running_var"],
+                             self.params[f"{bn}.weight"], self.params[f"{bn}.bias"],
+                             training=False, eps=BN_EPS)
+            return _activation(y, a.get("activation"), node)
+        if op == "slice":
+            return x[:, a["start"]:a["stop"]]
+        if op == "adaptive_avg_pool2d":
+            return F.adaptive_avg_pool2d(x, tuple(a["size"]))
         if op in ("max_pool2d", "avg_pool2d"):
             y = _max_pool(x, a) if op == "max_pool2d" else _avg_pool(x, a)
             # With explicit padding, ceil_mode may add a window that starts in the right/bottom
@@ -271,17 +289,14 @@ class ReferenceModel:
         raise AssertionError(op)  # pragma: no cover
 
 
-_KNOWN_OPS = frozenset(("conv2d", "add", "multiply", "relu", "max_pool2d", "avg_pool2d",
-                        "global_avg_pool", "linear", "upsample", "concat", "pad"))
+_KNOWN_OPS = frozenset(OPS)
 
 
 def _activation(y, act, node: Node):
-    if act is None:
-        return y
-    if act == "relu":
-        import torch.nn.functional as F
-        return F.relu(y)
-    raise Error(f"layer '{node.name}': activation '{act}' is not supported")
+    try:
+        return activations.torch_apply(act, y)
+    except ValueError as e:
+        raise Error(f"layer '{node.name}': {e}") from None
 
 
 def _max_pool(x, a):

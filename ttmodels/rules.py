@@ -22,6 +22,7 @@ from .errors import LayoutError
 from .graph import TILE, round_up
 from .layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                      TensorLayout)
+from .ops import BINARY, OPS, POOLS, UNARY
 
 Shape4 = tuple[int, int, int, int]
 
@@ -66,6 +67,14 @@ _TENSOR = "ttnn/api/ttnn/tensor/tensor_spec.cpp"
 _LAYOUT = "ttnn/api/ttnn/tensor/layout/tensor_layout.cpp"
 _TENSOR_CPP = "ttnn/cpp/ttnn/tensor/tensor.cpp"
 _PC = "ttnn/cpp/ttnn/operations/matmul/device/config/matmul_program_config.cpp"
+
+_UNARY_H = "ttnn/cpp/ttnn/operations/eltwise/unary/unary.hpp"
+_UNARY_OP = "ttnn/cpp/ttnn/operations/eltwise/unary/device/unary_device_operation.cpp"
+_RESHAPE = "ttnn/cpp/ttnn/operations/data_movement/reshape_view/reshape.cpp"
+_SLICE = "ttnn/cpp/ttnn/operations/data_movement/slice/device/slice_device_operation.cpp"
+_BN = "ttnn/cpp/ttnn/operations/normalization/batch_norm/device/batch_norm_device_operation.cpp"
+_BIN_OPS = "|".join(BINARY)
+_UN_OPS = "|".join(UNARY)
 
 _RULE_LIST = [
     # --- any tensor -------------------------------------------------------------------------
@@ -153,28 +162,28 @@ _RULE_LIST = [
          f"{_CONV2D}: Conv2dSliceAttr::get_input_memory_config (' Conv2D DRAM Slicing must have a "
          "shard layout set.'); conv2d_DRAM ('Conv2D DRAM slicing doesn't support "
          "override_output_sharding_config.')"),
-    # --- binary_ng (add, multiply) ----------------------------------------------------------
-    Rule("binary.layout", "add|multiply",
+    # --- binary_ng (add, multiply, subtract) ------------------------------------------------
+    Rule("binary.layout", _BIN_OPS,
          "operands must be TILE or ROW_MAJOR, and the ROW_MAJOR path does not take sharded tensors",
          f"{_BNG}: BinaryNgDeviceOperation::validate_on_program_cache_miss ('First/Second operand "
          "to eltwise binary must have TILE or ROW_MAJOR layout'; 'Row-major binary_ng path does "
          "not support sharded tensors yet')"),
-    Rule("binary.memory", "add|multiply",
+    Rule("binary.memory", _BIN_OPS,
          "each operand is either sharded or interleaved; sharded and interleaved operands may be "
          "mixed (0.81 has no shard-spec equality check: mismatches run on the TensorAccessor path)",
          f"{_BNG}: BinaryNgDeviceOperation::validate_on_program_cache_miss ('LHS/RHS operand must "
          "be either sharded or interleaved')"),
-    Rule("binary.broadcast", "add|multiply",
+    Rule("binary.broadcast", _BIN_OPS,
          "shapes broadcast numpy-style (each dim equal or 1); a [1,1,1,C] operand broadcasts over "
          "the rows of a sharded a (0.81 dropped the old 'Cannot broadcast sharded tensors on dims "
          "other than W' check)",
          f"{_BNG}: BinaryNgDeviceOperation::validate_on_program_cache_hit ('Broadcasting rule "
          "violation at dimension index {} ...')"),
-    Rule("binary.dtype_out", "add|multiply",
+    Rule("binary.dtype_out", _BIN_OPS,
          "the output dtype is the dtype argument (default: input a's dtype); binary ops convert on "
          "their own, no typecast needed",
          f"{_BNG}: operation_attributes_t::get_dtype (dtype.value_or(input_dtype))"),
-    Rule("binary.output_tensor", "add|multiply",
+    Rule("binary.output_tensor", _BIN_OPS,
          "an in-place binary op (output_tensor=a, as ttnn.add_) writes into a, whose spec becomes "
          "the output spec: a must have the broadcast output shape (b broadcasts, never a), the "
          "dtype argument (if any) must be a's dtype, and a requested memory_config must be a's",
@@ -183,17 +192,37 @@ _RULE_LIST = [
          "spec), validate_on_program_cache_miss ('If both output dtype and output tensor provided "
          "dtype should match'); BinaryNgDeviceOperation::invoke (memory_config.value_or(output "
          "tensor's))"),
-    Rule("binary.native_sharding", "add|multiply",
+    Rule("binary.native_sharding", _BIN_OPS,
          "the native L1-sharded kernels run only when a and b have the same shape and the same "
          "memory config (same shard spec), evenly sharded, all L1, and the output is sharded on "
          "the same grid; otherwise binary_ng reads shards through TensorAccessor (slower)",
          f"{_BNG_U}: is_native_L1_sharding", kind="perf"),
     # --- unary ------------------------------------------------------------------------------
-    Rule("relu.dtype", "relu",
-         "ttnn.relu has no dtype argument: the output dtype is the input dtype",
-         "ttnn/cpp/ttnn/operations/eltwise/unary/unary.hpp: relu signature (input_tensor, "
-         "memory_config, output_tensor, sub_core_grids); unary_device_operation.cpp: "
-         "compute_output_specs"),
+    Rule("relu.dtype", _UN_OPS,
+         "ttnn's eltwise unary ops (relu, relu6, sigmoid, silu, ..., identity) have no dtype "
+         "argument: the output dtype is the input dtype, the memory config the input's unless given",
+         f"{_UNARY_H}: relu/sigmoid/silu/... signatures (input_tensor, memory_config, output_tensor, "
+         f"sub_core_grids; nanobind signatures of 0.81.1); {_UNARY_OP}: compute_output_specs"),
+    Rule("binary.reshape_broadcast", _BIN_OPS,
+         "a per-image operand [N,1,1,C] against [N,H,W,C] with N > 1 needs both as 4-D tensors "
+         "([N,1,H*W,C] and [N,1,1,C]): the flat [1,1,N*H*W,C] convention does not broadcast per "
+         "image. ttnn.reshape of a TILE tensor whose tile padding changes copies the data and does "
+         "not take sharded tensors, so both operands are interleaved when N > 1",
+         f"{_RESHAPE}: reshape (reshape_tiled / PerformView only when the padded shape is "
+         f"unchanged); {_BNG}: validate_on_program_cache_hit (broadcast per dimension)"),
+    # --- batch_norm, slice --------------------------------------------------------------------
+    Rule("batch_norm.as_binary", "batch_norm",
+         "a standalone eval BatchNorm runs on the NHWC activation as x * scale + shift with "
+         "per-channel [1,1,1,C] TILE constants (ttnn.batch_norm wants NCHW [N,C,H,W]; NHWC data "
+         "would need two permutes), so it follows the binary_ng rules; after a conv it is folded "
+         "into the conv's weights instead",
+         f"{_BNG}: validate_on_program_cache_miss / broadcast rules (as binary.*); "
+         f"{_BN}: BatchNormOperation (NCHW [N,C,H,W] input, not used)"),
+    Rule("slice.memory", "slice",
+         "ttnn.slice with starts/ends/steps works on interleaved tensors (row-major: any start; TILE: "
+         "tile-aligned or padded path); sharded inputs are moved to interleaved first",
+         f"{_SLICE}: SliceDeviceOperation::validate (sharded slice only for specific row-major "
+         "height-sharded cases)"),
     # --- pools ------------------------------------------------------------------------------
     Rule("pool.memory", "max_pool2d|avg_pool2d|global_avg_pool",
          "the input is HEIGHT/WIDTH/BLOCK sharded in L1, or interleaved (pool2d then shards it "
@@ -275,8 +304,7 @@ _RULE_LIST = [
 
 RULES: dict[str, Rule] = {r.id: r for r in _RULE_LIST}
 
-GRAPH_OPS = ("conv2d", "add", "multiply", "relu", "max_pool2d", "avg_pool2d", "global_avg_pool",
-             "linear", "upsample", "concat", "pad")
+GRAPH_OPS = OPS
 ADAPTER_OPS = ("to_memory_config", "sharded_to_interleaved", "interleaved_to_sharded", "reshard",
                "to_layout", "typecast")
 BFP = ("bfloat8_b", "bfloat4_b")
@@ -650,7 +678,7 @@ def advise(op: str, inputs: list[TensorLayout | None], attrs: dict, output: MemS
     shapes = list(shapes) if shapes is not None else [None] * len(inputs)
     shapes += [None] * (len(inputs) - len(shapes))
     vs = []
-    if op in ("add", "multiply") and len(inputs) == 2 and all(t is not None for t in inputs):
+    if op in BINARY and len(inputs) == 2 and all(t is not None for t in inputs):
         a, b = inputs
         out = output or a.memory
         if (a.memory.sharded or b.memory.sharded) and not is_native_binary_sharding(
@@ -773,7 +801,14 @@ def _c_binary(inputs, attrs, output, shapes):
         vs.append(_v("binary.layout",
                      "row-major operand with sharded tensors: binary_ng's row-major path does not "
                      "support sharded tensors"))
-    if b is not None and shapes[0] is not None and len(shapes) > 1 and shapes[1] is not None:
+    if attrs.get("broadcast") == "per_image":
+        # the layer reshapes both operands to 4-D first (binary.reshape_broadcast)
+        for t in tensors:
+            if t.memory.sharded:
+                vs.append(_v("binary.reshape_broadcast",
+                             f"per-image broadcast operand {t.memory.short()}: the reshape to 4-D "
+                             "takes no sharded tensor"))
+    elif b is not None and shapes[0] is not None and len(shapes) > 1 and shapes[1] is not None:
         for da, db in zip(shapes[0], shapes[1]):
             if not (da == db or da == 1 or db == 1):
                 vs.append(_v("binary.broadcast", f"shapes {shapes[0]} and {shapes[1]} do not broadcast"))
@@ -939,9 +974,21 @@ def _c_tmc(inputs, attrs, output, shapes):
     return []
 
 
+def _c_slice(inputs, attrs, output, shapes):
+    x = inputs[0]
+    if x is not None and x.memory.sharded:
+        return [_v("slice.memory", f"slice input {x.memory.short()}: slice takes interleaved tensors")]
+    return []
+
+
+def _c_batch_norm(inputs, attrs, output, shapes):
+    return _c_binary(inputs, attrs, output, shapes)
+
+
 _CHECKS = {
-    "conv2d": _c_conv, "add": _c_binary, "multiply": _c_binary, "relu": _c_relu,
+    "conv2d": _c_conv, **{op: _c_binary for op in BINARY}, **{op: _c_relu for op in UNARY},
     "max_pool2d": _c_pool, "avg_pool2d": _c_pool, "global_avg_pool": _c_pool,
+    "adaptive_avg_pool2d": _c_pool, "slice": _c_slice, "batch_norm": _c_batch_norm,
     "linear": _c_linear, "upsample": _c_upsample, "concat": _c_concat, "pad": _c_pad,
     "interleaved_to_sharded": _c_i2s, "sharded_to_interleaved": _c_s2i, "reshard": _c_reshard,
     "to_layout": _c_to_layout, "typecast": _c_typecast, "to_memory_config": _c_tmc,
@@ -954,12 +1001,12 @@ def _out_shape(op: str, attrs: dict, shapes: list[Shape4 | None]) -> tuple[int, 
     if attrs.get("out_shape") is not None:
         return _rows_c(tuple(attrs["out_shape"]))
     if shapes and shapes[0] is not None:
-        if op in ("add", "multiply") and len(shapes) > 1 and shapes[1] is not None:
+        if op in BINARY + ("batch_norm",) and len(shapes) > 1 and shapes[1] is not None:
             return _rows_c(tuple(max(a, b) for a, b in zip(shapes[0], shapes[1])))
         if op == "concat":
             s = [x for x in shapes if x is not None]
             return (s[0][0] * s[0][1] * s[0][2], sum(x[3] for x in s))
-        if op in ("relu",) + ADAPTER_OPS:
+        if op in UNARY + ADAPTER_OPS:
             return _rows_c(shapes[0])
     return None
 
@@ -1005,7 +1052,7 @@ def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
         else:
             mem = x.memory if x is not None else MemSpec()
         return TensorLayout(mem, attrs.get("output_layout", TILE_LAYOUT), dtype)
-    if op in ("max_pool2d", "avg_pool2d", "global_avg_pool"):
+    if op in POOLS:
         out_layout = attrs.get("output_layout", ROW_MAJOR)
         if requested is not None:
             mem = requested
@@ -1018,13 +1065,19 @@ def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
         else:
             mem = x.memory if x is not None else MemSpec()
         return TensorLayout(mem, out_layout, attrs.get("dtype") or "bfloat16")
-    if op in ("add", "multiply"):
+    if op in BINARY + ("batch_norm",):
         a = x
         mem = requested if requested is not None else fit(a.memory, a.layout)
         return TensorLayout(mem, a.layout, dtype)
-    if op in ("relu", "upsample"):
+    if op in UNARY:
+        # same shape: the input's memory config as it is (unary compute_output_specs)
+        return TensorLayout(requested if requested is not None else x.memory, x.layout, dtype_in)
+    if op == "upsample":
         mem = requested if requested is not None else (fit(x.memory, x.layout) if x.memory.sharded
                                                        else x.memory)
+        return TensorLayout(mem, x.layout, dtype_in)
+    if op == "slice":
+        mem = requested if requested is not None else x.memory
         return TensorLayout(mem, x.layout, dtype_in)
     if op == "pad":
         # pad.cpp pad_impl: memory_config.value_or(input's), shard spec *not* refitted to the

@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import activations as A
 from . import expr as E
 from . import registry
 from ._yaml import YList, YMap
 from .errors import SpecError
+from .ops import BINARY, SPEC_FIELDS, UNARY
 from .graph import (BUFFERS, DTYPES, LAYOUT_KINDS, MATH_FIDELITIES, OPS, Constant, Graph,
                     LayoutPolicy, Node, Precision, SourceLoc, TensorShape)
 
@@ -46,22 +48,8 @@ LAYOUT_FIELDS = ("kind", "buffer", "grid")
 COMMON = ("name", "op", "in", "when", "repeat", "first", "layout", "precision", "doc")
 STRUCTURAL = ("name", "op", "block", "when", "repeat", "first", "doc")
 INSTANCE = ("name", "block", "in", "when", "repeat", "first", "layout", "precision", "scope", "doc")
-OP_FIELDS = {
-    "conv2d": ("out", "kernel", "stride", "padding", "dilation", "groups", "bias", "act", "bn",
-               "lowering", "weights", "in_channels"),
-    "add": ("act",),
-    "multiply": ("act",),
-    "relu": (),
-    "max_pool2d": ("kernel", "stride", "padding", "dilation", "ceil_mode"),
-    "avg_pool2d": ("kernel", "stride", "padding", "ceil_mode", "count_include_pad"),
-    "global_avg_pool": (),
-    "linear": ("out", "bias", "act", "weights", "in_features"),
-    "upsample": ("scale", "size_of", "mode"),
-    "concat": (),
-    "pad": ("padding", "value"),
-}
+OP_FIELDS = SPEC_FIELDS            # ttmodels/ops.py: the op vocabulary, in one place
 assert set(OP_FIELDS) == set(OPS)
-ACTIVATIONS = (None, "relu")
 _MISSING = object()
 
 
@@ -383,6 +371,18 @@ class _Fields:
             shown = ", ".join("null" if c is None else str(c) for c in choices)
             raise self.fail(f"invalid {k} {v!r}{_suggest(v, choices)}; expected one of {shown}", k)
         return v
+
+    def act(self, k="act"):
+        """An activation (``ttmodels.activations``): a name, ``"leaky_relu(0.2)"`` or a mapping."""
+        v = self.raw(k, None)
+        if isinstance(v, YMap):
+            v = dict(v)
+        try:
+            return A.parse(v)
+        except ValueError as e:
+            word = v if isinstance(v, str) else None
+            raise self.fail(f"invalid {k} {v!r}: {e}{_suggest(word, A.NAMES) if word else ''}",
+                            k) from None
 
     def name(self, k, default=_MISSING):
         v = self.raw(k, default)
@@ -1000,7 +1000,8 @@ class _Compiler:
     # ---- ops ------------------------------------------------------------------------------
     def tensor_shape(self, f: _Fields, t: str, op: str) -> TensorShape:
         if t in self.constants:
-            raise f.fail(f"constant '{t}' cannot be an input of {op} (only of add/multiply)", "in")
+            raise f.fail(f"constant '{t}' cannot be an input of {op} (only of "
+                         f"{'/'.join(BINARY)})", "in")
         return self.shapes[t]
 
     def make_op(self, ctx: _Ctx, f: _Fields, name: str, op: str, ins: list[str]) -> str:
@@ -1008,7 +1009,7 @@ class _Compiler:
         if len(self.nodes) >= MAX_GRAPH_NODES:
             raise f.fail(f"the graph has more than {MAX_GRAPH_NODES} layers")
         n_in = len(ins)
-        if op in ("add", "multiply"):
+        if op in BINARY:
             if n_in != 2:
                 raise f.fail(f"{op} takes 2 inputs, got {n_in}", "in")
         elif op == "concat":
@@ -1044,7 +1045,7 @@ class _Compiler:
                              "groups 1 and dilation 1", "lowering")
             attrs = dict(in_channels=x.c, out_channels=out, kernel=k, stride=s, padding=p,
                          dilation=d, groups=g, bias=f.bool("bias", False),
-                         activation=f.choice("act", ACTIVATIONS, None), lowering=lowering)
+                         activation=f.act(), lowering=lowering)
             shape = TensorShape(x.n, oh, ow, out)
             weights = ctx.prefix + f.name("weights", name)
             b = f.name("bn", None)
@@ -1059,10 +1060,10 @@ class _Compiler:
                 raise f.fail(f"channel mismatch: in_features is {f.int('in_features')} but "
                              f"'{ins[0]}' has {x.c} channels", "in_features")
             attrs = dict(in_features=x.c, out_features=out, bias=f.bool("bias", True),
-                         activation=f.choice("act", ACTIVATIONS, None))
+                         activation=f.act())
             shape = TensorShape(x.n, 1, 1, out)
             weights = ctx.prefix + f.name("weights", name)
-        elif op in ("add", "multiply"):
+        elif op in BINARY:
             a_c, b_c = (t in self.constants for t in ins)
             if a_c and b_c:
                 raise f.fail(f"{op} of two constants", "in")
@@ -1076,12 +1077,51 @@ class _Compiler:
                     raise f.fail(f"channel mismatch: {op} of '{ins[0]}' ({sa.c} channels) and "
                                  f"'{ins[1]}' ({sb.c} channels)", "in")
                 if sa != sb:
-                    raise f.fail(f"shape mismatch: {op} of '{ins[0]}' {sa} and '{ins[1]}' {sb} "
-                                 "(NHWC)", "in")
-                shape = sa
-            attrs = dict(activation=f.choice("act", ACTIVATIONS, None))
-        elif op == "relu":
-            shape, attrs = self.tensor_shape(f, ins[0], op), {}
+                    # numpy broadcasting of one per-image vector [N, 1, 1, C] (the SE gate)
+                    big, small = (sa, sb) if sb.h == sb.w == 1 else (sb, sa)
+                    if not (small.h == small.w == 1 and small.n == big.n):
+                        raise f.fail(f"shape mismatch: {op} of '{ins[0]}' {sa} and '{ins[1]}' {sb} "
+                                     "(NHWC): shapes must be equal, or one [N, 1, 1, C] (per-image "
+                                     "vector, e.g. a global pool) with the other's N and C", "in")
+                    if op == "subtract" and big is sb:
+                        raise f.fail(f"subtract broadcasts its second operand only: '{ins[0]}' "
+                                     f"{sa} is smaller than '{ins[1]}' {sb}", "in")
+                    shape = big
+                else:
+                    shape = sa
+            attrs = dict(activation=f.act())
+        elif op in UNARY:
+            shape = self.tensor_shape(f, ins[0], op)
+            d = A.ACTIVATIONS.get(op)
+            attrs = {}
+            if d is not None and d.param is not None:
+                v = f.get(d.param, d.default)
+                if isinstance(v, bool) or not isinstance(v, (int, float)):
+                    raise f.fail(f"'{d.param}' must be a number, got {v!r}", d.param)
+                attrs[d.param] = float(v)
+        elif op == "batch_norm":
+            shape = self.tensor_shape(f, ins[0], op)
+            attrs = dict(activation=f.act())
+            weights = ctx.prefix + f.name("weights", name)
+        elif op == "slice":
+            x = self.tensor_shape(f, ins[0], op)
+            ch = f.get("channels")
+            if not (isinstance(ch, list) and len(ch) == 2 and all(_is_int(v) for v in ch)):
+                raise f.fail(f"'channels' must be [start, stop] (integers), got {ch!r}", "channels")
+            lo, hi = ch
+            if not 0 <= lo < hi <= x.c:
+                raise f.fail(f"channels [{lo}, {hi}] must satisfy 0 <= start < stop <= {x.c} "
+                             f"(the channels of '{ins[0]}')", "channels")
+            attrs = dict(start=int(lo), stop=int(hi))
+            shape = TensorShape(x.n, x.h, x.w, hi - lo)
+        elif op == "adaptive_avg_pool2d":
+            x = self.tensor_shape(f, ins[0], op)
+            oh, ow = f.pair("size")
+            if oh > x.h or ow > x.w:
+                raise f.fail(f"adaptive_avg_pool2d size [{oh}, {ow}] is larger than the input "
+                             f"{x.h}x{x.w} of '{ins[0]}'", "size")
+            attrs = dict(size=(oh, ow))
+            shape = TensorShape(x.n, oh, ow, x.c)
         elif op == "global_avg_pool":
             x = self.tensor_shape(f, ins[0], op)
             shape, attrs = TensorShape(x.n, 1, 1, x.c), {}

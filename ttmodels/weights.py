@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from . import activations
 from .errors import WeightsError
 from .graph import Graph
 from .reference import (BN_EPS, ReferenceModel, constant_tensor, expected_parameters,
@@ -528,6 +529,13 @@ def random_state_dict(graph: Graph, *, seed: int = 0, calibrate: bool = True,
                 sd[f"{node.bn}.bias"] = 0.1 * torch.randn(o, generator=g)
                 sd[f"{node.bn}.running_mean"] = torch.zeros(o)
                 sd[f"{node.bn}.running_var"] = torch.ones(o)
+        elif node.op == "batch_norm":
+            o = node.shape.c
+            bn = node.weights
+            sd[f"{bn}.weight"] = 0.5 + 0.5 * torch.rand(o, generator=g)
+            sd[f"{bn}.bias"] = 0.1 * torch.randn(o, generator=g)
+            sd[f"{bn}.running_mean"] = torch.zeros(o)
+            sd[f"{bn}.running_var"] = torch.ones(o)
         elif node.op == "linear":
             p = node.weights
             out_f, in_f = expected[f"{p}.weight"]
@@ -569,9 +577,13 @@ def _calibrate(graph: Graph, sd: dict, *, seed: int, batch: int) -> None:
                     y = model.batch_norm(node, y)
                 else:
                     y = _rescale_to_unit_rms(model, node, y)
-                if node.attrs.get("activation") == "relu":
-                    y = torch.relu(y)
+                y = activations.torch_apply(node.attrs.get("activation"), y)
                 env[node.name] = y
+            elif node.op == "batch_norm":
+                x = model.operand(node.inputs[0], env)
+                model.params[f"{node.weights}.running_mean"] = x.mean(dim=(0, 2, 3))
+                model.params[f"{node.weights}.running_var"] = x.var(dim=(0, 2, 3), unbiased=False)
+                env[node.name] = model.eval_node(node, env)
             elif node.op == "linear":
                 x = model.operand(node.inputs[0], env).flatten(1)
                 rms = float(x.pow(2).sum(dim=1).mean().sqrt())
@@ -616,6 +628,17 @@ def fold_batchnorm(conv_w, conv_b, bn_w, bn_b, mean, var, eps: float = BN_EPS):
     return w_f.to(torch.float32).contiguous(), b_f.to(torch.float32).contiguous()
 
 
+def batchnorm_scale_shift(bn_w, bn_b, mean, var, eps: float = BN_EPS) -> dict:
+    """Eval BatchNorm as ``x * scale + shift`` per channel (a standalone batch_norm layer),
+    computed in float64 like ``fold_batchnorm``."""
+    import torch
+    d = torch.float64
+    scale = bn_w.detach().to(d) / torch.sqrt(var.detach().to(d) + eps)
+    shift = bn_b.detach().to(d) - mean.detach().to(d) * scale
+    return {"scale": scale.to(torch.float32).contiguous(),
+            "shift": shift.to(torch.float32).contiguous()}
+
+
 def prepared_shapes(graph: Graph) -> dict[str, dict[str, tuple[int, ...]]]:
     """The shapes ``prepare_parameters`` produces: node/constant name -> {param: shape}."""
     out: dict[str, dict[str, tuple[int, ...]]] = {}
@@ -631,6 +654,8 @@ def prepared_shapes(graph: Graph) -> dict[str, dict[str, tuple[int, ...]]]:
             if node.attrs.get("bias"):
                 d["bias"] = (d["weight"][0],)
             out[node.name] = d
+        elif node.op == "batch_norm":
+            out[node.name] = {"scale": (node.shape.c,), "shift": (node.shape.c,)}
     for c in graph.constants.values():
         out[c.name] = {"value": tuple(int(s) for s in c.shape)}
     return out
@@ -650,6 +675,11 @@ def prepare_parameters(graph: Graph, state_dict: Mapping[str, "torch.Tensor"]
     f32 = lambda t: t.detach().to(dtype=torch.float32, copy=True).contiguous()  # noqa: E731
     out: dict[str, dict[str, torch.Tensor]] = {}
     for node in graph.nodes:
+        if node.op == "batch_norm":
+            out[node.name] = batchnorm_scale_shift(
+                *(state_dict[f"{node.weights}.{k}"] for k in ("weight", "bias", "running_mean",
+                                                              "running_var")))
+            continue
         if node.op not in ("conv2d", "linear"):
             continue
         p = node.weights

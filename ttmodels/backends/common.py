@@ -106,9 +106,10 @@ def memory_config(tt, memspec: MemSpec):
 
 
 def unary_relu(tt):
-    """The fused-activation object conv2d (``Conv2dConfig.activation``) and binary ops
-    (``activations=[...]``) take."""
-    return tt.UnaryWithParam(tt.UnaryOpType.RELU)
+    """ReLU's fused form (``activations.unary_with_param(tt, "relu")``; kept for callers that
+    name it, e.g. the 1x1 probe)."""
+    from .. import activations
+    return activations.unary_with_param(tt, "relu")
 
 
 def compute_config(tt, device, precision: Precision, *, packer_l1_acc: bool = True,
@@ -146,8 +147,9 @@ def matmul_program_config(tt, spec: dict[str, Any] | None):
                      per_core_M=int(spec.pop("per_core_M")),
                      per_core_N=int(spec.pop("per_core_N")))
     act = spec.pop("fused_activation", None)
-    if act == "relu":
-        common_kw["fused_activation"] = unary_relu(tt)
+    if act is not None:
+        from .. import activations
+        common_kw["fused_activation"] = activations.matmul_activation(tt, act)
     if kind == "1d":
         return tt.MatmulMultiCoreReuseMultiCast1DProgramConfig(
             **common_kw, fuse_batch=bool(spec.pop("fuse_batch", True)),

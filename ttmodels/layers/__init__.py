@@ -10,19 +10,25 @@ from .adapters import AdapterLayer
 from .base import Layer
 from .concat import Concat
 from .conv2d import Conv2d, conv2d_config
-from .eltwise import Add, Multiply, Relu
+from ..ops import UNARY
+from .eltwise import Add, Binary, Multiply, Relu, Subtract, Unary
 from .linear import Linear
+from .norm import BatchNorm
 from .pad import Pad
-from .pool import AvgPool2d, GlobalAvgPool, MaxPool2d
+from .pool import AdaptiveAvgPool2d, AvgPool2d, GlobalAvgPool, MaxPool2d
+from .slice import Slice
 from .upsample import Upsample
 
 LAYERS: dict[str, type[Layer]] = {
-    "conv2d": Conv2d, "add": Add, "multiply": Multiply, "relu": Relu,
+    "conv2d": Conv2d, "add": Add, "multiply": Multiply, "subtract": Subtract,
+    **{op: Unary for op in UNARY}, "relu": Relu,
     "max_pool2d": MaxPool2d, "avg_pool2d": AvgPool2d, "global_avg_pool": GlobalAvgPool,
+    "adaptive_avg_pool2d": AdaptiveAvgPool2d, "batch_norm": BatchNorm, "slice": Slice,
     "linear": Linear, "upsample": Upsample, "concat": Concat, "pad": Pad,
 }
 
-__all__ = ["LAYERS", "Layer", "AdapterLayer", "make_layer", "conv2d_config", *[c.__name__ for c in LAYERS.values()]]
+__all__ = ["LAYERS", "Layer", "AdapterLayer", "make_layer", "conv2d_config", "Binary",
+           *sorted({c.__name__ for c in LAYERS.values()})]
 
 
 def make_layer(planned, params, backend, *, input_shapes=None) -> Layer:

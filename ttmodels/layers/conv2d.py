@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from .. import activations
 from ..backends import common
 from ..errors import LayoutError
 from ..layout import DRAM_INTERLEAVED
@@ -21,7 +22,7 @@ def conv_padding(padding) -> list[int]:
 
 def conv2d_config(tt, planned: PlannedLayer):
     """The ``Conv2dConfig`` for a planned conv: weights dtype from the precision, the plan's shard
-    layout / act_block_h / reshard decisions, ReLU fused when the node has it, activations kept
+    layout / act_block_h / reshard decisions, the node's activation fused (activation table), activations kept
     (the executor frees tensors after their last consumer; conv must not free a shared input)."""
     node, cfg = planned.node, planned.config
     kw = dict(
@@ -32,11 +33,11 @@ def conv2d_config(tt, planned: PlannedLayer):
         override_sharding_config=bool(cfg.get("override_sharding_config", False)),
         output_layout=common.layout(tt, cfg.get("output_layout") or planned.output.layout),
     )
-    if node.attrs.get("activation") == "relu":
-        kw["activation"] = common.unary_relu(tt)
-    elif node.attrs.get("activation") not in (None, "none"):
-        raise LayoutError(f"conv2d activation {node.attrs.get('activation')!r} is not supported "
-                          "(only relu is fused)", layer=node.name)
+    act = node.attrs.get("activation")
+    if act is not None:
+        if not activations.get(act).fuses_conv:
+            raise LayoutError(f"conv2d cannot fuse {act} in ttnn 0.81.1", layer=node.name)
+        kw["activation"] = activations.unary_with_param(tt, act)
     if cfg.get("shard_layout"):
         kw["shard_layout"] = common.tensor_memory_layout(tt, cfg["shard_layout"])
     if kw["override_sharding_config"] and cfg.get("core_grid"):
@@ -124,10 +125,7 @@ class Conv2d(Layer):
             raise LayoutError("the plan lowers this conv to linear but records no matmul config",
                               layer=self.name)
         act = a.get("activation")
-        if act not in (None, "none", "relu"):
-            raise LayoutError(f"conv2d activation {act!r} is not supported (only relu is fused)",
-                              layer=self.name)
-        if (mm.get("fused_activation") or None) != ("relu" if act == "relu" else None):
+        if (mm.get("fused_activation") or None) != act:
             raise LayoutError(f"matmul config fuses {mm.get('fused_activation')!r} but the conv's "
                               f"activation is {act!r}", layer=self.name)
         wdt = common.data_type(tt, cfg.get("weights_dtype") or self.node.precision.weights)
@@ -138,7 +136,7 @@ class Conv2d(Layer):
         self.bias = None if b is None else tt.from_torch(
             b.reshape(1, 1, 1, cout), dtype=wdt, layout=tt.TILE_LAYOUT, device=self.device,
             memory_config=dram)
-        # ReLU rides on the program config (fused in the matmul kernel); passing activation= as
+        # The activation rides on the program config (fused in the matmul kernel); passing activation= as
         # well would make ttnn.linear run a separate relu op after it (matmul.cpp bound_matmul).
         self.program_config = to_ttnn(tt, SimpleNamespace(**mm))
         self.conv_config, self.slice_config, self.prepared = None, None, True

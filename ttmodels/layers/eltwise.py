@@ -1,27 +1,35 @@
-"""add, multiply (tensor x tensor, or tensor x constant broadcast over rows), relu."""
+"""Binary ops (add, multiply, subtract: tensor (op) tensor, tensor (op) constant, or a tensor
+against a per-image vector [N, 1, 1, C] -- the squeeze-and-excitation gate) and the standalone
+eltwise unary ops of the activation table (relu, sigmoid, silu, ...) plus identity."""
 from __future__ import annotations
 
-from ..backends import common
+from .. import activations as A
 from ..errors import LayoutError
+from ..ops import unary_activation
 from .base import Layer
 
 
-class _Binary(Layer):
+class Binary(Layer):
     n_inputs = 2
 
     def __init__(self, planned, params, backend, **kw):
         super().__init__(planned, params, backend, **kw)
-        # The planner puts a constant operand second (binary_ng broadcasts b over a's rows and
-        # the output takes a's memory config); both ops are commutative.
+        self.op = self.node.op
+        # The planner puts a constant operand second for add/multiply (binary_ng broadcasts b
+        # over a's rows and the output takes a's memory config; both ops commute).
         self.swap = bool(self.config.get("swap_operands", False))
-        act = self.attrs.get("activation")
-        if act not in (None, "none", "relu"):
-            raise LayoutError(f"{self.op} activation {act!r} is not supported (only relu)",
-                              layer=self.name)
-        self.relu = act == "relu"
+        self.activation = self.attrs.get("activation")
+        try:
+            if self.activation is not None and not A.get(self.activation).fuses_binary:
+                raise ValueError(f"binary ops cannot fuse {self.activation}")
+        except ValueError as e:
+            raise LayoutError(str(e), layer=self.name) from None
         # Over-budget adds write into operand a (TT's ResNet does ttnn.add_ in its bottleneck);
         # the executor turns it off when it must keep every layer's output (compare).
         self.inplace = bool(self.config.get("inplace", False))
+        # A per-image vector against a [N, H, W, C] tensor with N > 1: both go 4-D so binary_ng
+        # broadcasts b over each image's rows (rules ``binary.reshape_broadcast``).
+        self.per_image = self.config.get("broadcast") == "per_image"
 
     def __call__(self, inputs):
         tt = self.tt
@@ -32,11 +40,17 @@ class _Binary(Layer):
         mc = self.requested_memory_config()
         if mc is not None:
             kwargs["memory_config"] = mc
-        if self.relu:
-            kwargs["activations"] = [common.unary_relu(tt)]
+        if self.activation is not None:
+            kwargs["activations"] = A.binary_activations(tt, self.activation)
         if self.inplace:
             kwargs["output_tensor"] = a
-        return getattr(tt, self.op)(a, b, **kwargs)
+        if not self.per_image:
+            return getattr(tt, self.op)(a, b, **kwargs)
+        o = self.out_shape
+        a4 = tt.reshape(a, (o.n, 1, o.h * o.w, o.c))
+        b4 = tt.reshape(b, (o.n, 1, 1, o.c))
+        y = getattr(tt, self.op)(a4, b4, **kwargs)
+        return tt.reshape(y, (1, 1, o.n * o.h * o.w, o.c))
 
     def inplace_operand(self) -> int | None:
         """Index (in the node's input order) of the operand whose buffer holds the output."""
@@ -45,19 +59,39 @@ class _Binary(Layer):
         return 1 if self.swap else 0
 
 
-class Add(_Binary):
+# Named classes kept for the layer table and users' isinstance checks.
+class Add(Binary):
     op = "add"
 
 
-class Multiply(_Binary):
+class Multiply(Binary):
     op = "multiply"
 
 
-class Relu(Layer):
-    op = "relu"
+class Subtract(Binary):
+    op = "subtract"
+
+
+class Unary(Layer):
+    """``ttnn.<function>(x[, param], memory_config=...)`` of the activation table; identity is
+    ``ttnn.identity``."""
+
+    def __init__(self, planned, params, backend, **kw):
+        super().__init__(planned, params, backend, **kw)
+        self.op = self.node.op
+        self.activation = unary_activation(self.op, self.attrs)
 
     def __call__(self, inputs):
+        tt = self.tt
+        kwargs = {}
         mc = self.requested_memory_config()
-        if mc is None:
-            return self.tt.relu(inputs[0])
-        return self.tt.relu(inputs[0], memory_config=mc)
+        if mc is not None:
+            kwargs["memory_config"] = mc
+        if self.activation is None:
+            return tt.identity(inputs[0], **kwargs)
+        fn, args, fixed = A.standalone(tt, self.activation)
+        return fn(inputs[0], *args, **fixed, **kwargs)
+
+
+class Relu(Unary):
+    op = "relu"

@@ -1,6 +1,7 @@
 """linear: [1, 1, rows, in] x weight^T + bias (the classifier head after the global pool)."""
 from __future__ import annotations
 
+from .. import activations
 from ..backends import common
 from ..errors import LayoutError
 from ..layout import DRAM_INTERLEAVED
@@ -20,10 +21,9 @@ class Linear(Layer):
         w = self.param("weight", shape=(n_out, n_in))
         b = self.param("bias", required=False, shape=(n_out,))
         act = a.get("activation")
-        if act not in (None, "none", "relu"):
-            raise LayoutError(f"linear activation {act!r} is not supported (only relu)",
-                              layer=self.name)
-        self.activation = "relu" if act == "relu" else None
+        if act is not None and not activations.get(act).fuses_matmul:
+            raise LayoutError(f"linear cannot fuse {act} in ttnn 0.81.1", layer=self.name)
+        self.activation = act
         tt = self.tt
         wdt = common.data_type(tt, self.node.precision.weights)
         dram = common.memory_config(tt, DRAM_INTERLEAVED)
@@ -41,5 +41,7 @@ class Linear(Layer):
         if self.program_config is not None:
             kwargs["program_config"] = self.program_config
         if self.activation:
-            kwargs["activation"] = self.activation
+            # relu as its string (what TT's models pass); others as UnaryWithParam
+            kwargs["activation"] = "relu" if self.activation == "relu" else \
+                activations.unary_with_param(self.tt, self.activation)
         return self.tt.linear(inputs[0], self.weight, **kwargs)

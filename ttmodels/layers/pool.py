@@ -64,3 +64,22 @@ class GlobalAvgPool(_Pool):
             input_tensor=inputs[0], batch_size=s.n, input_h=s.h, input_w=s.w, channels=s.c,
             kernel_size=[s.h, s.w], stride=[1, 1], padding=[0, 0],
             compute_kernel_config=self.get_compute_config(), **self.common_kwargs())
+
+
+class AdaptiveAvgPool2d(_Pool):
+    """ttnn.adaptive_avg_pool2d to ``size``: it has no dtype / output_layout arguments (nanobind
+    signature of 0.81.1), so its output is bfloat16 ROW_MAJOR and the planner adapts consumers."""
+    op = "adaptive_avg_pool2d"
+
+    def __call__(self, inputs):
+        s = self.input_shape(0)
+        kw = {}
+        scheme = self.config.get("applied_shard_scheme")
+        if scheme:
+            kw["applied_shard_scheme"] = common.tensor_memory_layout(self.tt, scheme)
+        mc = self.requested_memory_config()
+        if mc is not None:
+            kw["memory_config"] = mc
+        return self.tt.adaptive_avg_pool2d(
+            inputs[0], s.n, s.h, s.w, s.c, [int(v) for v in self.attrs["size"]],
+            compute_kernel_config=self.get_compute_config(), **kw)

@@ -8,6 +8,7 @@ layout, and gives the output the memory config ttnn 0.81 would (``rules.output_l
 """
 from __future__ import annotations
 
+import builtins
 import logging
 import math
 
@@ -21,6 +22,7 @@ from .tensor import (SimTensor, _check, _on_device, _violation, current_layer, d
                      memory_config_of, memspec, quantize, quantize_, validate_memory)
 
 _log = logging.getLogger(__name__)
+builtins_slice = builtins.slice   # ``slice`` below is ttnn.slice
 _BFP = (T.DataType.BFLOAT8_B, T.DataType.BFLOAT4_B)
 DEVICE_GRID = (8, 8)
 
@@ -80,7 +82,9 @@ def _emit(data: torch.Tensor, dtype: T.DataType, layout: T.Layout, mem: MemSpec 
 
 def _apply_unary(x: torch.Tensor, act, inplace: bool = False) -> torch.Tensor:
     """``act`` (None, "relu", UnaryWithParam, UnaryOpType or a list of them) applied to ``x``;
-    ``inplace`` lets relu reuse ``x`` when the caller owns it."""
+    ``inplace`` lets relu reuse ``x`` when the caller owns it. The activations of the one table
+    (``ttmodels.activations``) compute what the card's SFPU computes (``sim_apply``)."""
+    from ... import activations as A
     if act is None:
         return x
     if isinstance(act, (list, tuple)):
@@ -97,33 +101,21 @@ def _apply_unary(x: torch.Tensor, act, inplace: bool = False) -> torch.Tensor:
         raise Error(f"unsupported activation {act!r}")
     if name == "relu":
         return x.relu_() if inplace else torch.relu(x)
-    if name == "relu6":
-        return x.clamp(0.0, 6.0)
     if name == "relu_max":
         return x.clamp(0.0, params[0])
     if name == "relu_min":
         return torch.maximum(x, torch.tensor(params[0]))
-    if name == "leaky_relu":
-        return F.leaky_relu(x, params[0] if params else 0.01)
-    if name == "sigmoid":
-        return torch.sigmoid(x)
-    if name == "silu":
-        return F.silu(x)
-    if name == "gelu":
-        return F.gelu(x)
-    if name == "tanh":
-        return torch.tanh(x)
-    if name == "hardsigmoid":
-        return F.hardsigmoid(x)
-    if name == "hardswish":
-        return F.hardswish(x)
     if name == "exp":
         return torch.exp(x)
     if name == "sqrt":
         return torch.sqrt(x)
     if name == "identity":
         return x
-    raise Error(f"activation {name!r} is not modelled by the sim backend")
+    try:
+        canon, approx = A.from_unary(name.upper(), params)
+    except ValueError:
+        raise Error(f"activation {name!r} is not modelled by the sim backend") from None
+    return A.sim_apply(canon, x, approximate=approx)
 
 
 # Mantissa bits (explicit, hidden one excluded) the FPU multiplier sees per fidelity:
@@ -636,6 +628,95 @@ def relu(input_tensor, *, memory_config=None, output_tensor=None, sub_core_grids
     # relu of a stored value is exactly representable: no second rounding needed, but _emit keeps
     # the invariant uniform (bfloat16/float32 rounding is idempotent and cheap).
     return _emit(torch.relu(x._data), x.dtype, x.layout, lay.memory, x._device, op, owned=True)
+
+
+def subtract(input_tensor_a, input_tensor_b, *, fast_and_approximate_mode=True, dtype=None, memory_config=None,
+             output_tensor=None, activations=(), input_tensor_a_activations=(), input_tensor_b_activations=(),
+             sub_core_grids=None, sub_device_id=None):
+    if not isinstance(input_tensor_a, SimTensor):
+        # scalar - tensor: binary_ng computes it as -(b - a); the result is the same value
+        return _binary("subtract", lambda xa, xb: xb - xa, input_tensor_b, input_tensor_a, dtype, memory_config,
+                       activations, input_tensor_b_activations, input_tensor_a_activations, output_tensor)
+    return _binary("subtract", torch.sub, input_tensor_a, input_tensor_b, dtype, memory_config, activations,
+                   input_tensor_a_activations, input_tensor_b_activations, output_tensor)
+
+
+def _unary(op: str, input_tensor, act: str, memory_config, output_tensor, *, approximate: bool = False):
+    """A standalone eltwise unary op: no dtype argument (output dtype = input dtype), memory config
+    = the argument or the input's (unary_device_operation.cpp compute_output_specs)."""
+    from ... import activations as A
+    x = _on_device(input_tensor, op)
+    _check("relu", [x], {})
+    lay = _out_layout("relu", [x], {}, memory_config, [x._flat4()])
+    y = A.sim_apply(act, x._data, approximate=approximate)
+    if output_tensor is not None:
+        out = _on_device(output_tensor, op, "output_tensor")
+        return _write_into(out, quantize_(y.clone() if y is x._data else y, out.dtype))
+    return _emit(y if y is not x._data else y.clone(), x.dtype, x.layout, lay.memory, x._device, op, owned=True,
+                 padded_shape=x._padded)
+
+
+def relu6(input_tensor, *, memory_config=None, output_tensor=None, sub_core_grids=None):
+    return _unary("relu6", input_tensor, "relu6", memory_config, output_tensor)
+
+
+def leaky_relu(input_tensor, negative_slope, *, memory_config=None, output_tensor=None, sub_core_grids=None):
+    return _unary("leaky_relu", input_tensor, f"leaky_relu({float(negative_slope)!r})", memory_config, output_tensor)
+
+
+def sigmoid(input_tensor, *, vector_mode=4, mode=None, memory_config=None, output_tensor=None, sub_core_grids=None):
+    mode = T.SigmoidMode.Accurate if mode is None else mode
+    return _unary("sigmoid", input_tensor, "sigmoid", memory_config, output_tensor,
+                  approximate=mode == T.SigmoidMode.FastApproximate)
+
+
+def hardsigmoid(input_tensor, *, memory_config=None, output_tensor=None, sub_core_grids=None):
+    return _unary("hardsigmoid", input_tensor, "hardsigmoid", memory_config, output_tensor)
+
+
+def hardswish(input_tensor, *, memory_config=None, output_tensor=None, sub_core_grids=None):
+    return _unary("hardswish", input_tensor, "hardswish", memory_config, output_tensor)
+
+
+def silu(input_tensor, *, memory_config=None, output_tensor=None, sub_core_grids=None):
+    return _unary("silu", input_tensor, "silu", memory_config, output_tensor)
+
+
+def gelu(input_tensor, *, fast_and_approximate_mode=False, memory_config=None, output_tensor=None,
+         sub_core_grids=None):
+    return _unary("gelu", input_tensor, "gelu", memory_config, output_tensor, approximate=fast_and_approximate_mode)
+
+
+def tanh(input_tensor, *, memory_config=None, output_tensor=None, fast_and_approximate_mode=False,
+         sub_core_grids=None):
+    return _unary("tanh", input_tensor, "tanh", memory_config, output_tensor)
+
+
+def identity(input_tensor, *, memory_config=None, output_tensor=None, sub_core_grids=None):
+    """ttnn.identity: a copy (the SFPU identity op); values are unchanged."""
+    x = _on_device(input_tensor, "identity")
+    _check("relu", [x], {})
+    lay = _out_layout("relu", [x], {}, memory_config, [x._flat4()])
+    return _emit(x._data.clone(), x.dtype, x.layout, lay.memory, x._device, "identity", owned=True,
+                 padded_shape=x._padded)
+
+
+def slice(input_tensor, starts, ends, steps=None, *, memory_config=None, output_tensor=None, pad_value=None,
+          sub_core_grids=None):
+    """ttnn.slice(x, starts, ends, steps): the logical sub-tensor [starts, ends) with steps."""
+    op = "slice"
+    x = _on_device(input_tensor, op)
+    _check(op, [x], {})
+    nd = len(x.shape)
+    starts, ends = [int(v) for v in starts], [int(v) for v in ends]
+    steps = [int(v) for v in steps] if steps is not None else [1] * nd
+    if not (len(starts) == len(ends) == len(steps) == nd):
+        raise Error(f"{current_layer(op)}: slice needs {nd} starts/ends/steps")
+    idx = tuple(builtins_slice(a, b, c) for a, b, c in zip(starts, ends, steps))
+    y = x._data[idx].contiguous()
+    shape = tuple(y.shape)
+    mc = memory_config if memory_config is not None else x.memory_config()
+    return _emit(y, x.dtype, x.layout, mc, x._device, op, shape=shape, owned=True)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -113,6 +113,12 @@ class UnaryOpType(enum.Enum):
     HARDSWISH = 103
 
 
+class SigmoidMode(enum.Enum):
+    Accurate = 0
+    AccurateWithFastExp = 1
+    FastApproximate = 2
+
+
 class UnaryWithParam:
     """``UnaryWithParam(op_type[, p0[, p1]])`` or ``UnaryWithParam((op_type, p0))`` (positional only)."""
 
