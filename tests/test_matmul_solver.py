@@ -184,7 +184,7 @@ def test_k_block_that_cannot_block_the_shard_falls_back_or_fails():
 @pytest.mark.parametrize("args,kw", [
     ((4224, 0, 512), {}), ((4224, -32, 512), {}), ((0, 64, 64), {}), ((64, 64, 0), {}),
     ((64.0, 64, 64), {}), ((64, True, 64), {}), ((64, 64, 64), {"grid": (0, 8)}),
-    ((64, 64, 64), {"grid": (8,)}), ((64, 64, 64), {"activation": "gelu"}),
+    ((64, 64, 64), {"grid": (8,)}), ((64, 64, 64), {"activation": "swish"}),
     ((64, 64, 64), {"prefer": "3d"}), ((64, 64, 64), {"k_block_tiles": 0}),
     ((64, 64, 64), {"weights_dtype": "int4"}),
 ])

@@ -74,7 +74,7 @@ def fails(spec, match: str, **kw) -> SpecError:
      "x"),
     ("{name: x, op: upsample, in: c1, size_of: c2}", r"spatial mismatch: cannot upsample 64x64",
      "x"),
-    ("{name: x, op: conv2d, out: 8, kernel: 3, act: gelu}", r"invalid act 'gelu'", "x"),
+    ("{name: x, op: conv2d, out: 8, kernel: 3, act: swish}", r"invalid act 'swish'", "x"),
     ("{name: x, op: conv2d, out: 8, kernel: 3, lowering: linear}", r"lowering: linear needs a 1x1",
      "x"),
     ("{name: x, op: conv2d, out: 8, kernel: 1, in_channels: 16}", r"channel mismatch: "

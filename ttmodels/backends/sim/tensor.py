@@ -477,12 +477,6 @@ def reshape(input_tensor, shape=None, padded_shape=None, *, logical_shape=None, 
     if math.prod(shape) != t.logical_volume():
         raise Error(f"{current_layer('reshape')}: cannot reshape {list(t.shape)} to {shape}")
     data = t._data.reshape(shape)
-    if (t._device is not None and t.layout == T.Layout.TILE and t._memory_config.is_sharded()
-            and padded_shape_of(tuple(shape), t.layout) != tuple(t.padded_shape)):
-        # reshape.cpp: only a view (same padded shape) keeps a sharded TILE tensor; otherwise
-        # the data is re-tiled by a copy that takes no sharded input (binary.reshape_broadcast)
-        raise _violation("binary.reshape_broadcast", f"reshape of a sharded TILE tensor "
-                         f"{list(t.shape)} -> {shape} changes its tile padding", "reshape")
     if memory_config is not None and t._device is not None:
         return _new(t, data, None, None, memory_config, "reshape")
     # Same values, same memory: ttnn keeps the input's memory config (a view when it can; the
