@@ -62,7 +62,7 @@ PTH_SUFFIXES = (".pth", ".pt", ".bin", ".ckpt")
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 # Bump when random_state_dict's procedure changes: it is part of the prepared-weight cache key.
-RANDOM_INIT_VERSION = 2
+RANDOM_INIT_VERSION = 3
 # torchvision's weights for a graph name; the rest of the family uses the enum's DEFAULT.
 PRETRAINED = {"resnet50": "ResNet50_Weights.IMAGENET1K_V2"}
 
@@ -487,6 +487,20 @@ def _is_projection(graph: Graph, conv) -> bool:
     return any(n.op == "conv2d" and n.name != conv.name for n in graph.consumers(src))
 
 
+# A BatchNorm net at init is chaotic (its input-output sensitivity grows exponentially with
+# depth; Yang et al. 2019, "A mean field theory of batch normalization"); trained nets are not.
+# Deep chains without identity paths (MobileNet's expand -> depthwise -> project, EfficientNet's
+# MBConv) amplify any rounding then, so their BNs before a ReLU6 / SiLU / ... get beta ~ 1: most
+# units sit in the activation's near-linear part and the random net stays tame. ReLU ResNets keep
+# beta ~ 0 (their small residual-branch gammas suffice; their published PCCs use that init).
+_PRE_ACT_BN_SHIFT = 1.0
+
+
+def _bn_shift(node) -> float:
+    act = node.attrs.get("activation")
+    return _PRE_ACT_BN_SHIFT if act is not None and act != "relu" else 0.0
+
+
 def calibration_batch_size(graph: Graph) -> int:
     """Enough synthetic images that deep BN statistics generalise to held-out images (8 at
     224x224; 4..32, scaled inversely with the input's pixel count to bound the cost)."""
@@ -526,7 +540,7 @@ def random_state_dict(graph: Graph, *, seed: int = 0, calibrate: bool = True,
                 # is amplified exponentially with depth, unlike real weights on real hardware.
                 lo, hi = (0.01, 0.1) if node.name in ends else (0.5, 1.0)
                 sd[f"{node.bn}.weight"] = lo + (hi - lo) * torch.rand(o, generator=g)
-                sd[f"{node.bn}.bias"] = 0.1 * torch.randn(o, generator=g)
+                sd[f"{node.bn}.bias"] = 0.1 * torch.randn(o, generator=g) + _bn_shift(node)
                 sd[f"{node.bn}.running_mean"] = torch.zeros(o)
                 sd[f"{node.bn}.running_var"] = torch.ones(o)
         elif node.op == "batch_norm":

@@ -187,22 +187,16 @@ def _prepare_weight(weight: SimTensor, *, in_channels: int, out_channels: int, k
         raise Error(f"{current_layer('conv2d')}: weight shape {list(w.shape)} does not match "
                     f"[out_channels={out_channels}, in_channels/groups={in_channels // groups}, {kh}, {kw}]")
     prepare_count += 1
-    if groups > 1:
-        dense = torch.zeros(out_channels, in_channels, kh, kw)
-        og, ig = out_channels // groups, in_channels // groups
-        for g in range(groups):
-            dense[g * og:(g + 1) * og, g * ig:(g + 1) * ig] = w[g * og:(g + 1) * og]
-        w = dense
     cin_pad = _round_up(in_channels, TILE_ALIGN if input_layout == T.Layout.TILE else RM_ALIGN)
     cout_pad = _round_up(out_channels, 32)
-    m = torch.zeros(kh, kw, cin_pad, cout_pad)
-    m[:, :, :in_channels, :out_channels] = w.permute(2, 3, 1, 0)
-    m = quantize(m.reshape(1, 1, kh * kw * cin_pad, cout_pad), wdtype)
-    # Compute form: back to OIHW (grouped: the diagonal blocks) from the stored values.
-    oihw = m.reshape(kh, kw, cin_pad, cout_pad)[:, :, :in_channels, :out_channels].permute(3, 2, 0, 1)
     if groups > 1:
-        og, ig = out_channels // groups, in_channels // groups
-        oihw = torch.cat([oihw[g * og:(g + 1) * og, g * ig:(g + 1) * ig] for g in range(groups)])
+        m, oihw = _prepare_grouped(w, groups, cin_pad, cout_pad, wdtype)
+    else:
+        m = torch.zeros(kh, kw, cin_pad, cout_pad)
+        m[:, :, :in_channels, :out_channels] = w.permute(2, 3, 1, 0)
+        m = quantize(m.reshape(1, 1, kh * kw * cin_pad, cout_pad), wdtype)
+        # Compute form: back to OIHW from the stored values.
+        oihw = m.reshape(kh, kw, cin_pad, cout_pad)[:, :, :in_channels, :out_channels].permute(3, 2, 0, 1)
     oihw = oihw.contiguous(memory_format=torch.channels_last)
     out = SimTensor(m, wdtype, T.Layout.TILE, T.DRAM_MEMORY_CONFIG, device)
     out._prep = {"kind": "conv_weight", "in_channels": in_channels, "out_channels": out_channels,
@@ -212,6 +206,47 @@ def _prepare_weight(weight: SimTensor, *, in_channels: int, out_channels: int, k
         weight._cache = {}
     weight._cache[key] = out
     return out
+
+
+def _prepare_grouped(w: torch.Tensor, groups: int, cin_pad: int, cout_pad: int, wdtype: T.DataType):
+    """The dense block-diagonal weight matrix of a grouped conv (tt-metal
+    convert_conv_weight_tensor_to_grouped_layout: zeros outside each group's block), quantized,
+    and its diagonal blocks as the OIHW compute form -- without quantizing the zeros.
+
+    Block-float exponents are shared by the 16-aligned column blocks of a row; a row (tap, input
+    channel of group j) is nonzero only in group j's output columns, so quantizing, per group, the
+    16-aligned column window around them gives the same bits as quantizing the whole matrix (an
+    all-zero block stays zero). A depthwise 960-channel 3x3 matrix has 8640 x 960 entries but
+    8640 x 16 to convert."""
+    out_c, ig, kh, kw = w.shape
+    og, kk = out_c // groups, kh * kw
+    g = torch.arange(groups)
+    first = g * og
+    c0 = (first // 16) * 16
+    off = first - c0
+    width = _round_up(int(off.max()) + og, 16)
+    vals = w.reshape(groups, og, ig, kk).permute(0, 3, 2, 1)            # [G, taps, ig, og]
+    cols = (off[:, None] + torch.arange(og)[None, :])                     # [G, og]
+    idx = cols[:, None, None, :].expand(groups, kk, ig, og)
+    win = torch.zeros(groups, kk, ig, width)
+    win.scatter_(3, idx, vals)
+    # Only the 16-value groups holding a nonzero are converted (two per 32-wide tile row):
+    # all-zero groups stay zero, and the converter's slow exact path is for such groups.
+    flat = win.reshape(-1, 16)
+    nz = (flat != 0).any(dim=1)
+    sel = flat[nz]
+    if sel.shape[0] % 2:
+        sel = torch.cat([sel, sel[-1:]])
+    q = quantize(sel.reshape(1, 1, -1, 32), wdtype).reshape(-1, 16)[:int(nz.sum())]
+    flat = flat.clone()
+    flat[nz] = q
+    qv = flat.reshape(win.shape).gather(3, idx)                           # [G, taps, ig, og]
+    oihw = qv.permute(0, 3, 2, 1).reshape(out_c, ig, kh, kw)
+    m = torch.zeros(kk, cin_pad, cout_pad)
+    rows = (g[:, None] * ig + torch.arange(ig)[None, :])                  # [G, ig]
+    ocols = first[:, None] + torch.arange(og)[None, :]                    # [G, og]
+    m[torch.arange(kk)[None, :, None, None], rows[:, None, :, None], ocols[:, None, None, :]] = qv
+    return m.reshape(1, 1, kk * cin_pad, cout_pad), oihw
 
 
 TILE_ALIGN = 32     # Cin padding of the weight matrix for TILE inputs (rows only; values unaffected)
@@ -548,9 +583,8 @@ def _binary(op, fn, a, b, dtype, memory_config, activations, a_acts, b_acts, out
             attrs.update(inplace=True, swap_operands=out_t is tb and out_t is not a)
     _check(op, [a, tb], attrs, memspec(memory_config) if memory_config is not None else None)
     if tb is not None:
-        try:
-            out_shape = torch.broadcast_shapes(tuple(a.shape), tuple(tb.shape))
-        except RuntimeError:
+        out_shape = _broadcast_shape(tuple(int(v) for v in a.shape), tuple(int(v) for v in tb.shape))
+        if out_shape is None:
             raise _violation("binary.broadcast", f"shapes {list(a.shape)} and {list(tb.shape)} do not broadcast", op)
         if tuple(out_shape) != tuple(a.shape):
             raise _violation("binary.broadcast", f"output shape {list(out_shape)} differs from input a "
@@ -570,6 +604,18 @@ def _binary(op, fn, a, b, dtype, memory_config, activations, a_acts, b_acts, out
     shapes = [a._flat4(), tb._flat4() if tb is not None else None]
     lay = _out_layout(op, [a, tb], attrs, memory_config, shapes)
     return _emit(y, out_dtype, a.layout, lay.memory, a._device, op, owned=True)
+
+
+def _broadcast_shape(sa: tuple[int, ...], sb: tuple[int, ...]) -> tuple[int, ...] | None:
+    """numpy broadcasting of two shapes (None when they do not broadcast)."""
+    n = max(len(sa), len(sb))
+    sa, sb = (1,) * (n - len(sa)) + sa, (1,) * (n - len(sb)) + sb
+    out = []
+    for x, y in zip(sa, sb):
+        if x != y and 1 not in (x, y):
+            return None
+        out.append(max(x, y))
+    return tuple(out)
 
 
 def _check_output_tensor(op, out: SimTensor, a: SimTensor, dtype, memory_config) -> None:
