@@ -234,7 +234,10 @@ class _Planner:
         follow = False
         if policy.kind in (HEIGHT, BLOCK, WIDTH):
             kinds = [policy.kind]
-        elif x.memory.sharded and x.memory.memory_layout in (HEIGHT, BLOCK, WIDTH):
+        elif x.memory.sharded and x.memory.memory_layout in (HEIGHT, BLOCK, WIDTH) and not (
+                x.memory.memory_layout == WIDTH and self.is_mm(node)):
+            # (a width-sharded input of a 1x1 matmul conv cannot be followed: rule
+            # conv2d.mm_width_sharded; it is resharded to the auto choice below)
             # ttnn: an already sharded input is used as is (determine_conv_config_for_auto_shard
             # returns early; reshard_if_not_optimal=False), so auto follows the producer.
             kinds = [x.memory.memory_layout]
