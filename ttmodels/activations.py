@@ -220,17 +220,22 @@ def _hardsigmoid_tt(x):
 
 
 def _sigmoid_pwl_positive(t):
-    """ckernel_sfpu_silu.h ``_sigmoid_piecewise_linear_positive_`` on t >= 0."""
+    """ckernel_sfpu_silu.h ``_sigmoid_piecewise_linear_positive_`` on t >= 0: 0.229 t + 0.5 up to
+    1, the degree-4 polynomial below 5, 1 from there on."""
     import torch
     c = (0.00144462, -0.01055479, -0.01203685, 0.24300185, 0.50437757)
-    poly = (((c[0] * t + c[1]) * t + c[2]) * t + c[3]) * t + c[4]
-    return torch.where(t <= 1.0, 0.229 * t + 0.5, torch.where(t < 5.0, poly, torch.ones_like(t)))
+    s = t * c[0] + c[1]
+    for k in c[2:]:
+        s.mul_(t).add_(k)
+    s = torch.where(t <= 1.0, t * 0.229 + 0.5, s)
+    return s.masked_fill_(t >= 5.0, 1.0)
 
 
 def silu_tt(x):
+    """x * s(|x|), mirrored (1 - s) for x < 0: x * (1 - s) = x - x * s."""
     import torch
-    s = _sigmoid_pwl_positive(x.abs())
-    return x * torch.where(x < 0, 1.0 - s, s)
+    y = x * _sigmoid_pwl_positive(x.abs())
+    return torch.where(x < 0, x - y, y)
 
 
 def _f16(bits: int) -> float:
