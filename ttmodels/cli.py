@@ -54,6 +54,9 @@ def _parser() -> argparse.ArgumentParser:
     _add_shape_args(p)
     p.add_argument("--out", default="probe-1x1.json", help="JSON report path")
     p.add_argument("--write-spec", metavar="YAML", help="write the spec with the winning lowerings")
+    p.add_argument("--mock", action="store_true",
+                   help="no card: check on a mock device which candidates ttnn accepts, with "
+                        "their L1 figures (no timing, no bit identity)")
     return ap
 
 
@@ -103,7 +106,7 @@ def _run(args) -> int:
     if args.cmd == "probe-1x1":
         from .probe import run_probe
         return run_probe(args.spec, batch_size=args.batch, input_size=size, profile=args.profile,
-                         out=args.out, write_spec=args.write_spec)
+                         out=args.out, write_spec=args.write_spec, mock=args.mock)
     raise AssertionError(args.cmd)
 
 
