@@ -25,6 +25,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("spec", help="shipped/registered config name or path to a YAML spec")
     _add_shape_args(p)
     p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--plot", metavar="PNG",
+                   help="also draw the plan (L1 per core, layouts, adapters) into this .png")
 
     p = sub.add_parser("validate", help="check a spec; exit 0 if valid, print the error and exit 2")
     p.add_argument("spec")
@@ -76,8 +78,14 @@ def _run(args) -> int:
         print(f"{graph.source}: valid ({len(graph.nodes)} layers, outputs: {', '.join(graph.outputs)})")
         return 0
     if args.cmd == "plan":
+        if args.plot:
+            from .plan_plot import check_plot_path
+            check_plot_path(args.plot)          # a bad path fails before any planning
         plan = ttmodels.plan(args.spec, batch_size=args.batch, input_size=size, profile=args.profile)
         print(plan.to_json() if args.format == "json" else str(plan))
+        if args.plot:
+            plan.plot(args.plot)
+            print(f"wrote {args.plot}", file=sys.stderr)   # stderr: keeps --format json clean
         return 0
     if args.cmd == "compare":
         from .compare import run_compare
