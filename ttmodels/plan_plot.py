@@ -494,7 +494,9 @@ def draw_plan(fig, data: PlotData, slot=None, *, show_title: bool = True) -> dic
 
     # output layout strip, the grid written on each run of equal layouts where it fits
     for b in data.layers:
-        ax_l.add_patch(_rect(b.index - 0.5, 0, 1, 1, LAYOUT_COLOURS[b.layout_kind]))
+        patch = _rect(b.index - 0.5, 0, 1, 1, LAYOUT_COLOURS[b.layout_kind])
+        patch.set_gid(f"layout:{b.name}")
+        ax_l.add_patch(patch)
     runs = _runs(data.layers)
     px_per_layer = _axis_width_pt(fig, ax_l) / max(n, 1)
     for start, stop, b in runs:
