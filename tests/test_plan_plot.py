@@ -277,3 +277,27 @@ def test_drawn_numbers_equal_table_json_and_verify(r50):
         assert drawn == sorted((a["kind"], idx[a["dst"]]) for a in doc["adapters"])
     finally:
         plt.close(fig)
+
+
+def test_bevdet_demo_figure_has_the_plan_strip(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    import torch
+    from PIL import Image
+
+    demo = Path(__file__).resolve().parent.parent / "demos" / "bevdet_encoder.py"
+    spec = importlib.util.spec_from_file_location("bevdet_encoder_demo", demo)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    plan = ttmodels.plan("resnet18")
+    cams = ["A", "B"]
+    previews = [Image.new("RGB", (44, 16), (200, 10, 10))] * 2
+    neck = torch.zeros(2, 8, 4, 11)
+    with_plan, without = tmp_path / "with.png", tmp_path / "without.png"
+    mod.save_figure(with_plan, cams, previews, neck, "t", plan=plan)
+    mod.save_figure(without, cams, previews, neck, "t")
+    with Image.open(with_plan) as a, Image.open(without) as b:
+        assert a.size[0] == b.size[0] and a.size[1] > b.size[1] + 400
+        colours = {"#%02x%02x%02x" % c for _, c in a.convert("RGB").getcolors(1 << 24)}
+    assert LAYOUT_COLOURS["height_sharded"] in colours and "#4c72b0" in colours

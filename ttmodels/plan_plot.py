@@ -361,6 +361,14 @@ def figure_size(data: PlotData) -> tuple[float, float]:
     return round(width, 2), round(5.6 + label_margin(data), 2)
 
 
+def margins(data: PlotData) -> dict[str, float]:
+    """Inches the drawing needs outside its axes: row labels on the left, the legends on the
+    right, the layer names below, the title above. A figure embedding the strip (``draw_plan``
+    with a ``slot``) leaves this much room around the slot."""
+    left = LEFT_IN + max((len(r) for r in data.strip_rows), default=0) * 6.5 * 0.6 / 72
+    return {"left": left, "right": RIGHT_IN, "bottom": label_margin(data), "top": 0.75}
+
+
 def label_margin(data: PlotData) -> float:
     longest = max((len(tick_label(b, data)) for b in data.layers), default=4)
     return 0.25 + longest * FONT * 0.62 / 72
@@ -410,10 +418,9 @@ def draw_plan(fig, data: PlotData, slot=None, *, show_title: bool = True) -> dic
     kinds = data.edge_kinds
     if slot is None:
         w, h = fig.get_size_inches()
-        margin = label_margin(data)
-        left = LEFT_IN + max((len(r) for r in data.strip_rows), default=0) * 6.5 * 0.6 / 72
-        fig.subplots_adjust(left=left / w, right=1 - RIGHT_IN / w,
-                            bottom=margin / h, top=1 - 0.75 / h)
+        m = margins(data)
+        fig.subplots_adjust(left=m["left"] / w, right=1 - m["right"] / w,
+                            bottom=m["bottom"] / h, top=1 - m["top"] / h)
         slot = fig.add_gridspec(1, 1)[0]
     edge_rows = max(len(data.strip_rows), 1)
     gs = slot.subgridspec(4, 1, height_ratios=[7.0, 0.28 * edge_rows + 0.25, 0.55, 0.45],
