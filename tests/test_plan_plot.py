@@ -301,3 +301,20 @@ def test_bevdet_demo_figure_has_the_plan_strip(tmp_path):
         assert a.size[0] == b.size[0] and a.size[1] > b.size[1] + 400
         colours = {"#%02x%02x%02x" % c for _, c in a.convert("RGB").getcolors(1 << 24)}
     assert LAYOUT_COLOURS["height_sharded"] in colours and "#4c72b0" in colours
+
+
+def test_readme_image_is_the_commands_picture_and_small():
+    from pathlib import Path
+
+    from PIL import Image
+
+    root = Path(__file__).resolve().parent.parent
+    rel = "docs/img/plan_resnet50_b16.png"
+    assert rel in (root / "README.md").read_text()
+    png = root / rel
+    assert png.stat().st_size < 200_000
+    # same canvas as the command draws today for resnet50 batch 16 (regenerate it when the
+    # plan or the picture's layout changes: ttmodels plan resnet50 --batch 16 --plot <it>)
+    w, h = figure_size(plot_data(ttmodels.plan("resnet50", batch_size=16)))
+    with Image.open(png) as im:
+        assert im.format == "PNG" and im.size == (round(w * 100), round(h * 100))

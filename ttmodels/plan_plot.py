@@ -508,9 +508,9 @@ def draw_plan(fig, data: PlotData, slot=None, *, show_title: bool = True) -> dic
     px_per_layer = _axis_width_pt(fig, ax_l) / max(n, 1)
     for start, stop, b in runs:
         text = f"{b.grid[0]}x{b.grid[1]}" if b.grid else ""
-        if text and (stop - start) * px_per_layer >= len(text) * 6 * 0.62 + 2:
-            ax_l.text((start + stop - 1) / 2, 0.5, text, ha="center", va="center", fontsize=6,
-                      color="white")
+        if text and (stop - start) * px_per_layer >= len(text) * 7 * 0.62 + 2:
+            ax_l.text((start + stop - 1) / 2, 0.5, text, ha="center", va="center", fontsize=7,
+                      color="white", fontweight="bold")
     ax_l.set_ylim(0, 1)
     ax_l.set_yticks([0.5])
     ax_l.set_yticklabels(["output\nlayout"], fontsize=6.5)
@@ -520,7 +520,7 @@ def draw_plan(fig, data: PlotData, slot=None, *, show_title: bool = True) -> dic
                    for k in present]
     if any(r in RUNS_AS for r in data.strip_rows):
         lay_handles += [Line2D([], [], ls="", marker="s", color="#4c72b0", ms=4,
-                               label="layer runs as (row)")]
+                               label="how the layer runs (row)")]
     if kinds:
         lay_handles += [Line2D([], [], ls="", marker="o", color="#333333", ms=4,
                                label="adapter into the layer (row: kind)")]
