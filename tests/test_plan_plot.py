@@ -10,7 +10,7 @@ import pytest
 import ttmodels
 from ttmodels import cli
 from ttmodels.errors import Error
-from ttmodels.plan_plot import (LAYOUT_COLOURS, PARTS, SPILL, check_plot_path, classify_part,
+from ttmodels.plan_plot import (LAYOUT_COLOURS, PARTS, RUNS_AS, SPILL, check_plot_path, classify_part,
                                 draw_plan, figure_size, layer_live, layer_parts, plot_data,
                                 stage_of, thin_ticks, tick_label)
 from ttmodels.plans import Adapter
@@ -227,10 +227,8 @@ def test_cli_plan_plot_writes_png_and_keeps_json_clean(tmp_path, capsys):
 # ---- the numbers drawn are the numbers printed ---------------------------------------------
 
 def test_drawn_numbers_equal_table_json_and_verify(r50):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.colors import to_hex
+    from matplotlib.figure import Figure
 
     doc = json.loads(r50.to_json())
     table = _table_l1(r50)
@@ -238,45 +236,42 @@ def test_drawn_numbers_equal_table_json_and_verify(r50):
              "ttnn_peak_total": l["l1_bytes_per_core"] + 17 * i}
             for i, l in enumerate(doc["layers"])]
     data = plot_data(r50, recs)
-    fig = plt.figure(figsize=figure_size(data))
-    try:
-        axes = draw_plan(fig, data)
-        ax = axes["l1"]
-        stacks = {c.get_label(): [r.get_height() for r in c] for c in ax.containers}
-        drawn_total = [sum(stacks[label][i] for label in stacks) for i in range(len(data.layers))]
-        for i, layer in enumerate(doc["layers"]):
-            assert drawn_total[i] == layer["l1_bytes_per_core"] == table[layer["name"]]
-            assert drawn_total[i] == sum(layer["config"]["l1_parts"].values())
-        inputs = stacks["op inputs"]
-        for i, layer in enumerate(doc["layers"]):
-            parts = layer["config"]["l1_parts"]
-            assert inputs[i] == sum(v for k, v in parts.items() if k.startswith("input"))
-        assert len(stacks) == len(PARTS) - 1          # no liveness in this plan: no live stack
-        budget = [ln.get_ydata()[0] for ln in ax.get_lines() if "budget" in ln.get_label()]
-        assert budget == [doc["l1_budget"]]
-        # verify points sit at the records' ttnn_peak_total
-        pts = [c for c in ax.collections if c.get_label() == "ttnn peak_total (verify)"]
-        xy = pts[0].get_offsets()
-        assert [int(y) for y in xy[:, 1]] == [r["ttnn_peak_total"] for r in recs]
-        bad = [c for c in ax.collections if "rejected" in c.get_label()][0].get_offsets()
-        assert [int(x) for x in bad[:, 0]] == [3]
-        # the layout strip: one patch per layer in the colour of the JSON output memory
-        strip = [p for p in axes["layout"].patches if (p.get_gid() or "").startswith("layout:")]
-        assert [p.get_gid() for p in strip] == [f"layout:{l['name']}" for l in doc["layers"]]
-        for patch, layer in zip(strip, doc["layers"]):
-            mem = layer["output"]["memory"]
-            kind = mem["memory_layout"] if mem["memory_layout"] != "interleaved" \
-                else f"{mem['buffer']}_interleaved"
-            assert to_hex(patch.get_facecolor()) == LAYOUT_COLOURS[kind]
-        # adapter markers at the consumers the JSON names, one row per kind
-        edges = axes["edges"]
-        rows = [t.get_text() for t in edges.get_yticklabels()]
-        drawn = sorted((rows[int(y)], int(x)) for c in edges.collections
-                       for x, y in c.get_offsets())
-        idx = {l["name"]: i for i, l in enumerate(doc["layers"])}
-        assert drawn == sorted((a["kind"], idx[a["dst"]]) for a in doc["adapters"])
-    finally:
-        plt.close(fig)
+    fig = Figure(figsize=figure_size(data))
+    axes = draw_plan(fig, data)
+    ax = axes["l1"]
+    stacks = {c.get_label(): [r.get_height() for r in c] for c in ax.containers}
+    drawn_total = [sum(stacks[label][i] for label in stacks) for i in range(len(data.layers))]
+    for i, layer in enumerate(doc["layers"]):
+        assert drawn_total[i] == layer["l1_bytes_per_core"] == table[layer["name"]]
+        assert drawn_total[i] == sum(layer["config"]["l1_parts"].values())
+    inputs = stacks["op inputs"]
+    for i, layer in enumerate(doc["layers"]):
+        parts = layer["config"]["l1_parts"]
+        assert inputs[i] == sum(v for k, v in parts.items() if k.startswith("input"))
+    assert len(stacks) == len(PARTS) - 1          # no liveness in this plan: no live stack
+    budget = [ln.get_ydata()[0] for ln in ax.get_lines() if "budget" in ln.get_label()]
+    assert budget == [doc["l1_budget"]]
+    # verify points sit at the records' ttnn_peak_total
+    pts = [c for c in ax.collections if c.get_label() == "ttnn peak_total (verify)"]
+    xy = pts[0].get_offsets()
+    assert [int(y) for y in xy[:, 1]] == [r["ttnn_peak_total"] for r in recs]
+    bad = [c for c in ax.collections if "rejected" in c.get_label()][0].get_offsets()
+    assert [int(x) for x in bad[:, 0]] == [3]
+    # the layout strip: one patch per layer in the colour of the JSON output memory
+    strip = [p for p in axes["layout"].patches if (p.get_gid() or "").startswith("layout:")]
+    assert [p.get_gid() for p in strip] == [f"layout:{l['name']}" for l in doc["layers"]]
+    for patch, layer in zip(strip, doc["layers"]):
+        mem = layer["output"]["memory"]
+        kind = mem["memory_layout"] if mem["memory_layout"] != "interleaved" \
+            else f"{mem['buffer']}_interleaved"
+        assert to_hex(patch.get_facecolor()) == LAYOUT_COLOURS[kind]
+    # adapter markers at the consumers the JSON names, one row per kind
+    edges = axes["edges"]
+    rows = [t.get_text() for t in edges.get_yticklabels()]
+    drawn = sorted((rows[int(y)], int(x)) for c in edges.collections
+                   for x, y in c.get_offsets() if rows[int(y)] not in RUNS_AS)
+    idx = {l["name"]: i for i, l in enumerate(doc["layers"])}
+    assert drawn == sorted((a["kind"], idx[a["dst"]]) for a in doc["adapters"])
 
 
 def test_bevdet_demo_figure_has_the_plan_strip(tmp_path):

@@ -10,7 +10,8 @@ Two halves, kept apart so the numbers can be tested without pixels:
   stage; plus the L1 bank size and the planner's budget.
 * ``draw_plan(fig, data, slot=None)`` draws that into a matplotlib figure (or one gridspec slot
   of it, so a demo can put the strip under its own panels); ``plot_plan(plan, path, ...)`` writes
-  one PNG. matplotlib is imported lazily (Agg backend) so ``import ttmodels`` stays light.
+  one PNG. matplotlib is imported lazily, and ``plot_plan`` draws on a bare ``Figure`` (Agg
+canvas) so it never switches pyplot's backend; ``import ttmodels`` stays light.
 
 Where the L1 parts come from: ``PlannedLayer.config["l1_parts"]`` (``l1.py``'s estimate, the
 parts summing to the table's "L1 B/core"). A conv lowered to ``ttnn.linear`` carries one lumped
@@ -608,14 +609,10 @@ def plot_plan(plan, path, *, verify_records=None, title: str | None = None,
     (a .png). Returns the PlotData drawn."""
     check_plot_path(path)
     data = plot_data(plan, verify_records, title=title)
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # a bare Figure renders with Agg and leaves pyplot's global backend (a notebook's) alone
+    from matplotlib.figure import Figure
 
-    fig = plt.figure(figsize=figure_size(data))
-    try:
-        draw_plan(fig, data)
-        fig.savefig(os.fspath(path), dpi=dpi, format="png")
-    finally:
-        plt.close(fig)
+    fig = Figure(figsize=figure_size(data))
+    draw_plan(fig, data)
+    fig.savefig(os.fspath(path), dpi=dpi, format="png")
     return data
