@@ -160,13 +160,20 @@ def test_verify_records_duck_typed(r18):
                         ttnn_peak_total=None),
         SimpleNamespace(name=names[2], accepted=True, memory_match=False, error=None,
                         ttnn_peak_total=99),
-        {"name": "conv1 -> maxpool[0]", "accepted": True, "memory_match": True},
+        {"name": "nothing -> here[0]", "accepted": True, "memory_match": True},
     ]
     data = plot_data(r18, recs)
     assert [(m.index, m.peak_total, m.bad) for m in data.verify] == \
         [(0, 1234, False), (1, None, True), (2, 99, True)]
-    assert data.verify_unplaced == ("conv1 -> maxpool[0]",)
+    assert data.verify_unplaced == ("nothing -> here[0]",)
     assert "1/3 layers accepted as planned" in data.subtitle
+    # an adapter's record, named by its edge, lands on its consumer and is not a layer's peak
+    a = r18.adapters[0]
+    data = plot_data(r18, [{"name": a.edge, "accepted": False, "memory_match": True,
+                            "ttnn_peak_total": 5}])
+    (m,) = data.verify
+    assert m.adapter == a.edge and m.index == names.index(a.dst) and m.bad
+    assert "1 adapter rejected" in data.subtitle
 
 
 # ---- the path check and the CLI ------------------------------------------------------------

@@ -123,6 +123,7 @@ class VerifyMark:
     accepted: bool
     memory_match: bool
     error: str | None
+    adapter: str | None = None         # the adapter's edge when the record is an adapter's
 
     @property
     def bad(self) -> bool:
@@ -283,16 +284,21 @@ def plot_data(plan, verify_records=None, *, title: str | None = None) -> PlotDat
     edges = tuple(EdgeMark(index[a.dst], a.src, a.dst, a.index,
                            SPILL if is_spill(a) else a.kind, a.kind, a.reason)
                   for a in plan.adapters if a.dst in index)
+    # an adapter's record (named by its edge, "src -> dst[i]") is drawn on its consumer
+    edge_dst = {a.edge: a.dst for a in plan.adapters if a.dst in index}
     marks, unplaced = [], []
     for rec in verify_records or ():
         name = _field(rec, "name")
-        if name not in index:
+        edge = name if name in edge_dst else _field(rec, "edge")
+        if name not in index and edge not in edge_dst:
             unplaced.append(str(name))
             continue
         peak = _field(rec, "ttnn_peak_total")
-        marks.append(VerifyMark(index[name], name, int(peak) if peak is not None else None,
+        at = index[name] if name in index else index[edge_dst[edge]]
+        marks.append(VerifyMark(at, str(name), int(peak) if peak is not None else None,
                                 bool(_field(rec, "accepted", True)),
-                                bool(_field(rec, "memory_match", True)), _field(rec, "error")))
+                                bool(_field(rec, "memory_match", True)), _field(rec, "error"),
+                                adapter=None if name in index else edge))
     budget = getattr(plan, "l1_budget", None)
     bank = getattr(plan, "l1_bank_bytes", None)
     t = _title(plan)
@@ -313,9 +319,13 @@ def plot_data(plan, verify_records=None, *, title: str | None = None) -> PlotDat
             if over:
                 s += f"; {over} layer{'s' if over != 1 else ''} over the {what}"
         sub.append(s)
-    if marks:
-        bad = [m for m in marks if m.bad]
-        sub.append(f"ttnn verify: {len(marks) - len(bad)}/{len(marks)} layers accepted as planned")
+    layer_marks = [m for m in marks if m.adapter is None]
+    if layer_marks:
+        ok = sum(not m.bad for m in layer_marks)
+        sub.append(f"ttnn verify: {ok}/{len(layer_marks)} layers accepted as planned")
+    bad_adapters = sum(m.bad for m in marks if m.adapter is not None)
+    if bad_adapters:
+        sub.append(f"{bad_adapters} adapter{'s' if bad_adapters != 1 else ''} rejected")
     return PlotData(title or t, "; ".join(sub), tuple(bars), edges,
                     stages(b.stage for b in bars), int(budget) if budget else None,
                     int(bank) if bank else None, tuple(marks), tuple(unplaced))
@@ -323,26 +333,27 @@ def plot_data(plan, verify_records=None, *, title: str | None = None) -> PlotDat
 
 # ---- the output path -----------------------------------------------------------------------
 
-def check_plot_path(path) -> str:
+def check_plot_path(path, what: str = "--plot") -> str:
     """Refuse, before any planning, a path the PNG cannot be written to.
 
     Policy: the file name must end in ``.png`` (any case); the figure is always a PNG, and
     matplotlib would otherwise pick another format from the extension. The directory must exist
-    and be writable; an existing file must be writable and not a directory."""
+    and be writable; an existing file must be writable and not a directory. Errors are one
+    line starting with ``what`` and the path."""
     from .errors import Error
 
     p = os.fspath(path)
     if not p.lower().endswith(".png"):
-        raise Error(f"--plot {p}: the plot is a PNG; give a file name ending in .png")
+        raise Error(f"{what} {p}: the plot is a PNG; give a file name ending in .png")
     if os.path.isdir(p):
-        raise Error(f"--plot {p}: is a directory; give a file name ending in .png")
+        raise Error(f"{what} {p}: is a directory; give a file name ending in .png")
     parent = os.path.dirname(os.path.abspath(p))
     if not os.path.isdir(parent):
-        raise Error(f"--plot {p}: directory {os.path.dirname(p) or '.'} does not exist")
+        raise Error(f"{what} {p}: directory {os.path.dirname(p) or '.'} does not exist")
     if os.path.exists(p) and not os.access(p, os.W_OK):
-        raise Error(f"--plot {p}: file is not writable")
+        raise Error(f"{what} {p}: file is not writable")
     if not os.path.exists(p) and not os.access(parent, os.W_OK | os.X_OK):
-        raise Error(f"--plot {p}: directory {os.path.dirname(p) or '.'} is not writable")
+        raise Error(f"{what} {p}: directory {os.path.dirname(p) or '.'} is not writable")
     return p
 
 
@@ -358,7 +369,8 @@ def figure_size(data: PlotData) -> tuple[float, float]:
     """(width, height) in inches of the standalone figure: grows with the layer count up to a
     cap (labels are then thinned), tall enough for the longest layer label."""
     n = max(len(data.layers), 1)
-    width = min(max(LEFT_IN + 1.3 + RIGHT_IN + 0.15 * n, 10.0), 28.0)
+    m = margins(data)
+    width = min(max(m["left"] + m["right"] + 0.15 * n, 10.0), 28.0)
     return round(width, 2), round(5.6 + label_margin(data), 2)
 
 
@@ -371,11 +383,11 @@ def margins(data: PlotData) -> dict[str, float]:
 
 
 def label_margin(data: PlotData) -> float:
-    longest = max((len(tick_label(b, data)) for b in data.layers), default=4)
+    longest = max((len(tick_label(b)) for b in data.layers), default=4)
     return 0.25 + longest * FONT * 0.62 / 72
 
 
-def tick_label(bar: LayerBar, data: PlotData | None = None) -> str:
+def tick_label(bar: LayerBar) -> str:
     """A layer's name without the dotted prefix it shares with its stage, which the stage band
     shows ("layer1.0.conv1" under "layer1" -> "0.conv1", "img_neck.up0" under
     "img_neck.level0" -> "up0")."""
@@ -454,7 +466,7 @@ def draw_plan(fig, data: PlotData, slot=None, *, show_title: bool = True) -> dic
     for y, label, colour, ls in lines:
         ax.axhline(y, color=colour, ls=ls, lw=1.1, label=f"{label} {y:,} B", zorder=3)
     # verify overlay
-    peaks = [m for m in data.verify if m.peak_total is not None]
+    peaks = [m for m in data.verify if m.peak_total is not None and m.adapter is None]
     ymax = max(tops + [y for y, *_ in lines] + [m.peak_total for m in peaks]) * 1.18 or 1
     if peaks:
         ax.scatter([m.index for m in peaks], [m.peak_total for m in peaks], s=14, marker="D",
@@ -466,7 +478,8 @@ def draw_plan(fig, data: PlotData, slot=None, *, show_title: bool = True) -> dic
                 a.axvspan(m.index - 0.5, m.index + 0.5, color="#d62728", alpha=0.14, lw=0,
                           zorder=0)
         ax.scatter([m.index for m in bad],
-                   [m.peak_total if m.peak_total is not None else ymax * 0.96 for m in bad],
+                   [m.peak_total if m.peak_total is not None and m.adapter is None
+                    else ymax * 0.96 for m in bad],
                    s=40, marker="X", color="#d62728", zorder=6,
                    label="ttnn rejected / memory config differs")
     ax.set_ylim(0, ymax)
@@ -607,7 +620,7 @@ def plot_plan(plan, path, *, verify_records=None, title: str | None = None,
               dpi: int = DPI) -> PlotData:
     """Write the plan picture (with ``ttmodels verify`` records overlaid, if given) to ``path``
     (a .png). Returns the PlotData drawn."""
-    check_plot_path(path)
+    check_plot_path(path, "plot path")
     data = plot_data(plan, verify_records, title=title)
     # a bare Figure renders with Agg and leaves pyplot's global backend (a notebook's) alone
     from matplotlib.figure import Figure
