@@ -167,6 +167,7 @@ def test_verify_records_duck_typed(r18):
         [(0, 1234, False), (1, None, True), (2, 99, True)]
     assert data.verify_unplaced == ("nothing -> here[0]",)
     assert "1/3 layers accepted as planned" in data.subtitle
+    assert data.bank is None and plot_data(r18, recs, l1_bank_bytes=1_360_544).bank == 1_360_544
     # an adapter's record, named by its edge, lands on its consumer and is not a layer's peak
     a = r18.adapters[0]
     data = plot_data(r18, [{"name": a.edge, "accepted": False, "memory_match": True,

@@ -265,8 +265,11 @@ def _title(plan) -> str:
     return f"{g.name}{shape} on {plan.arch} (grid {plan.grid[0]}x{plan.grid[1]}): L1 per core"
 
 
-def plot_data(plan, verify_records=None, *, title: str | None = None) -> PlotData:
-    """The picture's numbers, from ``plan`` (and ``ttmodels verify`` records, if given)."""
+def plot_data(plan, verify_records=None, *, title: str | None = None,
+              l1_bank_bytes: int | None = None) -> PlotData:
+    """The picture's numbers, from ``plan`` (and ``ttmodels verify`` records, if given).
+
+    ``l1_bank_bytes`` (e.g. the verify report's, read from ttnn) overrides the plan's own."""
     from .plan_format import layer_note
 
     index = {pl.name: i for i, pl in enumerate(plan.layers)}
@@ -300,7 +303,7 @@ def plot_data(plan, verify_records=None, *, title: str | None = None) -> PlotDat
                                 bool(_field(rec, "memory_match", True)), _field(rec, "error"),
                                 adapter=None if name in index else edge))
     budget = getattr(plan, "l1_budget", None)
-    bank = getattr(plan, "l1_bank_bytes", None)
+    bank = l1_bank_bytes or getattr(plan, "l1_bank_bytes", None)
     t = _title(plan)
     peak = max(bars, key=lambda b: b.total) if bars else None
     limit = min(x for x in (budget, bank) if x) if (budget or bank) else None
@@ -617,11 +620,16 @@ def _fit_stage_label(stage: Stage, pt_per_layer: float) -> str:
 
 
 def plot_plan(plan, path, *, verify_records=None, title: str | None = None,
-              dpi: int = DPI) -> PlotData:
-    """Write the plan picture (with ``ttmodels verify`` records overlaid, if given) to ``path``
-    (a .png). Returns the PlotData drawn."""
+              l1_bank_bytes: int | None = None, dpi: int = DPI) -> PlotData:
+    """Write the plan picture to ``path`` (a .png). Returns the PlotData drawn.
+
+    ``verify_records``: ``ttmodels verify``'s per-layer records (objects or dicts with ``name``,
+    ``accepted``, ``memory_match``, ``ttnn_peak_total``, ...): ttnn's peak_total is drawn as
+    points, rejected or memory-mismatched layers in red. ``l1_bank_bytes``: ttnn's bank size
+    (the verify report's) when the plan does not carry it. A bad path raises ``Error`` before
+    anything is drawn."""
     check_plot_path(path, "plot path")
-    data = plot_data(plan, verify_records, title=title)
+    data = plot_data(plan, verify_records, title=title, l1_bank_bytes=l1_bank_bytes)
     # a bare Figure renders with Agg and leaves pyplot's global backend (a notebook's) alone
     from matplotlib.figure import Figure
 
