@@ -166,7 +166,7 @@ def test_verify_records_duck_typed(r18):
     assert [(m.index, m.peak_total, m.bad) for m in data.verify] == \
         [(0, 1234, False), (1, None, True), (2, 99, True)]
     assert data.verify_unplaced == ("nothing -> here[0]",)
-    assert "1/3 layers accepted as planned" in data.subtitle
+    assert "ttnn: 1/3 layers accepted as planned" in data.subtitle
     assert data.bank is None and plot_data(r18, recs, l1_bank_bytes=1_360_544).bank == 1_360_544
     # an adapter's record, named by its edge, lands on its consumer and is not a layer's peak
     a = r18.adapters[0]
@@ -321,3 +321,43 @@ def test_readme_image_is_the_commands_picture_and_small():
     w, h = figure_size(plot_data(ttmodels.plan("resnet50", batch_size=16)))
     with Image.open(png) as im:
         assert im.format == "PNG" and im.size == (round(w * 100), round(h * 100))
+
+
+def test_cli_verify_plot_overlays_ttnn_figures(tmp_path, capsys, monkeypatch):
+    """ttmodels verify --plot on the mock device: ttnn's peak_total per layer on the plan."""
+    from pathlib import Path
+
+    from PIL import Image
+
+    from ttmodels import plan_plot
+
+    spec = Path(__file__).resolve().parent / "specs" / "field_report" / "residual_shards.yaml"
+    drawn = []
+    real = plan_plot.plot_plan
+    monkeypatch.setattr(plan_plot, "plot_plan",
+                        lambda *a, **k: drawn.append(real(*a, **k)) or drawn[-1])
+    png = tmp_path / "verify.png"
+    assert cli.main(["verify", str(spec), "--format", "json", "--plot", str(png)]) == 0
+    out = capsys.readouterr()
+    report = json.loads(out.out)
+    assert f"wrote {png}" in out.err
+    (data,) = drawn
+    layers = [e for e in report["layers"] if e["kind"] == "layer"]
+    assert [(m.name, m.peak_total, m.bad) for m in data.verify if m.adapter is None] == \
+        [(e["name"], e["ttnn_peak_total"], False) for e in layers]
+    adapters = [e["name"] for e in report["layers"] if e["kind"] == "adapter"]
+    assert adapters and [m.adapter for m in data.verify if m.adapter] == adapters
+    assert data.bank == report["l1_bank_bytes"] and data.budget == report["plan_budget"]
+    w, h = figure_size(data)
+    with Image.open(png) as im:
+        assert im.format == "PNG" and im.size == (round(w * 100), round(h * 100))
+
+
+def test_cli_verify_bad_plot_path_fails_before_verifying(tmp_path, capsys, monkeypatch):
+    import ttmodels.verify as verify_mod
+
+    ran = []
+    monkeypatch.setattr(verify_mod, "verify", lambda *a, **k: ran.append(a))
+    assert cli.main(["verify", "resnet18", "--plot", str(tmp_path / "nope" / "v.png")]) == 2
+    err = capsys.readouterr().err
+    assert ran == [] and err.count("\n") == 1 and "does not exist" in err

@@ -50,6 +50,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="plan without adapters, so ttnn's own rejections show")
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.add_argument("--system", default="n150", help="mock system (default n150)")
+    p.add_argument("--plot", metavar="PNG", help="also draw the plan with ttnn's peak_total per "
+                   "layer (rejected / mismatched layers in red) into this .png")
 
     p = sub.add_parser("probe-1x1", help="time 1x1-conv lowerings on a card (device only)")
     p.add_argument("spec")
@@ -103,9 +105,22 @@ def _run(args) -> int:
                            plot=args.plot)
     if args.cmd == "verify":
         from .verify import verify
+        plan = None
+        if args.plot:
+            from .plan_plot import check_plot_path
+            from .planner import plan_graph
+            check_plot_path(args.plot)          # a bad path fails before any planning
+            plan = plan_graph(ttmodels.load_graph(args.spec, batch_size=args.batch,
+                                                  input_size=size, profile=args.profile),
+                              adapters=not args.no_adapters)
         report = verify(args.spec, batch_size=args.batch, input_size=size, profile=args.profile,
-                        adapters=not args.no_adapters, system=args.system)
+                        adapters=not args.no_adapters, system=args.system, plan=plan)
         print(report.to_json() if args.format == "json" else str(report))
+        if args.plot:
+            from .plan_plot import plot_plan
+            plot_plan(plan, args.plot, verify_records=report.steps,
+                      l1_bank_bytes=report.l1_bank_bytes)
+            print(f"wrote {args.plot}", file=sys.stderr)
         # 0: every step accepted with the planned memory config and within the L1 bank
         return 0 if report.ok and report.fits else 1
     if args.cmd == "probe-1x1":

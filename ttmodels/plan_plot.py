@@ -124,10 +124,11 @@ class VerifyMark:
     memory_match: bool
     error: str | None
     adapter: str | None = None         # the adapter's edge when the record is an adapter's
+    layout_match: bool = True          # tile layout and dtype as planned (when the record says)
 
     @property
     def bad(self) -> bool:
-        return not self.accepted or not self.memory_match
+        return not self.accepted or not self.memory_match or not self.layout_match
 
 
 @dataclass(frozen=True)
@@ -301,7 +302,8 @@ def plot_data(plan, verify_records=None, *, title: str | None = None,
         marks.append(VerifyMark(at, str(name), int(peak) if peak is not None else None,
                                 bool(_field(rec, "accepted", True)),
                                 bool(_field(rec, "memory_match", True)), _field(rec, "error"),
-                                adapter=None if name in index else edge))
+                                adapter=None if name in index else edge,
+                                layout_match=bool(_field(rec, "layout_match", True))))
     budget = getattr(plan, "l1_budget", None)
     bank = l1_bank_bytes or getattr(plan, "l1_bank_bytes", None)
     t = _title(plan)
@@ -325,7 +327,7 @@ def plot_data(plan, verify_records=None, *, title: str | None = None,
     layer_marks = [m for m in marks if m.adapter is None]
     if layer_marks:
         ok = sum(not m.bad for m in layer_marks)
-        sub.append(f"ttnn verify: {ok}/{len(layer_marks)} layers accepted as planned")
+        sub.append(f"ttnn: {ok}/{len(layer_marks)} layers accepted as planned")
     bad_adapters = sum(m.bad for m in marks if m.adapter is not None)
     if bad_adapters:
         sub.append(f"{bad_adapters} adapter{'s' if bad_adapters != 1 else ''} rejected")
@@ -484,7 +486,7 @@ def draw_plan(fig, data: PlotData, slot=None, *, show_title: bool = True) -> dic
                    [m.peak_total if m.peak_total is not None and m.adapter is None
                     else ymax * 0.96 for m in bad],
                    s=40, marker="X", color="#d62728", zorder=6,
-                   label="ttnn rejected / memory config differs")
+                   label="ttnn rejected / memory config or layout differs")
     ax.set_ylim(0, ymax)
     ax.set_xlim(-0.6, n - 0.4)
     ax.yaxis.set_major_formatter(FuncFormatter(_fmt_bytes))
