@@ -384,7 +384,7 @@ def margins(data: PlotData) -> dict[str, float]:
     right, the layer names below, the title above. A figure embedding the strip (``draw_plan``
     with a ``slot``) leaves this much room around the slot."""
     left = LEFT_IN + max((len(r) for r in data.strip_rows), default=0) * 6.5 * 0.6 / 72
-    return {"left": left, "right": RIGHT_IN, "bottom": label_margin(data), "top": 0.75}
+    return {"left": left, "right": RIGHT_IN, "bottom": label_margin(data), "top": 0.85}
 
 
 def label_margin(data: PlotData) -> float:
@@ -494,8 +494,10 @@ def draw_plan(fig, data: PlotData, slot=None, *, show_title: bool = True) -> dic
     ax.grid(axis="y", lw=0.4, alpha=0.5)
     ax.tick_params(axis="x", which="both", bottom=False, labelbottom=False)
     if show_title:
-        ax.set_title(data.title + ("\n" + data.subtitle if data.subtitle else ""), fontsize=10,
-                     loc="left")
+        import textwrap
+        chars = max(int(_axis_width_pt(fig, ax) / (9.5 * 0.55)), 40)
+        sub = textwrap.fill(data.subtitle, chars, break_on_hyphens=False) if data.subtitle else ""
+        ax.set_title(data.title + ("\n" + sub if sub else ""), fontsize=9.5, loc="left")
     handles, labels = ax.get_legend_handles_labels()
     leg = ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=7,
                     title="L1 bytes per core", title_fontsize=7.5, frameon=False)
