@@ -526,10 +526,10 @@ def draw_plan(fig, data: PlotData, slot=None, *, show_title: bool = True) -> dic
         patch.set_gid(f"layout:{b.name}")
         ax_l.add_patch(patch)
     runs = _runs(data.layers)
-    px_per_layer = _axis_width_pt(fig, ax_l) / max(n, 1)
+    pt_per_layer = _axis_width_pt(fig, ax_l) / max(n, 1)
     for start, stop, b in runs:
         text = f"{b.grid[0]}x{b.grid[1]}" if b.grid else ""
-        if text and (stop - start) * px_per_layer >= len(text) * 7 * 0.62 + 2:
+        if text and (stop - start) * pt_per_layer >= len(text) * 7 * 0.62 + 2:
             ax_l.text((start + stop - 1) / 2, 0.5, text, ha="center", va="center", fontsize=7,
                       color="white", fontweight="bold")
     ax_l.set_ylim(0, 1)
@@ -554,7 +554,7 @@ def draw_plan(fig, data: PlotData, slot=None, *, show_title: bool = True) -> dic
     # stage band + thinned layer names
     for k, s in enumerate(data.stages):
         ax_s.add_patch(_rect(s.start - 0.5, 0, s.size, 1, "#e8e8e8" if k % 2 else "#d0d0d0"))
-        label = _fit_stage_label(s, px_per_layer)
+        label = _fit_stage_label(s, pt_per_layer)
         if label:
             ax_s.text(s.start - 0.5 + s.size / 2, 0.5, label, ha="center", va="center",
                       fontsize=STAGE_FONT)
