@@ -88,3 +88,11 @@ class Plan:
     def __str__(self) -> str:
         from .plan_format import plan_table
         return plan_table(self)
+
+    def plot(self, path, *, verify_records=None, title: str | None = None,
+             l1_bank_bytes: int | None = None):
+        """Write a PNG of the plan: L1 per core per layer, output layouts, adapters
+        (``plan_plot.plot_plan``). Returns the PlotData drawn."""
+        from .plan_plot import plot_plan
+        return plot_plan(self, path, verify_records=verify_records, title=title,
+                         l1_bank_bytes=l1_bank_bytes)
