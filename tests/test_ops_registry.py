@@ -173,6 +173,11 @@ class TorchSE(torch.nn.Module):
         return self.head_bn(self.head(x * s))
 
 
+def test_se_example_in_the_docs_is_this_file():
+    text = (ROOT / "docs" / "custom_backbones.md").read_text()
+    assert re.findall(r"```yaml se\n(.*?)```", text, re.S) == [SE_YAML.lstrip("\n")]
+
+
 @pytest.mark.parametrize("batch", [1, 2])
 def test_se_block_from_a_user_file_matches_torch(tmp_path, batch):
     path = tmp_path / "se_net.yaml"
