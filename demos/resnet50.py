@@ -1,7 +1,9 @@
 #!/usr/bin/env python
-"""Classify an image with ResNet50 through ttmodels (sim backend here, ttnn on a card).
+"""Classify an image with ResNet50 (or another shipped ImageNet classifier) through ttmodels
+(sim backend here, ttnn on a card).
 
-    python demos/resnet50.py --image x.jpg [--weights random|pretrained|FILE]
+    python demos/resnet50.py --image x.jpg [--model resnet50|mobilenet_v2|efficientnet_b0|...]
+                             [--weights random|pretrained|FILE]
                              [--backend auto|sim|ttnn] [--batch N] [--topk K]
 
 Without --image it uses the sample photo that ships with matplotlib.
@@ -17,12 +19,19 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
 
 
+# The shipped configs that are torchvision ImageNet classifiers (1000 logits, ImageNet input).
+CLASSIFIERS = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "resnext50_32x4d",
+               "wide_resnet50_2", "mobilenet_v2", "efficientnet_b0")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--image", help="image file (default: matplotlib's sample photo)")
+    ap.add_argument("--model", default="resnet50", choices=CLASSIFIERS,
+                    help="shipped ImageNet classifier (torchvision key names)")
     ap.add_argument("--weights", default="auto",
                     help="random | pretrained | FILE (.safetensors/.pth). Default: "
-                         "weights/resnet50.safetensors if present, else pretrained if it can be "
+                         "weights/<model>.safetensors if present, else pretrained if it can be "
                          "downloaded, else random")
     ap.add_argument("--backend", default="auto", choices=("auto", "sim", "ttnn"))
     ap.add_argument("--batch", type=int, default=1, help="run the image N times as one batch")
@@ -46,10 +55,10 @@ def main(argv=None) -> int:
     import torch
     from torchvision.models import ResNet50_Weights
 
-    weights, note = _choose_weights(args.weights)
+    weights, note = _choose_weights(args.weights, args.model)
     try:
         t0 = time.perf_counter()
-        model = ttmodels.build("resnet50", weights=weights, backend=args.backend,
+        model = ttmodels.build(args.model, weights=weights, backend=args.backend,
                                batch_size=args.batch, profile=args.profile)
         build_s = time.perf_counter() - t0
     except ttmodels.Error as e:
@@ -66,7 +75,8 @@ def main(argv=None) -> int:
     labels = ResNet50_Weights.IMAGENET1K_V2.meta["categories"]
     probs = torch.softmax(logits[0].float(), dim=0)
     top = torch.topk(probs, min(args.topk, probs.numel()))
-    print(f"backend: {model.backend_name}   weights: {note}   image: {path.name}")
+    print(f"model: {args.model}   backend: {model.backend_name}   weights: {note}   "
+          f"image: {path.name}")
     if weights == "random":
         print("NOTE: random weights — these predictions are meaningless. Pass --weights FILE "
               "(see weights/README.md) for real ones.")
@@ -76,15 +86,15 @@ def main(argv=None) -> int:
     return 0
 
 
-def _choose_weights(choice: str):
+def _choose_weights(choice: str, model: str = "resnet50"):
     if choice != "auto":
         return choice, choice
-    local = REPO / "weights" / "resnet50.safetensors"
+    local = REPO / "weights" / f"{model}.safetensors"
     if local.is_file():
         return str(local), str(local.relative_to(REPO))
     from ttmodels.weights import pretrained_available
-    if pretrained_available("resnet50"):
-        return "pretrained", "pretrained (torchvision IMAGENET1K_V2)"
+    if pretrained_available(model):
+        return "pretrained", "pretrained (torchvision)"
     return "random", "random (no pretrained weights available offline)"
 
 
