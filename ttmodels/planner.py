@@ -637,6 +637,12 @@ class _Planner:
         ins = self.inputs_of(node)
         shapes = [self.flat[s] for s in node.inputs]
         swap = node.inputs[0] in self.g.constants and node.inputs[1] not in self.g.constants
+        if not swap and node.inputs[1] not in self.g.constants and \
+                ins[0].memory.buffer == "dram" and ins[1].memory.sharded:
+            # a DRAM operand (a spilled shortcut) next to a sharded one: binary_ng gives the
+            # output a sharded spec anyway (seen on the mock device), so make the sharded
+            # tensor operand a: the output follows it, and in place it is its buffer
+            swap = True
         ia, ib = (1, 0) if swap else (0, 1)
         a, b = ins[ia], ins[ib]
         if self.with_adapters:
