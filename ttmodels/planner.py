@@ -501,7 +501,7 @@ class _Planner:
         TILE and sharded exactly as the config expects (1D: height, 2D: block), the output is
         sharded the same way (matmul_device_operation.cpp 1D/2D branches)."""
         from .matmul_solver import KIND_1D, solve_node
-        cfg = solve_node(node, grid=self.grid)
+        cfg = solve_node(node, grid=self.grid, l1_budget=max(self.op_budget, 1))
         kind = HEIGHT if cfg.kind == KIND_1D else BLOCK
         x = self.layouts[node.inputs[0]]
         cin = x
@@ -597,17 +597,63 @@ class _Planner:
                   "kernel": kernel, "num_cores": pc.num_cores, "core_grid": pc.grid,
                   "input_memory": pool_in.memory, "out_shape": attrs["out_shape"],
                   "l1_parts": est.parts}
+        if self.with_adapters and est.total > self.op_budget and node.op != "global_avg_pool":
+            sliced = self.plan_pool_sliced(node, x, est, config)
+            if sliced is not None:
+                return sliced
         return PlannedLayer(node, [x], out, est.total, config)
+
+    def plan_pool_sliced(self, node: Node, x: TensorLayout, est, config) -> PlannedLayer | None:
+        """A max/avg pool over the L1 it has, run DRAM-sliced (``dram_slice_config``, ttnn
+        0.81.1 pool2d: input read from DRAM slice by slice, output DRAM interleaved; checked on
+        the mock device). Height slices of the output, the fewest that fit; the per-slice L1 is
+        the whole pool's input/halo/output scaled to the slice's rows (the window CB stays)."""
+        s_in, s_out = self.g.shape_of(node.inputs[0]), node.shape
+        kh, _ = node.attrs["kernel"]
+        sh, _ = node.attrs.get("stride", node.attrs["kernel"])
+        dh, _ = node.attrs.get("dilation", (1, 1))
+        fixed = {k: v for k, v in est.parts.items() if k.endswith("_cb")}
+        scaled_in = {k: v for k, v in est.parts.items() if k in ("input", "halo")}
+        scaled_out = {k: v for k, v in est.parts.items() if k == "output"}
+        # bounded search: at most one output row per slice, and no more than 64 slices
+        for k in range(2, min(s_out.h, 64) + 1):
+            oh = -(-s_out.h // k)
+            ih = min(s_in.h, (oh - 1) * sh + dh * (kh - 1) + 1)
+            parts = dict(fixed)
+            parts.update({n: -(-v * ih // s_in.h) for n, v in scaled_in.items()})
+            parts.update({n: -(-v * oh // s_out.h) for n, v in scaled_out.items()})
+            total = sum(parts.values())
+            if total <= self.op_budget:
+                break
+        else:
+            return None
+        dram = MemSpec(INTERLEAVED, "dram")
+        cin = x
+        if x.memory != dram:
+            why = "a DRAM-sliced pool reads its input from DRAM interleaved"
+            cin = self.to_interleaved(node, 0, x, why, buffer="dram") if x.memory.sharded else \
+                self.adapt(node, 0, x, "to_memory_config", replace(x, memory=dram), why)
+        out = TensorLayout(dram, config["output_layout"], config["dtype"])
+        config = dict(config, applied_shard_scheme=None, input_memory=dram, l1_parts=parts,
+                      slice={"type": "height", "num_slices": k})
+        return PlannedLayer(node, [cin], out, total, config)
 
     # ---- eltwise ---------------------------------------------------------------------------
     def plan_binary(self, node: Node) -> PlannedLayer:
         ins = self.inputs_of(node)
         shapes = [self.flat[s] for s in node.inputs]
         s0, s1 = (self.g.shape_of(i) if i not in self.g.constants else None for i in node.inputs)
+        commutes = node.op in ("add", "multiply")
         # b is the operand that broadcasts: a constant, or a per-image vector [N, 1, 1, C]
-        swap = node.op in ("add", "multiply") and (
+        swap = commutes and (
             (node.inputs[0] in self.g.constants and node.inputs[1] not in self.g.constants)
             or (s0 is not None and s1 is not None and s0 != s1 and s0.h == s0.w == 1))
+        if not swap and commutes and node.inputs[1] not in self.g.constants and s0 == s1 and \
+                ins[0].memory.buffer == "dram" and ins[1].memory.sharded:
+            # a DRAM operand (a spilled shortcut) next to a sharded one: binary_ng gives the
+            # output a sharded spec anyway (seen on the mock device), so make the sharded
+            # tensor operand a: the output follows it, and in place it is its buffer
+            swap = True
         ia, ib = (1, 0) if swap else (0, 1)
         a, b = ins[ia], ins[ib]
         sa, sb = (s1, s0) if swap else (s0, s1)
