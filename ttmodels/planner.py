@@ -597,7 +597,8 @@ class _Planner:
                   "kernel": kernel, "num_cores": pc.num_cores, "core_grid": pc.grid,
                   "input_memory": pool_in.memory, "out_shape": attrs["out_shape"],
                   "l1_parts": est.parts}
-        if self.with_adapters and est.total > self.op_budget and node.op != "global_avg_pool":
+        if self.with_adapters and est.total > self.op_budget and \
+                node.op not in ("global_avg_pool", "adaptive_avg_pool2d"):
             sliced = self.plan_pool_sliced(node, x, est, config)
             if sliced is not None:
                 return sliced
