@@ -129,7 +129,9 @@ _OPS = {"conv2d", "max_pool2d", "avg_pool2d", "global_avg_pool2d", "add", "multi
         "deallocate", "from_torch", "to_torch", "reshape", "to_device", "from_device",
         "open_device", "close_device", "synchronize_device", "copy_host_to_device_tensor",
         "begin_trace_capture", "end_trace_capture", "execute_trace", "release_trace",
-        "prepare_conv_weights", "prepare_conv_bias"}
+        "prepare_conv_weights", "prepare_conv_bias", "subtract", "relu6", "leaky_relu", "sigmoid",
+        "hardsigmoid", "hardswish", "silu", "gelu", "tanh", "identity", "slice",
+        "adaptive_avg_pool2d"}
 # Host-side builders that run for real (they need no device).
 _REAL_FUNCTIONS = {"init_device_compute_kernel_config", "num_cores_to_corerangeset",
                    "create_sharded_memory_config"}
@@ -484,3 +486,42 @@ def test_pool_layers_real_enums():
     assert c1.kwargs["padding"] == [1, 1] and c1.kwargs["batch_size"] == 2
     assert c2.kwargs["kernel_size"] == [7, 7] and c2.kwargs["input_h"] == 7
     assert isinstance(c2.kwargs["compute_kernel_config"], ttnn.WormholeComputeKernelConfig)
+
+
+# ================================================================================================
+# issue 11: the new ops' calls bind to the real signatures, their configs are real ttnn objects
+# ================================================================================================
+
+def test_new_ops_calls_bind_to_real_ttnn():
+    from ttmodels import activations as A
+    from ttmodels.spec import load_graph
+    layers = [{"name": "c", "op": "conv2d", "out": 32, "kernel": 3, "padding": 1, "act": "silu"},
+              {"name": "dw", "op": "conv2d", "out": 32, "kernel": 3, "padding": 1, "groups": 32,
+               "act": "relu6"},
+              {"name": "p", "op": "global_avg_pool"},
+              {"name": "f", "op": "conv2d", "out": 32, "kernel": 1, "bias": True, "act": "sigmoid"},
+              {"name": "m", "op": "multiply", "in": ["dw", "f"], "act": "hardswish"},
+              {"name": "s", "op": "subtract", "in": ["m", "c"]},
+              {"name": "bn", "op": "batch_norm", "act": "gelu"},
+              {"name": "sl", "op": "slice", "channels": [0, 16]},
+              {"name": "i", "op": "identity"},
+              {"name": "ap", "op": "adaptive_avg_pool2d", "size": 2}]
+    layers += [{"name": f"u_{n}", "op": n, "in": "c"} for n in A.NAMES]
+    g = load_graph({"inputs": {"x": {"channels": 8, "size": 8}}, "layers": layers,
+                    "outputs": ["ap"] + [f"u_{n}" for n in A.NAMES]}, batch_size=2)
+    from ttmodels.weights import prepare_parameters, random_state_dict
+    params = prepare_parameters(g, random_state_dict(g, calibrate=False))
+    plan = _plan(g)
+    be = realtypes_backend()
+    Executor(plan, params, be).run({"x": torch.randn(2, 8, 8, 8)})
+    calls = recorded(be)
+    names = {c.name for c in calls}
+    assert {"subtract", "multiply", "slice", "identity", "adaptive_avg_pool2d", "reshape"} <= names
+    assert {A.ACTIVATIONS[n].ttnn_function for n in A.NAMES} <= names
+    _assert_all_bind(calls)
+    conv = [c for c in calls if c.name == "conv2d"]
+    assert {c.kwargs["conv_config"].activation.op_type for c in conv} >= {
+        ttnn.UnaryOpType.SILU, ttnn.UnaryOpType.RELU6, ttnn.UnaryOpType.SIGMOID}
+    for c in calls:
+        for v in c.kwargs.get("activations", []):
+            assert isinstance(v, ttnn.UnaryWithParam)
