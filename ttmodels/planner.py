@@ -24,6 +24,7 @@ Procedure (see docs/layouts.md):
 dtypes) and inserts nothing, so the sim backend can show what the card would reject.
 """
 from __future__ import annotations
+from .formats import BLOCK_FLOAT_DTYPES
 
 from dataclasses import replace
 
@@ -48,7 +49,7 @@ def plan_hook(op: str) -> str:
         return "pool"
     return op
 
-BFP = ("bfloat8_b", "bfloat4_b")
+BFP = BLOCK_FLOAT_DTYPES     # formats.py holds the block-float dtype set
 POOLS = ("max_pool2d", "avg_pool2d", "global_avg_pool")
 
 
@@ -293,8 +294,8 @@ class _Planner:
     @staticmethod
     def is_mm(node: Node) -> bool:
         a = node.attrs
-        return tuple(a["kernel"]) == (1, 1) and tuple(a["stride"]) == (1, 1) and \
-            tuple(a["padding"]) == (0, 0, 0, 0) and a.get("groups", 1) == 1
+        return R.is_matmul_conv(a["kernel"], a["stride"], a["padding"], a.get("dilation", (1, 1)),
+                                a.get("groups", 1))
 
     def conv_candidate(self, node: Node, kind: str, x: TensorLayout, act_block_h: int | None,
                        follow_input: bool, dims: tuple[int, int, int] | None = None):
@@ -308,8 +309,7 @@ class _Planner:
         if dims is not None:
             in_rows, in_w, out_rows = dims
         c_in = a["in_channels"]
-        is_mm = tuple(a["kernel"]) == (1, 1) and tuple(a["stride"]) == (1, 1) and \
-            tuple(a["padding"]) == (0, 0, 0, 0) and a.get("groups", 1) == 1
+        is_mm = self.is_mm(node)
         if follow_input:
             m = x.memory
             n = m.num_cores or m.grid[0] * m.grid[1]

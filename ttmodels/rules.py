@@ -14,6 +14,7 @@ Facts were read from tt-metal sources and cross-checked against the TT_FATAL mes
 compiled into the ttnn 0.81.1 wheel (``ttnn/build/lib/_ttnncpp.so``).
 """
 from __future__ import annotations
+from .formats import BLOCK_FLOAT_DTYPES
 
 from dataclasses import dataclass, replace
 from typing import Iterable
@@ -307,12 +308,21 @@ RULES: dict[str, Rule] = {r.id: r for r in _RULE_LIST}
 GRAPH_OPS = OPS
 ADAPTER_OPS = ("to_memory_config", "sharded_to_interleaved", "interleaved_to_sharded", "reshard",
                "to_layout", "typecast")
-BFP = ("bfloat8_b", "bfloat4_b")
+BFP = BLOCK_FLOAT_DTYPES     # formats.py holds the block-float dtype set
 
 
 # ============================================================================================
 # Layout math (pure)
 # ============================================================================================
+
+def is_matmul_conv(kernel, stride, padding, dilation=(1, 1), groups: int = 1) -> bool:
+    """conv2d_utils.cpp ``use_matmul_for_1x1_conv``: a 1x1, stride-1, unpadded, undilated,
+    ungrouped conv runs as a matmul (ttnn::linear) inside conv2d. The one definition the planner,
+    the L1 model and the sim use. ``padding``: 2 or 4 values."""
+    pad = tuple(int(p) for p in padding)
+    return (tuple(int(k) for k in kernel) == (1, 1) and tuple(int(v) for v in stride) == (1, 1)
+            and not any(pad) and tuple(int(d) for d in dilation) == (1, 1) and int(groups) == 1)
+
 
 def cores_to_grid(num_cores: int, grid: tuple[int, int]) -> tuple[int, int]:
     """Extent (x, y) of ``num_cores`` cores laid out row-wise on ``grid`` starting at (0, 0), as

@@ -1,11 +1,12 @@
 """pad: spatial zero/constant padding of an NHWC activation."""
 from __future__ import annotations
+from ..formats import BLOCK_FLOAT_DTYPES
 
 from ..backends import common
 from ..layout import TILE_LAYOUT
 from .base import Layer
 
-_BFP = ("bfloat8_b", "bfloat4_b")
+_BFP = BLOCK_FLOAT_DTYPES
 
 
 class Pad(Layer):

@@ -344,8 +344,8 @@ def conv2d(*, input_tensor, weight_tensor, device, in_channels, out_channels, ba
     out_dtype = dtype or x.dtype
     out_layout = cfg.output_layout
     # conv2d_utils.cpp use_matmul_for_1x1_conv: such convs run as ttnn::linear inside conv2d
-    is_mm = (kh, kw) == (1, 1) and (sh, sw) == (1, 1) and (pt, pb, pl, pr) == (0, 0, 0, 0) \
-        and (dh, dw) == (1, 1) and groups == 1
+    from ... import rules
+    is_mm = rules.is_matmul_conv((kh, kw), (sh, sw), (pt, pb, pl, pr), (dh, dw), groups)
     sliced = _dram_slice(slice_config)
     shard_layout = {T.TensorMemoryLayout.HEIGHT_SHARDED: "height_sharded",
                     T.TensorMemoryLayout.WIDTH_SHARDED: "width_sharded",
