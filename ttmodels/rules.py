@@ -230,6 +230,11 @@ _RULE_LIST = [
          "with applied_shard_scheme, default chosen like conv)",
          f"{_POOL}: Pool2D::validate_on_program_cache_miss ('Pool2D input shard spec should not be "
          f"empty'); {_POOL_API}: pool2d (shards an interleaved input)"),
+    Rule("pool2d.slice_input", "max_pool2d|avg_pool2d",
+         "a DRAM-sliced pool (dram_slice_config) reads its input from DRAM interleaved and writes "
+         "a DRAM-interleaved output",
+         f"{_POOL_API}: pool2d DRAM-sliced path (Op2DSliceConfig, as conv2d_DRAM; behaviour "
+         "seen on the mock device)"),
     Rule("pool.dtype_layout", "max_pool2d|avg_pool2d|global_avg_pool",
          "output dtype and layout are arguments (dtype=bfloat16, output_layout=ROW_MAJOR by "
          "default); a bfloat8_b output needs output_layout=TILE",
