@@ -220,3 +220,41 @@ def test_build_bev_encoder_from_checkpoint(full_checkpoint):
             m.close()
     for k in outs[0]:
         assert torch.equal(outs[0][k], outs[1][k]), k
+
+
+# ---------------------------------------------------------------------------------------------
+# the demo
+# ---------------------------------------------------------------------------------------------
+
+def _demo():
+    import importlib.util
+    path = Path(__file__).resolve().parent.parent / "demos" / "bevdet_encoder.py"
+    spec = importlib.util.spec_from_file_location("bevdet_encoder_demo", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_demo_bev_runs_on_a_npy_input_and_writes_its_png(tmp_path, capsys):
+    import numpy as np
+
+    bev = tmp_path / "bev.npy"
+    np.save(bev, _bev_features(2, (32, 32), seed=3).numpy())
+    png = tmp_path / "out.png"
+    assert _demo().main(["--bev", "--bev-input", str(bev), "--backend", "sim", "--out", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "input: (2, 64, 32, 32)" in out and "neck     (2, 256, 32, 32)" in out
+    assert "stage2   (2, 512, 4, 4)" in out and "time:" in out
+    assert png.stat().st_size > 10_000 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("shape,msg", [((2, 32, 16, 16), "expected [64, H, W]"),
+                                       ((64, 12, 16), "multiples of 8")])
+def test_demo_bev_rejects_bad_input_files(tmp_path, capsys, shape, msg):
+    import numpy as np
+
+    bad = tmp_path / "bad.npy"
+    np.save(bad, np.zeros(shape, dtype=np.float32))
+    assert _demo().main(["--bev", "--bev-input", str(bad), "--backend", "sim"]) == 2
+    err = capsys.readouterr().err
+    assert msg in err and "bad.npy" in err and "Traceback" not in err
