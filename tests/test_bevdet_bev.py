@@ -258,3 +258,21 @@ def test_demo_bev_rejects_bad_input_files(tmp_path, capsys, shape, msg):
     assert _demo().main(["--bev", "--bev-input", str(bad), "--backend", "sim"]) == 2
     err = capsys.readouterr().err
     assert msg in err and "bad.npy" in err and "Traceback" not in err
+
+
+# ---------------------------------------------------------------------------------------------
+# the installed ttnn accepts the plan (mock device, no card)
+# ---------------------------------------------------------------------------------------------
+
+def test_verify_on_mock_device_accepts_every_step():
+    """``ttmodels verify bevdet_r50_bev_encoder --batch 1``: every layer and adapter, the two
+    grid_sample upsamplings and the linear out_conv included, is accepted by ttnn 0.81.1 with
+    the planned memory config."""
+    from ttmodels.verify import verify
+
+    report = verify(SPEC, batch_size=1)
+    bad = [(s.name, s.error, s.planned_memory, s.ttnn_memory) for s in report.steps if not s.ok]
+    assert report.ok and not bad, bad
+    by = {s.name: s for s in report.layers}
+    assert by["img_bev_encoder_neck.up"].accepted and by["img_bev_encoder_neck.up2.0"].accepted
+    assert by["neck"].accepted and by["neck"].memory_match

@@ -202,10 +202,7 @@ class _Planner:
             pc = R.determine_parallel_config(kind, out_rows, c_in, c_out, self.grid,
                                              channels_padding=not is_mm)
             conv_in = TensorLayout(R.conv_memspec(kind, in_rows, c_in, pc), x.layout, x.dtype)
-        out_pc = pc
-        if kind == WIDTH and not is_mm:
-            n = R.closest_divisor_with_padding(-(-c_out // TILE), self.grid[0] * self.grid[1])
-            out_pc = R.ParallelConfig(WIDTH, n, R.cores_to_grid(n, self.grid), 1, n)
+        out_pc = R.conv_output_parallel_config(pc, c_out, self.grid, is_mm_conv=is_mm)
         out_mem = R.conv_memspec(kind, out_rows, c_out, out_pc)
         out = TensorLayout(out_mem, TILE_LAYOUT, node.precision.activations)
         est = l1m.conv_l1(kind=kind, in_layout=conv_in, out_layout=out, in_rows=in_rows,

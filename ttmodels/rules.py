@@ -446,6 +446,22 @@ def select_conv_shard_layout(rows_out: int, c_in: int, c_out: int, *, is_mm_conv
     return kind
 
 
+def conv_output_parallel_config(pc: ParallelConfig, c_out: int, device_grid: tuple[int, int] = (8, 8),
+                                *, is_mm_conv: bool = False) -> ParallelConfig:
+    """conv2d_utils.cpp ``determine_output_parallel_config``: the output keeps the input's row
+    cores, but (not for matmul convs) its channel cores are recomputed for the output channels:
+    width sharding over the closest divisor (with little padding) of the output channel tiles
+    up to all cores, block sharding (ROW_MAJOR orientation) up to the grid's columns."""
+    if is_mm_conv or pc.kind not in (WIDTH, BLOCK):
+        return pc
+    tiles = -(-c_out // TILE)
+    if pc.kind == WIDTH:
+        n = closest_divisor_with_padding(tiles, device_grid[0] * device_grid[1])
+        return ParallelConfig(WIDTH, n, cores_to_grid(n, device_grid), 1, n)
+    cc = closest_divisor_with_padding(tiles, device_grid[0])
+    return ParallelConfig(BLOCK, cc * pc.cores_nhw, (cc, pc.cores_nhw), pc.cores_nhw, cc)
+
+
 def conv_memspec(kind: str, rows: int, c: int, pc: ParallelConfig) -> MemSpec:
     """Sharded memory config of a [rows, c] conv tensor under parallel config ``pc`` (conv2d_utils
     ``create_sharded_memory_config_from_parallel_config``)."""
@@ -1105,6 +1121,14 @@ def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
             mem = requested
         elif x is not None and x.memory.sharded and out_rc is not None:
             mem = fit(x.memory)
+            if x.memory.memory_layout in (WIDTH, BLOCK) and not attrs.get("is_mm_conv", False):
+                m = x.memory
+                n = m.num_cores or m.grid[0] * m.grid[1]
+                nhw = m.grid[1] if m.memory_layout == BLOCK else 1
+                pc_in = ParallelConfig(m.memory_layout, n, m.grid, nhw,
+                                       m.grid[0] if m.memory_layout == BLOCK else n)
+                mem = conv_memspec(m.memory_layout, out_rc[0], out_rc[1],
+                                   conv_output_parallel_config(pc_in, out_rc[1], grid))
         elif out_rc is not None:
             kind = attrs.get("shard_layout") or HEIGHT
             pc = attrs.get("parallel") or determine_parallel_config(
