@@ -33,8 +33,9 @@ TILE_SIZE = 32
 #: Functions and classes mirrored from ttnn (checked against the real signatures by the tests).
 TTNN_FUNCTIONS = ("conv2d", "prepare_conv_weights", "prepare_conv_bias", "max_pool2d", "avg_pool2d",
                   "global_avg_pool2d", "adaptive_avg_pool2d", "add", "multiply", "relu", "linear", "matmul",
-                  "upsample", "grid_sample", "prepare_grid_sample_grid", "concat", "pad", "to_memory_config", "sharded_to_interleaved",
-                  "interleaved_to_sharded", "reshard", "to_layout", "typecast", "reshape", "permute",
+                  "upsample", "grid_sample", "prepare_grid_sample_grid", "concat", "pad",
+                  "to_memory_config", "sharded_to_interleaved", "interleaved_to_sharded", "reshard",
+                  "to_layout", "typecast", "reshape", "permute",
                   "from_torch", "to_torch", "to_device", "from_device", "deallocate", "open_device",
                   "close_device", "synchronize_device", "create_sharded_memory_config",
                   "num_cores_to_corerangeset", "init_device_compute_kernel_config")
