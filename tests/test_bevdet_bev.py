@@ -42,6 +42,21 @@ def _bev_features(batch, size=GRID, seed=0):
     return synthetic_images(batch, 64, *size, seed=seed)
 
 
+@pytest.fixture(scope="module")
+def reference_run():
+    """Calibrated random weights, two held-out BEV maps and the reference's outputs on them.
+    The weights do not depend on the input size, so BN calibration runs on 64x64 maps (a quarter
+    of the cost); the batch-1 case is the first map of the pair (the reference is per-sample)."""
+    import torch
+
+    sd = _weights(_graph(1, (64, 64)), seed=1)
+    ref = load_into(BEVEncoderReference(), sd)
+    x = _bev_features(2, seed=1001)                 # not the calibration maps
+    with torch.no_grad():
+        want = dict(zip(ROLES, ref(x)))
+    return sd, x, want
+
+
 # ---------------------------------------------------------------------------------------------
 # structure and float32 semantics
 # ---------------------------------------------------------------------------------------------
@@ -73,7 +88,7 @@ def test_graph_shapes():
         [((4, 4), "bilinear", True), ((2, 2), "bilinear", True)]
 
 
-def test_spec_float32_semantics_match_reference():
+def test_spec_float32_semantics_match_reference(reference_run):
     """ttmodels' own float32 execution of the spec equals the torch module (align_corners, concat
     order, BN placement, the downsample conv with bias)."""
     import torch
@@ -81,7 +96,7 @@ def test_spec_float32_semantics_match_reference():
     from ttmodels.reference import ReferenceModel
 
     graph = _graph(1, (32, 32))
-    sd = _weights(graph)
+    sd = reference_run[0]
     ref = load_into(BEVEncoderReference(), sd)
     x = _bev_features(1, (32, 32), seed=5)
     with torch.no_grad():
@@ -94,21 +109,6 @@ def test_spec_float32_semantics_match_reference():
 # ---------------------------------------------------------------------------------------------
 # sim vs the reference (PCC >= 0.99 for every stage and the neck)
 # ---------------------------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def reference_run():
-    """Calibrated random weights, two held-out BEV maps and the reference's outputs on them.
-    The weights do not depend on the input size, so BN calibration runs on 64x64 maps (a quarter
-    of the cost); the batch-1 case is the first map of the pair (the reference is per-sample)."""
-    import torch
-
-    sd = _weights(_graph(1, (64, 64)), seed=1)
-    ref = load_into(BEVEncoderReference(), sd)
-    x = _bev_features(2, seed=1001)                 # not the calibration maps
-    with torch.no_grad():
-        want = dict(zip(ROLES, ref(x)))
-    return sd, x, want
-
 
 @pytest.mark.parametrize("batch", [1, 2])
 def test_sim_matches_reference(batch, reference_run):
@@ -202,24 +202,17 @@ def test_checkpoint_loads_into_both_configs(full_checkpoint):
 
 
 def test_build_bev_encoder_from_checkpoint(full_checkpoint):
-    import torch
-
+    """ttmodels.build(weights=<full BEVDet .pth>) builds the BEV encoder and says how many keys it
+    ignored (the image encoder's, the view transformer's and the head's)."""
     import ttmodels
 
-    path, _, bev = full_checkpoint
-    x = _bev_features(1, (32, 32), seed=8)
-    outs = []
-    for weights in (path, bev):
-        m = ttmodels.build(SPEC, weights=weights, backend="sim", batch_size=1, input_size=(32, 32),
-                           cache=False)
-        try:
-            if weights is path:
-                assert "ignored" in m.weights_info, m.weights_info
-            outs.append(m.run(x))
-        finally:
-            m.close()
-    for k in outs[0]:
-        assert torch.equal(outs[0][k], outs[1][k]), k
+    path, image, _ = full_checkpoint
+    m = ttmodels.build(SPEC, weights=path, backend="sim", batch_size=1, input_size=(16, 16),
+                       cache=False)
+    try:
+        assert f"ignored {len(image) + len(OTHER_KEYS)} keys" in m.weights_info, m.weights_info
+    finally:
+        m.close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -239,12 +232,12 @@ def test_demo_bev_runs_on_a_npy_input_and_writes_its_png(tmp_path, capsys):
     import numpy as np
 
     bev = tmp_path / "bev.npy"
-    np.save(bev, _bev_features(2, (32, 32), seed=3).numpy())
+    np.save(bev, _bev_features(2, (16, 16), seed=3).numpy())
     png = tmp_path / "out.png"
     assert _demo().main(["--bev", "--bev-input", str(bev), "--backend", "sim", "--out", str(png)]) == 0
     out = capsys.readouterr().out
-    assert "input: (2, 64, 32, 32)" in out and "neck     (2, 256, 32, 32)" in out
-    assert "stage2   (2, 512, 4, 4)" in out and "time:" in out
+    assert "input: (2, 64, 16, 16)" in out and "neck     (2, 256, 16, 16)" in out
+    assert "stage2   (2, 512, 2, 2)" in out and "time:" in out
     assert png.stat().st_size > 10_000 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
