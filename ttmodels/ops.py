@@ -32,7 +32,7 @@ SPEC_FIELDS: dict[str, tuple[str, ...]] = {
     "global_avg_pool": (),
     "adaptive_avg_pool2d": ("size",),
     "linear": ("out", "bias", "act", "weights", "in_features"),
-    "upsample": ("scale", "size_of", "mode"),
+    "upsample": ("scale", "size_of", "mode", "align_corners"),
     "concat": (),
     "pad": ("padding", "value"),
     "batch_norm": ("weights", "act"),

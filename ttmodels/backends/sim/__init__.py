@@ -22,9 +22,9 @@ from .tensor import (SimTensor, deallocate, from_device, from_torch, interleaved
                      layer_scope, memory_config_of, memspec, permute, reshape, reshard,
                      sharded_to_interleaved, to_device, to_layout, to_memory_config, to_torch, typecast)
 from .ops import (adaptive_avg_pool2d, add, avg_pool2d, concat, conv2d, gelu, global_avg_pool2d,  # noqa: F401
-                  hardsigmoid, hardswish, identity, leaky_relu, linear, matmul, max_pool2d, multiply, pad,
-                  prepare_conv_bias, prepare_conv_weights, relu, relu6, sigmoid, silu, slice, subtract, tanh,
-                  upsample)
+                  grid_sample, hardsigmoid, hardswish, identity, leaky_relu, linear, matmul, max_pool2d,
+                  multiply, pad, prepare_conv_bias, prepare_conv_weights, prepare_grid_sample_grid, relu,
+                  relu6, sigmoid, silu, slice, subtract, tanh, upsample)
 
 Tensor = SimTensor
 Device = SimDevice
@@ -35,9 +35,9 @@ TILE_SIZE = 32
 TTNN_FUNCTIONS = ("conv2d", "prepare_conv_weights", "prepare_conv_bias", "max_pool2d", "avg_pool2d",
                   "global_avg_pool2d", "adaptive_avg_pool2d", "add", "multiply", "subtract", "relu", "relu6",
                   "leaky_relu", "sigmoid", "hardsigmoid", "hardswish", "silu", "gelu", "tanh", "identity", "slice",
-                  "linear", "matmul",
-                  "upsample", "concat", "pad", "to_memory_config", "sharded_to_interleaved",
-                  "interleaved_to_sharded", "reshard", "to_layout", "typecast", "reshape", "permute",
+                  "linear", "matmul", "upsample", "grid_sample", "prepare_grid_sample_grid", "concat", "pad",
+                  "to_memory_config", "sharded_to_interleaved", "interleaved_to_sharded", "reshard",
+                  "to_layout", "typecast", "reshape", "permute",
                   "from_torch", "to_torch", "to_device", "from_device", "deallocate", "open_device",
                   "close_device", "synchronize_device", "create_sharded_memory_config",
                   "num_cores_to_corerangeset", "init_device_compute_kernel_config")
