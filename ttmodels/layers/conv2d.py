@@ -100,8 +100,10 @@ class Conv2d(Layer):
         if self.lowering == "linear":
             self._init_linear(w, b)
             return
-        self.weight = tt.from_torch(w, dtype=tt.float32)
-        self.bias = None if b is None else tt.from_torch(b.reshape(1, 1, 1, -1), dtype=tt.float32)
+        rep = common.replicated(self.backend)   # one copy per chip on a mesh
+        self.weight = tt.from_torch(w, dtype=tt.float32, **rep)
+        self.bias = None if b is None else tt.from_torch(b.reshape(1, 1, 1, -1), dtype=tt.float32,
+                                                         **rep)
         self.conv_config = conv2d_config(tt, planned)
         self.slice_config = slice_config(tt, planned)
         self.prepared = False
@@ -133,11 +135,13 @@ class Conv2d(Layer):
         wdt = common.data_type(tt, cfg.get("weights_dtype") or self.node.precision.weights)
         dram = common.memory_config(tt, DRAM_INTERLEAVED)
         cin, cout = self.in_channels, self.out_channels
+        rep = common.replicated(self.backend)
         self.weight = tt.from_torch(w.reshape(cout, cin).t().contiguous(), dtype=wdt,
-                                    layout=tt.TILE_LAYOUT, device=self.device, memory_config=dram)
+                                    layout=tt.TILE_LAYOUT, device=self.device, memory_config=dram,
+                                    **rep)
         self.bias = None if b is None else tt.from_torch(
             b.reshape(1, 1, 1, cout), dtype=wdt, layout=tt.TILE_LAYOUT, device=self.device,
-            memory_config=dram)
+            memory_config=dram, **rep)
         # ReLU rides on the program config (fused in the matmul kernel); passing activation= as
         # well would make ttnn.linear run a separate relu op after it (matmul.cpp bound_matmul).
         self.program_config = to_ttnn(tt, SimpleNamespace(**mm))
