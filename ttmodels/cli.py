@@ -17,6 +17,11 @@ def _add_shape_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", help="precision profile defined in the spec (e.g. tt-perf)")
 
 
+def _add_mesh_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--mesh", help="data parallel over a mesh of chips: n150, n300, t3000 or ROWSxCOLS "
+                                  "(--batch is the whole batch; it must divide by the chip count)")
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="ttmodels", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -24,11 +29,13 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plan", help="show the layout plan of a spec")
     p.add_argument("spec", help="shipped/registered config name or path to a YAML spec")
     _add_shape_args(p)
+    _add_mesh_arg(p)
     p.add_argument("--format", choices=("table", "json"), default="table")
 
     p = sub.add_parser("validate", help="check a spec; exit 0 if valid, print the error and exit 2")
     p.add_argument("spec")
     _add_shape_args(p)
+    _add_mesh_arg(p)
 
     sub.add_parser("list", help="list shipped and registered model names")
 
@@ -69,14 +76,17 @@ def _run(args) -> int:
             print(name)
         return 0
     if args.cmd == "validate":
-        graph = ttmodels.load_graph(args.spec, batch_size=args.batch, input_size=size,
-                                    profile=args.profile)
-        from .planner import plan_graph
-        plan_graph(graph)
-        print(f"{graph.source}: valid ({len(graph.nodes)} layers, outputs: {', '.join(graph.outputs)})")
+        plan = ttmodels.plan(args.spec, batch_size=args.batch, input_size=size, profile=args.profile,
+                             mesh=args.mesh)
+        graph = plan.graph
+        on = (f"; batch {plan.batch_size} = {plan.per_chip_batch} per chip on "
+              f"{plan.mesh.describe()}") if plan.mesh else ""
+        print(f"{graph.source}: valid ({len(graph.nodes)} layers, outputs: {', '.join(graph.outputs)}"
+              f"{on})")
         return 0
     if args.cmd == "plan":
-        plan = ttmodels.plan(args.spec, batch_size=args.batch, input_size=size, profile=args.profile)
+        plan = ttmodels.plan(args.spec, batch_size=args.batch, input_size=size, profile=args.profile,
+                             mesh=args.mesh)
         print(plan.to_json() if args.format == "json" else str(plan))
         return 0
     if args.cmd == "compare":
