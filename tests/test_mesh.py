@@ -148,6 +148,13 @@ def resnet50_runs():
         with pytest.raises(Error, match=r"expects NCHW \(4, 3, 224, 224\).*2 per chip"):
             m(x[:2])                                    # the model takes the whole batch
         mesh_out = m(x)
+        # Trace capture/replay on the mesh: the same executor path a card takes (the sim replay
+        # re-runs the plan with the new input copied onto every chip).
+        from ttmodels.runtime import to_torch_nchw
+        m.executor.capture_trace({"image": x.flip(0)})
+        raw = m.executor.run_traced({"image": x})["logits"]
+        traced = to_torch_nchw(m.backend, raw, m.graph.shape_of("logits")).reshape(4, 1000)
+        m.executor.release_trace()
     with ttmodels.build("resnet50", weights=sd, backend="sim", batch_size=2) as one:
         single = torch.cat([one(x[:2]), one(x[2:])])
     tv = torchvision.models.resnet50()
@@ -155,19 +162,20 @@ def resnet50_runs():
     tv.eval()
     with torch.no_grad():
         ref = tv(x)
-    return mesh_out, single, ref
+    return mesh_out, single, ref, traced
 
 
 def test_resnet50_n300_bit_identical_to_one_chip(resnet50_runs):
-    mesh_out, single, _ = resnet50_runs
+    mesh_out, single, _, traced = resnet50_runs
     assert mesh_out.shape == (4, 1000)
     assert torch.equal(mesh_out, single)
     assert not torch.equal(mesh_out[:2], mesh_out[2:])      # the chips saw different samples
+    assert torch.equal(traced, mesh_out)
 
 
 def test_resnet50_n300_pcc_vs_torch(resnet50_runs):
     from ttmodels.reference import pcc
-    mesh_out, _, ref = resnet50_runs
+    mesh_out, _, ref, _ = resnet50_runs
     assert pcc(ref, mesh_out) >= 0.99
     for i in range(4):                                        # every sample, both chips
         assert pcc(ref[i], mesh_out[i]) >= 0.99
