@@ -170,6 +170,13 @@ class RealTypes:
             return out
         if name in ("deallocate", "close_device", "synchronize_device"):
             return None
+        if name in ("max_pool2d", "avg_pool2d"):
+            # ttnn's L1 pools return [1, 1, N*OH*OW, C]; the DRAM-sliced ones [N, OH, OW, C]
+            # (layers/pool.py flattens those): the layers read the output's shape.
+            k = kwargs
+            n, c = k["batch_size"], k["channels"]
+            return FakeTensor(shape=(n, 1, 1, c) if k.get("dram_slice_config") else (1, 1, n, c),
+                              what=name)
         return FakeTensor(what=name)
 
 
