@@ -204,6 +204,11 @@ _RULE_LIST = [
          "output dtype and layout are arguments (dtype=bfloat16, output_layout=ROW_MAJOR by "
          "default); a bfloat8_b output needs output_layout=TILE",
          f"{_POOL_API}: max_pool2d/avg_pool2d signatures (dtype, output_layout)"),
+    Rule("pool2d.slice_input", "max_pool2d|avg_pool2d",
+         "a DRAM-sliced pool (dram_slice_config) reads its input from DRAM interleaved, slice by "
+         "slice, and writes its output to DRAM interleaved",
+         f"{_POOL_API}: pool2d with dram_slice_config (the op-slicing path, {_SLICING}); "
+         "output placement seen on the ttnn 0.81.1 mock device (sim/ops.py _sliced_pool_memory)"),
     # --- matmul / linear --------------------------------------------------------------------
     Rule("linear.tile", "linear",
          "matmul operands must be TILE layout",
