@@ -58,6 +58,7 @@ class _Planner:
         self.layouts: dict[str, TensorLayout] = {}
         self.flat: dict[str, tuple[int, int, int, int]] = {}
         self.adapters: list[Adapter] = []
+        self.adapted: set[tuple[str, int]] = set()   # (dst layer, operand index) with an adapter
         self.layers: list[PlannedLayer] = []
         self.input_layouts: dict[str, TensorLayout] = {}
         self.constant_layouts: dict[str, TensorLayout] = {}
@@ -84,6 +85,7 @@ class _Planner:
             raise LayoutError(f"internal: adapter {kind} on {src} -> {node.name} breaks "
                               f"{[str(v) for v in vs]}", layer=node.name, rule=vs[0].rule)
         self.adapters.append(Adapter(src, node.name, idx, kind, cur, after, reason))
+        self.adapted.add((node.name, idx))
         return after
 
     def to_interleaved(self, node, idx, cur, reason, buffer="l1"):
@@ -566,8 +568,7 @@ class _Planner:
             return "a is not in L1 (nothing to save)"
         if node.inputs.count(src) > 1:
             return "both operands are the same tensor"
-        adapted = any(ad.dst == node.name and ad.index == ia for ad in self.adapters)
-        if adapted:
+        if (node.name, ia) in self.adapted:
             return None                    # a is the adapter's fresh copy: safe to overwrite
         if src in self.g.inputs or src in self.g.constants or src in self.g.outputs:
             return f"{src} is a graph input, constant or output"
