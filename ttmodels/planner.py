@@ -59,6 +59,7 @@ class _Planner:
         self.flat: dict[str, tuple[int, int, int, int]] = {}
         self.adapters: list[Adapter] = []
         self.adapted: set[tuple[str, int]] = set()   # (dst layer, operand index) with an adapter
+        self.slice_miss: list[tuple] = []   # this conv's failed DRAM slicings, for its error
         self.layers: list[PlannedLayer] = []
         self.input_layouts: dict[str, TensorLayout] = {}
         self.constant_layouts: dict[str, TensorLayout] = {}
@@ -257,16 +258,21 @@ class _Planner:
                 for abh in (None, 64, 32):
                     fallback.append(self.conv_candidate(node, k, x, abh, False))
         fit = next((c for c in fallback if c["est"].total <= self.budget), None)
+        self.slice_miss = []
         if fit is None and not self.is_mm(node) and policy.kind in ("auto", INTERLEAVED):
             sliced = self.plan_conv_sliced(node, x)
             if sliced is not None:
                 return sliced
         if fit is None:
             best = min(fallback, key=lambda c: c["est"].total)
+            sliced = "".join(
+                f"; DRAM-sliced into {k} {st} slices of {r} output "
+                f"{'row' if st == 'height' else 'column'}{'s' if r > 1 else ''} it still needs "
+                f"{need} B" for st, k, r, need in self.slice_miss)
             raise LayoutError(
                 f"conv2d needs at least {best['est'].total} B of L1 per core "
-                f"({best['kind']}, {best['est']}), over the {self.budget} B budget of {self.arch}",
-                layer=node.name)
+                f"({best['kind']}, {best['est']}), over the {self.budget} B budget of {self.arch}"
+                f"{sliced}; use a smaller input size or batch", layer=node.name)
         c = fit
         cin = x
         if self.with_adapters and x.memory.sharded and x.memory != c["conv_in"].memory:
@@ -288,9 +294,8 @@ class _Planner:
         }
         return PlannedLayer(node, [cin], out, c["est"].total, config)
 
-    def slice_candidate(self, node: Node, x: TensorLayout, slice_type: str, num_slices: int):
-        """The best conv layout for the largest of ``num_slices`` DRAM slices (op_slicing.cpp
-        compute_L1_usage_for_slice_config takes the max over slices; the first is the largest)."""
+    def slice_dims(self, node: Node, slice_type: str, num_slices: int) -> tuple[int, int, int]:
+        """(input rows, input width, output rows) of the largest of ``num_slices`` slices."""
         a = node.attrs
         s_in, s_out = self.g.shape_of(node.inputs[0]), node.shape
         kh, kw = a["kernel"]
@@ -306,7 +311,12 @@ class _Planner:
             oh, ow = s_out.h, o
             ih, iw = s_in.h, min(s_in.w, (ow - 1) * sw + dw * (kw - 1) + 1)
         n = s_out.n
-        dims = (n * ih * iw, iw, n * oh * ow)
+        return (n * ih * iw, iw, n * oh * ow)
+
+    def slice_candidate(self, node: Node, x: TensorLayout, slice_type: str, num_slices: int):
+        """The best conv layout for the largest of ``num_slices`` DRAM slices (op_slicing.cpp
+        compute_L1_usage_for_slice_config takes the max over slices; the first is the largest)."""
+        dims = self.slice_dims(node, slice_type, num_slices)
         cands = []
         for k in (HEIGHT, BLOCK, WIDTH):
             try:
@@ -325,6 +335,53 @@ class _Planner:
                     return cand
         return None
 
+    # Slice counts up to this are tried one by one; beyond it the search doubles, then bisects
+    # (a slice's L1 need does not grow as slices shrink), so a huge input costs O(log) estimates
+    # instead of one per output row.
+    LINEAR_SLICES = 32
+
+    def fewest_slices(self, node: Node, x: TensorLayout, st: str):
+        """(slice type, k, candidate) for the smallest k >= 2 slices along ``st`` whose largest
+        slice fits L1, or None; a miss is noted in ``slice_miss`` for the error message."""
+        dim, rnd = R.conv_slice_dim(st, node.shape.h, node.shape.w, TILE_LAYOUT)
+        units = -(-dim // rnd)
+        if units < 2:
+            return None
+        finest = self.slice_candidate(node, x, st, units)
+        if finest is None:     # not even slices of one row / one tile column fit
+            self.slice_miss.append((st, units, rnd, self.slice_need(node, x, st, units)))
+            return None
+        for k in range(2, min(units, self.LINEAR_SLICES) + 1):
+            c = self.slice_candidate(node, x, st, k)
+            if c is not None:
+                return st, k, c
+        lo, hi = self.LINEAR_SLICES, self.LINEAR_SLICES   # lo: known not to fit
+        while hi < units:
+            hi = min(units, hi * 2)
+            if self.slice_candidate(node, x, st, hi) is not None:
+                break
+            lo = hi
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self.slice_candidate(node, x, st, mid) is not None:
+                hi = mid
+            else:
+                lo = mid
+        return st, hi, (finest if hi == units else self.slice_candidate(node, x, st, hi))
+
+    def slice_need(self, node: Node, x: TensorLayout, st: str, k: int) -> int | None:
+        """Smallest L1 bytes/core estimate over the layouts of the largest of k slices."""
+        best = None
+        for kind in (HEIGHT, BLOCK, WIDTH):
+            for abh in (None, 32):
+                try:
+                    dims = self.slice_dims(node, st, k)
+                    t = self.conv_candidate(node, kind, x, abh, False, dims)["est"].total
+                except (ValueError, ZeroDivisionError):
+                    continue
+                best = t if best is None else min(best, t)
+        return best
+
     def plan_conv_sliced(self, node: Node, x: TensorLayout) -> PlannedLayer | None:
         """No L1 layout fits: run conv2d DRAM-sliced (rules ``conv2d.slice_*``). The smallest
         number of slices whose per-slice L1 estimate fits, along ttnn's preferred dimension first
@@ -334,12 +391,7 @@ class _Planner:
         first = R.conv_slice_type_guess(s_in.h, s_in.w, TILE_LAYOUT)
         found = None
         for st in (first, "width" if first == "height" else "height"):
-            dim, rnd = R.conv_slice_dim(st, node.shape.h, node.shape.w, TILE_LAYOUT)
-            for k in range(2, -(-dim // rnd) + 1):
-                c = self.slice_candidate(node, x, st, k)
-                if c is not None:
-                    found = (st, k, c)
-                    break
+            found = self.fewest_slices(node, x, st)
             if found:
                 break
         if found is None:
