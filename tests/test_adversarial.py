@@ -90,3 +90,84 @@ def test_bounded_slice_search_finds_the_fewest_slices(monkeypatch):
     fits = [k for k in range(2, sl["num_slices"] + 1)
             if pl.slice_candidate(node, x, sl["type"], k) is not None]
     assert fits[0] == sl["num_slices"], fits
+
+
+# ---- defects 2, 3, 7: explicit layouts honoured or rejected with file and line ----------------
+from ttmodels.planner import check_plan, edge_mismatches  # noqa: E402
+
+
+def _conv_spec(layout: str, c: int = 64, hw: int = 56) -> str:
+    return f"""name: t
+inputs: {{x: {{channels: {c}, size: [{hw}, {hw}]}}}}
+layers:
+  - {{name: c0, op: conv2d, out: {c}, kernel: 3, padding: 1, act: relu}}
+  - {{name: c, op: conv2d, out: {c}, kernel: 3, padding: 1, layout: {layout}}}
+  - {{name: r, op: relu}}
+outputs: {{y: r}}
+"""
+
+
+@pytest.mark.parametrize("layout,kind,grid", [
+    ("block_sharded l1 4x4", "block_sharded", (4, 4)),
+    ("block_sharded l1 8x4", "block_sharded", (8, 4)),
+    ("height_sharded l1 2x2", "height_sharded", (2, 2)),
+    ("height_sharded l1 8x3", "height_sharded", (8, 3)),
+])
+def test_explicit_conv_grid_is_honoured(layout, kind, grid):
+    plan = plan_graph(load_graph(_conv_spec(layout)))
+    m = plan.layer("c").output.memory
+    assert (m.memory_layout, m.grid, m.num_cores) == (kind, grid, grid[0] * grid[1])
+    assert plan.layer("c").inputs[0].memory.grid == grid       # conv reads on those cores
+    assert check_plan(plan) == [] and edge_mismatches(plan) == []
+
+
+def test_explicit_layout_that_cannot_apply_is_a_spec_error(tmp_path):
+    f = tmp_path / "w.yaml"
+    f.write_text(_conv_spec("width_sharded l1 8x1"))
+    with pytest.raises(SpecError) as e:
+        plan_graph(load_graph(f))
+    assert (e.value.file, e.value.line, e.value.layer) == (str(f), 5, "c")
+    assert "width_sharded l1 8x1" in str(e.value) and "picks its own output cores" in str(e.value)
+
+
+def _concat_spec(layout: str) -> str:
+    return f"""name: t
+inputs: {{x: {{channels: 32, size: [28, 28]}}}}
+layers:
+  - {{name: a, op: conv2d, out: 32, kernel: 3, padding: 1, layout: interleaved l1}}
+  - {{name: b, op: conv2d, in: x, out: 64, kernel: 3, padding: 1, layout: interleaved l1}}
+  - {{name: cat, op: concat, in: [a, b], layout: {layout}}}
+  - {{name: r, op: relu}}
+outputs: {{y: r}}
+"""
+
+
+@pytest.mark.parametrize("layout,grid", [("height_sharded l1", None), ("height_sharded l1 4x2", (4, 2))])
+def test_concat_height_sharded_layout_is_honoured(layout, grid):
+    plan = plan_graph(load_graph(_concat_spec(layout)))
+    m = plan.layer("cat").output.memory
+    assert m.memory_layout == "height_sharded" and m.buffer == "l1"
+    assert grid is None or m.grid == grid
+    assert check_plan(plan) == [] and edge_mismatches(plan) == []
+
+
+@pytest.mark.parametrize("layout", ["block_sharded l1", "width_sharded", "interleaved dram"])
+def test_concat_layout_it_cannot_take_is_a_spec_error(layout):
+    with pytest.raises(SpecError) as e:
+        plan_graph(load_graph(_concat_spec(layout)))
+    assert (e.value.file, e.value.line, e.value.layer) == ("<string>", 6, "cat")
+    assert "concat" in e.value.reason and "interleaved/l1" in e.value.reason
+
+
+@pytest.mark.parametrize("spec,line,what", [
+    (_conv_spec("height_sharded dram"), 5, "sharded activations live in L1"),
+    (_conv_spec("height_sharded l1", c=512, hw=28), 5, "B of L1 per core"),
+    (_conv_spec("block_sharded l1 1x1", c=512, hw=28), 5, "on the 1x1 grid"),
+])
+def test_layout_errors_carry_the_layer_file_and_line(tmp_path, spec, line, what):
+    f = tmp_path / "s.yaml"
+    f.write_text(spec)
+    with pytest.raises(LayoutError) as e:
+        plan_graph(load_graph(f))
+    assert (e.value.file, e.value.line, e.value.layer) == (str(f), line, "c"), str(e.value)
+    assert str(e.value).startswith(f"{f}:{line}, layer 'c': ") and what in str(e.value)

@@ -24,13 +24,22 @@ class SpecError(Error):
 
 class LayoutError(Error):
     """No memory layout satisfies a layer (L1 budget, shard grid, op rules), or an op's layout rule
-    was violated at run time (sim backend). Names the layer and, for budgets, the bytes."""
+    was violated at run time (sim backend). Names the layer and, for budgets, the bytes; from the
+    planner also the spec file and line of the layer (``file``/``line``, None when unknown)."""
 
-    def __init__(self, message: str, *, layer: str | None = None, rule: str | None = None):
-        self.layer, self.rule, self.reason = layer, rule, message
-        prefix = f"layer '{layer}': " if layer else ""
+    def __init__(self, message: str, *, layer: str | None = None, rule: str | None = None,
+                 file: str | None = None, line: int | None = None):
+        self.layer, self.rule, self.reason, self.file, self.line = layer, rule, message, file, line
+        where = f"{file}:{line}" if file is not None and line is not None else file
+        prefix = ", ".join(p for p in (where, f"layer '{layer}'" if layer else None) if p)
         suffix = f" [rule {rule}]" if rule else ""
-        super().__init__(f"{prefix}{message}{suffix}")
+        super().__init__(f"{prefix + ': ' if prefix else ''}{message}{suffix}")
+
+    def at(self, file: str | None, line: int | None) -> "LayoutError":
+        """The same error located at a spec position (kept as it is if it already has one)."""
+        if self.file is not None or file is None:
+            return self
+        return LayoutError(self.reason, layer=self.layer, rule=self.rule, file=file, line=line)
 
 
 class WeightsError(Error):

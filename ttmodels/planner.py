@@ -29,7 +29,7 @@ from dataclasses import replace
 
 from . import l1 as l1m
 from . import rules as R
-from .errors import LayoutError
+from .errors import LayoutError, SpecError
 from .graph import TILE, Graph, Node, TensorShape, round_up
 from .layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                      TensorLayout)
@@ -60,6 +60,7 @@ class _Planner:
         self.adapters: list[Adapter] = []
         self.adapted: set[tuple[str, int]] = set()   # (dst layer, operand index) with an adapter
         self.slice_miss: list[tuple] = []   # this conv's failed DRAM slicings, for its error
+        self.current: Node | None = None
         self.layers: list[PlannedLayer] = []
         self.input_layouts: dict[str, TensorLayout] = {}
         self.constant_layouts: dict[str, TensorLayout] = {}
@@ -103,6 +104,7 @@ class _Planner:
     def run(self) -> Plan:
         self.seed()
         for node in self.g.nodes:
+            self.current = node        # plan_graph locates any LayoutError at this layer
             for src in node.inputs:
                 if src not in self.layouts:
                     raise LayoutError(f"input '{src}' has no layout (not a graph input, constant "
@@ -126,10 +128,49 @@ class _Planner:
                 raise LayoutError(
                     f"needs {layer.l1_bytes_per_core} B of L1 per core, over the "
                     f"{self.budget} B budget of {self.arch} ({layer.config.get('l1_parts')})"
-                    + (f"; cannot write in place into operand a: {why}" if why else ""),
+                    + (f"; cannot write in place into operand a: {why}" if why else "")
+                    + ("; only conv2d is DRAM-sliced: use a smaller batch or input size "
+                       "(--batch / --input-size)" if node.op != "conv2d" else ""),
                     layer=node.name)
+            self.check_policy(node, layer)
         return Plan(self.g, self.layers, self.adapters, self.input_layouts,
                     self.constant_layouts, self.arch, self.grid, self.budget)
+
+    # Why an op's output cannot take a layout of its own (it is what ttnn gives it).
+    FOLLOWS_INPUT = {
+        "relu": "relu's output keeps its input's memory config",
+        "upsample": "upsample's output keeps its input's memory config",
+        "pad": "pad's output keeps its input's memory config",
+        "concat": "concat's output keeps its first input's memory config",
+        "linear": "linear runs interleaved (no sharded program config is planned)",
+        "max_pool2d": "pool2d's output keeps the shard grid it reads its input on",
+        "avg_pool2d": "pool2d's output keeps the shard grid it reads its input on",
+        "global_avg_pool": "pool2d's output keeps the shard grid it reads its input on",
+    }
+
+    def check_policy(self, node: Node, layer: PlannedLayer) -> None:
+        """An explicit layout is honoured or rejected naming the spec line, never replaced."""
+        p = node.layout
+        if p.kind == "auto" or not self.with_adapters:
+            return
+        m = layer.output.memory
+        grid = tuple(m.grid) if m.grid else None
+        if m.memory_layout == p.kind and (p.buffer is None or m.buffer == p.buffer) and \
+                (p.grid is None or grid == tuple(p.grid)):
+            return
+        asked = " ".join([p.kind] + ([p.buffer] if p.buffer else []) +
+                         ([f"{p.grid[0]}x{p.grid[1]}"] if p.grid else []))
+        if layer.config.get("slice"):
+            why = "no L1 layout fits, so it runs DRAM-sliced"
+        elif node.op == "conv2d" and p.kind == WIDTH and p.grid:
+            why = "a width-sharded conv2d picks its own output cores"
+        else:
+            why = self.FOLLOWS_INPUT.get(node.op, f"{node.op} does not take this layout here")
+        loc = node.loc
+        raise SpecError(f"layout '{asked}' cannot be applied to this {node.op}: the plan gives "
+                        f"{m.short()} ({why}); use 'layout: auto' or another layout",
+                        file=loc.file if loc else self.g.source, line=loc.line if loc else None,
+                        layer=node.name)
 
     @staticmethod
     def rule_op(node: Node) -> str:
@@ -161,11 +202,13 @@ class _Planner:
         if p.kind == BLOCK:
             g = p.grid or self.grid
             return R.sharded_memspec(BLOCK, rows, c, grid=g, device_grid=self.grid)
-        n = (p.grid[0] * p.grid[1]) if p.grid else None
-        if n is None:
-            pc = R.determine_parallel_config(p.kind, rows, c, c, self.grid)
-            n = pc.num_cores
-        return R.sharded_memspec(p.kind, rows, c, num_cores=n, device_grid=self.grid)
+        if p.grid:
+            # the cores of the x-by-y rectangle the spec names (core_ranges gives it back as one
+            # CoreRange), not the same number of cores laid out along rows
+            return R.reshape_memspec(MemSpec(p.kind, "l1", tuple(p.grid), p.grid[0] * p.grid[1]),
+                                     rows, c)
+        pc = R.determine_parallel_config(p.kind, rows, c, c, self.grid)
+        return R.sharded_memspec(p.kind, rows, c, num_cores=pc.num_cores, device_grid=self.grid)
 
     # ---- conv2d ----------------------------------------------------------------------------
     @staticmethod
@@ -214,7 +257,31 @@ class _Planner:
         return dict(kind=kind, pc=pc, conv_in=conv_in, out=out, est=est, is_mm=is_mm,
                     act_block_h=act_block_h or 0)
 
+    def plan_conv_on_grid(self, node: Node, x: TensorLayout) -> PlannedLayer:
+        """An explicit grid (``layout: block_sharded l1 4x4``): an adapter shards the conv's input
+        on exactly those cores, and conv2d uses an already sharded input as it is (conv2d.cpp:
+        no reshard with reshard_if_not_optimal=False), so the output lands on the same cores."""
+        p = node.layout
+        rows, c_in = self.rc(node.inputs[0])
+        want = R.reshape_memspec(self.requested_memory(node, rows, c_in), rows, c_in, x.layout)
+        xin = replace(x, memory=want)
+        cands = [self.conv_candidate(node, p.kind, xin, abh, True) for abh in (None, 128, 64, 32)]
+        fit = next((c for c in cands if c["est"].total <= self.budget), None)
+        if fit is None:
+            best = min(cands, key=lambda c: c["est"].total)
+            raise LayoutError(f"on the {p.grid[0]}x{p.grid[1]} grid the spec asks for, conv2d "
+                              f"needs {best['est'].total} B of L1 per core ({best['est']}), over "
+                              f"the {self.budget} B budget of {self.arch}", layer=node.name)
+        cin = x
+        if self.with_adapters and x.memory != want:
+            kind = "reshard" if x.memory.sharded else "interleaved_to_sharded"
+            cin = self.adapt(node, 0, x, kind, xin, f"layout asks {p.kind} on "
+                             f"{p.grid[0]}x{p.grid[1]} cores; conv2d keeps a sharded input's grid")
+        return self.conv_layer(node, cin, fit, None)
+
     def plan_conv2d(self, node: Node) -> PlannedLayer:
+        if node.layout.grid is not None and node.attrs.get("lowering") != "linear":
+            return self.plan_conv_on_grid(node, self.layouts[node.inputs[0]])
         if (node.attrs.get("lowering") or "conv2d") in ("linear", "auto"):
             from .matmul_solver import resolve_lowering
             # explicit linear that cannot lower raises here, naming the layer
@@ -279,9 +346,13 @@ class _Planner:
             cin = self.adapt(node, 0, x, "reshard", replace(c["conv_in"], layout=x.layout),
                              f"conv wants its input {c['kind']} on {c['pc'].num_cores} cores; "
                              f"producer gives {x.memory.short()}")
-        out = c["out"]
         requested = self.requested_memory(node, node.shape.rows, node.shape.c) \
             if policy.kind == INTERLEAVED else None
+        return self.conv_layer(node, cin, c, requested)
+
+    def conv_layer(self, node: Node, cin: TensorLayout, c: dict, requested: MemSpec | None
+                   ) -> PlannedLayer:
+        out = c["out"]
         if requested is not None:
             out = replace(out, memory=requested)
         config = {
@@ -676,6 +747,14 @@ class _Planner:
     def plan_concat(self, node: Node) -> PlannedLayer:
         ins = self.inputs_of(node)
         shapes = [self.flat[s] for s in node.inputs]
+        if self.with_adapters and node.layout.kind == HEIGHT and node.layout.buffer != "dram" \
+                and ins[0].memory.memory_layout != HEIGHT:
+            # asked for height sharding: shard the first input so (below) the others follow it
+            rows, c = self.rc(node.inputs[0])
+            want = R.reshape_memspec(self.requested_memory(node, rows, c), rows, c, ins[0].layout)
+            kind = "reshard" if ins[0].memory.sharded else "interleaved_to_sharded"
+            ins[0] = self.adapt(node, 0, ins[0], kind, replace(ins[0], memory=want),
+                                "layout asks height_sharded; the other inputs follow this one")
         if self.with_adapters and R.check("concat", ins, {"dim": -1}, None, shapes=shapes):
             first = ins[0]
             for i, t in enumerate(ins):
@@ -719,7 +798,14 @@ class _Planner:
 
 def plan_graph(graph: Graph, *, arch: str = "wormhole_b0", adapters: bool = True) -> Plan:
     """Resolve every tensor's layout and insert adapters only on disagreeing edges."""
-    return _Planner(graph, arch, adapters).run()
+    planner = _Planner(graph, arch, adapters)
+    try:
+        return planner.run()
+    except LayoutError as e:
+        # the README promises file and line for spec mistakes: every layer's LayoutError
+        # carries where that layer was written
+        loc = planner.current.loc if planner.current is not None else None
+        raise (e.at(loc.file, loc.line) if loc else e) from None
 
 
 def check_plan(plan: Plan) -> list[tuple[str, R.Violation]]:
