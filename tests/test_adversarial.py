@@ -171,3 +171,60 @@ def test_layout_errors_carry_the_layer_file_and_line(tmp_path, spec, line, what)
         plan_graph(load_graph(f))
     assert (e.value.file, e.value.line, e.value.layer) == (str(f), line, "c"), str(e.value)
     assert str(e.value).startswith(f"{f}:{line}, layer 'c': ") and what in str(e.value)
+
+
+# ---- defect 4: image size bombs: one line, exit 2, nothing huge allocated ---------------------
+def _png_header_only(path, w: int, h: int) -> None:
+    """A PNG whose header claims w x h (PIL reads the size from IHDR before decoding)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + \
+            struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    ihdr = struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) +
+                     chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b""))
+
+
+@pytest.fixture
+def bombs(tmp_path):
+    from PIL import Image
+    strip = tmp_path / "strip.png"
+    Image.new("L", (20000, 1)).save(strip)
+    huge = tmp_path / "huge.png"
+    _png_header_only(huge, 20000, 20000)         # over twice PIL's limit: PIL raises
+    big = tmp_path / "big.png"
+    _png_header_only(big, 12000, 12000)           # between PIL's limit and twice it: PIL warns
+    return {"strip": strip, "huge": huge, "big": big}
+
+
+@pytest.mark.parametrize("which,what", [("strip", "aspect ratio over 16:1"),
+                                        ("huge", "too large to decode safely"),
+                                        ("big", "12000x12000 pixels, more than")])
+def test_imagenet_tensor_refuses_size_bombs(bombs, which, what):
+    import resource
+
+    from ttmodels.images import ImageError, imagenet_tensor
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(ImageError, match=what):
+        imagenet_tensor(bombs[which])
+    # nothing near the 4 GB the strip used to be resized into (peak RSS grows < 200 MB)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000
+
+
+@pytest.mark.parametrize("which", ["strip", "huge", "big"])
+def test_demo_and_compare_exit_2_with_one_line_on_image_bombs(bombs, which, capsys):
+    import importlib.util
+    from pathlib import Path
+
+    from ttmodels.cli import main as cli_main
+    demo = Path(__file__).resolve().parent.parent / "demos" / "resnet50.py"
+    spec = importlib.util.spec_from_file_location("demo_resnet50", demo)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    for run in (lambda: mod.main(["--image", str(bombs[which]), "--backend", "sim"]),
+                lambda: cli_main(["compare", "resnet18", "--image", str(bombs[which])])):
+        assert run() == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: image "), err
