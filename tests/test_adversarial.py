@@ -228,3 +228,54 @@ def test_demo_and_compare_exit_2_with_one_line_on_image_bombs(bombs, which, caps
         assert run() == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error: image "), err
+
+
+# ---- defect 8: weights diagnosed as what they are ---------------------------------------------
+_TINY = """name: tiny
+inputs: {x: {channels: 3, size: [16, 16]}}
+layers:
+  - {name: conv1, op: conv2d, out: 16, kernel: 3, padding: 1, bn: bn1, act: relu}
+  - {name: pool, op: global_avg_pool}
+  - {name: fc, op: linear, out: 4}
+outputs: {y: fc}
+"""
+
+
+def _tiny_weights():
+    import torch
+
+    from ttmodels.reference import expected_parameters
+    g = load_graph(_TINY)
+    sd = {k: torch.rand(tuple(s)) + 0.5 for k, s in expected_parameters(g).items()}
+    return g, sd
+
+
+def test_safetensors_named_bin_is_read_as_safetensors(tmp_path):
+    from safetensors.torch import save_file
+
+    from ttmodels.weights import load_state_dict
+    g, sd = _tiny_weights()
+    f = tmp_path / "model.bin"
+    save_file(sd, str(f))
+    got = load_state_dict(str(f), g)
+    assert sorted(got) == sorted(sd) and all(bool((got[k] == sd[k]).all()) for k in sd)
+
+
+def test_sparse_tensor_is_named_not_a_raw_notimplementederror():
+    from ttmodels.errors import WeightsError
+    from ttmodels.weights import load_state_dict
+    g, sd = _tiny_weights()
+    sd["fc.weight"] = sd["fc.weight"].to_sparse()
+    with pytest.raises(WeightsError) as e:
+        load_state_dict(sd, g)
+    assert [k for k, _ in e.value.invalid] == ["fc.weight"]
+    assert "fc.weight: torch.sparse_coo tensor; store it dense" in str(e.value)
+
+
+@pytest.mark.parametrize("typo,near", [("randm", "random"), ("pretrianed", "pretrained")])
+def test_misspelt_weights_name_suggests_the_close_one(typo, near, tmp_path, monkeypatch):
+    from ttmodels.errors import WeightsError
+    from ttmodels.weights import load_state_dict
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(WeightsError, match=f"'{typo}' not found; did you mean weights='{near}'"):
+        load_state_dict(typo, load_graph(_TINY))

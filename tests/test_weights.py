@@ -118,10 +118,15 @@ def test_non_float_and_non_finite_values_are_rejected():
     sd["conv1.weight"] = sd["conv1.weight"].clone()
     sd["conv1.weight"][0, 0, 0, 0] = float("nan")
     sd["b_bn2.running_var"] = -sd["b_bn2.running_var"]
-    with pytest.raises(WeightsError, match="3 mis-shaped") as ei:
+    with pytest.raises(WeightsError, match=r"\): 3 with invalid values\n") as ei:
         W.load_state_dict(sd, graph)
     msg = str(ei.value)
-    assert "not floating point" in msg and "NaN" in msg and "b_bn2.running_var" in msg
+    assert "mis-shaped" not in msg and ei.value.mismatched == []
+    assert dict(ei.value.invalid) == {
+        "fc.bias": "dtype torch.int64 is not floating point",
+        "conv1.weight": "contains NaN or Inf",
+        "b_bn2.running_var": "negative BatchNorm variance"}
+    assert "invalid values (3): " in msg
 
 
 def test_corrupt_and_truncated_files(tmp_path):

@@ -43,10 +43,12 @@ class LayoutError(Error):
 
 
 class WeightsError(Error):
-    """Weights that do not fit the spec: missing, unexpected or mis-shaped keys, unreadable files."""
+    """Weights that do not fit the spec: missing, unexpected or mis-shaped keys, keys with invalid
+    values (NaN/Inf, negative BatchNorm variance, sparse or non-float tensors), unreadable files."""
 
-    def __init__(self, message: str, *, missing=(), unexpected=(), mismatched=()):
+    def __init__(self, message: str, *, missing=(), unexpected=(), mismatched=(), invalid=()):
         self.missing, self.unexpected, self.mismatched = list(missing), list(unexpected), list(mismatched)
+        self.invalid = list(invalid)
         super().__init__(message)
 
 
