@@ -279,3 +279,82 @@ def test_misspelt_weights_name_suggests_the_close_one(typo, near, tmp_path, monk
     monkeypatch.chdir(tmp_path)
     with pytest.raises(WeightsError, match=f"'{typo}' not found; did you mean weights='{near}'"):
         load_state_dict(typo, load_graph(_TINY))
+
+
+# ---- defect 9: the command line ----------------------------------------------------------------
+def _cli(argv, capsys):
+    from ttmodels.cli import main
+    rc = main(argv)
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+@pytest.fixture
+def tiny_spec(tmp_path):
+    f = tmp_path / "tiny.yaml"
+    f.write_text(_TINY)
+    return f
+
+
+def test_compare_exit_status_follows_the_threshold(tiny_spec, capsys):
+    rc, out, _ = _cli(["compare", str(tiny_spec), "--threshold", "0"], capsys)
+    assert rc == 0 and "all at or above threshold" in out
+    rc, out, _ = _cli(["compare", str(tiny_spec), "--threshold", "1.01"], capsys)
+    assert rc == 1 and "first below 1.01" in out
+
+
+def test_compare_plot_path_is_checked_before_comparing(tiny_spec, tmp_path, capsys, monkeypatch):
+    from ttmodels import compare
+    monkeypatch.setattr(compare, "compare_layers",
+                        lambda *a, **k: pytest.fail("compared before checking --plot"))
+    for bad, why in ((tmp_path / "no" / "such" / "dir.png", "does not exist"),
+                     (tmp_path, "is a directory")):
+        rc, _, err = _cli(["compare", str(tiny_spec), "--plot", str(bad)], capsys)
+        assert rc == 2 and why in err and err.count("\n") == 1, err
+
+
+def test_compare_plot_without_extension_says_the_file_it_wrote(tiny_spec, tmp_path, capsys):
+    target = tmp_path / "vgg_noext"
+    rc, out, _ = _cli(["compare", str(tiny_spec), "--threshold", "0", "--plot", str(target)],
+                      capsys)
+    assert rc == 0
+    assert out.strip().splitlines()[-1] == f"wrote {target}.png"
+    assert (tmp_path / "vgg_noext.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plan_into_a_closed_pipe_prints_no_traceback():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    repo = Path(__file__).resolve().parent.parent
+    p = subprocess.Popen([sys.executable, "-m", "ttmodels.cli", "plan", "resnet50", "--format",
+                          "json"], cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env={**os.environ, "PYTHONPATH": str(repo)})
+    p.stdout.close()                  # the reader (head) has gone before anything is written
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 141
+    assert err == "", err
+
+
+def test_version_and_help_texts(capsys):
+    import ttmodels
+    from ttmodels.cli import main
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"ttmodels {ttmodels.__version__}"
+    helps = {}
+    for cmd in ("plan", "compare", "validate"):
+        with pytest.raises(SystemExit):
+            main([cmd, "-h"])
+        helps[cmd] = " ".join(capsys.readouterr().out.split())
+    assert "spec a shipped or registered model name" in helps["validate"]
+    assert "json: the whole plan (default: table)" in helps["plan"]
+    assert "makes the exit status 1 (default: 0.99)" in helps["compare"]
+
+
+def test_plan_that_does_not_fit_suggests_batch_or_input_size():
+    with pytest.raises(LayoutError) as e:
+        plan_graph(load_graph("resnet50", batch_size=32))
+    assert e.value.layer == "maxpool"
+    assert "only conv2d is DRAM-sliced: use a smaller batch or input size" in str(e.value)
