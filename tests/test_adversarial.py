@@ -358,3 +358,18 @@ def test_plan_that_does_not_fit_suggests_batch_or_input_size():
         plan_graph(load_graph("resnet50", batch_size=32))
     assert e.value.layer == "maxpool"
     assert "only conv2d is DRAM-sliced: use a smaller batch or input size" in str(e.value)
+
+
+# ---- defect 10: what model(...) accepts ------------------------------------------------------
+@pytest.mark.parametrize("bad", ["ndarray", "list", "none"])
+def test_model_says_what_input_it_accepts(bad):
+    import numpy as np
+
+    import ttmodels
+    x = {"ndarray": np.zeros((1, 3, 16, 16), np.float32), "list": [[0.0]], "none": None}[bad]
+    with ttmodels.build(_TINY, weights="random", backend="sim") as m:
+        with pytest.raises(ttmodels.Error) as e:
+            m(x)
+    msg = str(e.value)
+    assert f"input 'x' is a {type(x).__name__}" in msg
+    assert "float NCHW torch tensor" in msg and "sim backend tensor" in msg
