@@ -373,3 +373,32 @@ def test_model_says_what_input_it_accepts(bad):
     msg = str(e.value)
     assert f"input 'x' is a {type(x).__name__}" in msg
     assert "float NCHW torch tensor" in msg and "sim backend tensor" in msg
+
+
+# ---- defect 11: naming a layer after the block's input ----------------------------------------
+def test_layer_named_like_the_blocks_implicit_input():
+    spec = """name: t
+inputs: {image: {channels: 3, size: [16, 16]}}
+blocks:
+  b:
+    layers:
+      - {name: x, op: relu}
+layers:
+  - {name: s, block: b}
+"""
+    with pytest.raises(SpecError) as e:
+        load_graph(spec)
+    assert (e.value.line, e.value.layer) == (6, "s.x")
+    assert "'x' is the block's implicit input" in e.value.reason
+    assert "duplicate" not in e.value.reason
+
+
+# ---- spec.py no longer re-labels its own bugs as the user's mistakes --------------------------
+def test_internal_bug_in_the_compiler_is_not_reported_as_a_spec_error(monkeypatch):
+    from ttmodels import spec as S
+
+    def bug(self, *a, **k):
+        raise KeyError("an internal key")
+    monkeypatch.setattr(S._Compiler, "parse_inputs", bug)
+    with pytest.raises(KeyError, match="an internal key"):
+        load_graph(_TINY)

@@ -75,10 +75,11 @@ def load_graph(spec, *, batch_size: int = 1, input_size=None, profile: str | Non
     data, source, base = registry.resolve(spec)
     try:
         return _Compiler(data, source, base, batch_size, input_size, profile).run()
-    except (KeyError, TypeError, IndexError, AttributeError, RecursionError) as e:
-        # A bug of ours must still read as a spec problem, never a bare KeyError.
-        raise SpecError(f"internal error while reading the spec ({type(e).__name__}: {e})",
-                        file=source) from e
+    except RecursionError as e:
+        # Python's stack, not a rule of ours, ran out (nesting and alias limits come first).
+        # Anything else (KeyError, TypeError, ...) is a bug of ours and must not be re-labelled
+        # as the user's mistake.
+        raise SpecError(f"the spec nests too deeply to expand ({e})", file=source) from e
 
 
 # ---------------------------------------------------------------------------------------------
@@ -148,6 +149,8 @@ class _Ctx:
     blocks: dict[str, _BlockDef] | None = None   # a library block's own table (see _BlockDef)
     local: dict[str, str] = field(default_factory=dict)
     local_where: dict[str, tuple] = field(default_factory=dict)
+    block_inputs: tuple[str, ...] = ()    # the block's input names (``x`` when it declares none)
+    implicit_inputs: bool = False         # the block has no ``inputs:`` (it reads one, ``x``)
     later: set = field(default_factory=set)
     skipped: set = field(default_factory=set)
     current: str | None = None
@@ -805,6 +808,11 @@ class _Compiler:
             if not w:
                 ctx.skipped.add(name)
                 return prev  # type: ignore[return-value]
+        if name in ctx.block_inputs:
+            what = ("the block's implicit input (a block without 'inputs:' reads one input, "
+                    f"named '{name}')") if ctx.implicit_inputs else "one of the block's inputs"
+            raise _err(f"layer name '{name}' is taken: '{name}' is {what}; rename the layer", m,
+                       "name", full, ctx.chain)
         if name in ctx.local:
             f, ln = ctx.local_where.get(name, ("?", None))
             raise _err(f"duplicate layer name '{name}' (first defined at {f}:{ln})", m, "name",
@@ -967,6 +975,8 @@ class _Compiler:
         if scope is not None and index is not None:
             # Repeated instances with an explicit scope still need distinct prefixes.
             child.prefix += f"{index}."
+        child.block_inputs = tuple(bdef.inputs)
+        child.implicit_inputs = "inputs" not in bd
         for inp, t in zip(bdef.inputs, ins):
             child.local[inp] = t
             child.local_where[inp] = _where(bd, "inputs")
