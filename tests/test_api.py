@@ -70,7 +70,7 @@ def test_backend_auto_is_sim_without_card(caplog):
 
 
 def test_build_rejects_wrong_input_shape():
-    torch = pytest.importorskip("torch")
+    import torch
     spec = {"name": "tiny", "inputs": {"x": {"channels": 3, "size": [16, 16]}},
             "layers": [{"name": "c", "op": "conv2d", "out": 8, "kernel": 3, "padding": 1}]}
     with ttmodels.build(spec, weights="random", backend="sim") as m:
@@ -103,7 +103,7 @@ def test_compare_marks_first_layer_below_threshold():
 
 
 def test_model_accepts_backend_tensors():
-    torch = pytest.importorskip("torch")
+    import torch
     spec = {"name": "tiny2", "inputs": {"x": {"channels": 3, "size": [16, 16]}},
             "layers": [{"name": "c", "op": "conv2d", "out": 16, "kernel": 3, "padding": 1,
                         "act": "relu"},
