@@ -49,11 +49,6 @@ class TensorShape:
     def rows(self) -> int:
         return self.n * self.h * self.w
 
-    @property
-    def padded_flat(self) -> tuple[int, int, int, int]:
-        """``flat`` with the last two dims padded to whole 32x32 tiles (TILE layout)."""
-        return (1, 1, round_up(self.rows, TILE), round_up(self.c, TILE))
-
     def __str__(self) -> str:
         return f"[{self.n}, {self.h}, {self.w}, {self.c}]"
 

@@ -36,7 +36,6 @@ from .layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, 
 from .plans import Adapter, Plan, PlannedLayer
 
 BFP = ("bfloat8_b", "bfloat4_b")
-POOLS = ("max_pool2d", "avg_pool2d", "global_avg_pool")
 
 
 def _flat(shape: TensorShape) -> tuple[int, int, int, int]:
