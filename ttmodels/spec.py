@@ -26,6 +26,7 @@ __all__ = ["load_graph"]
 
 MAX_GRAPH_NODES = 100_000
 MAX_REPEAT = 10_000
+MAX_BLOCK_DEPTH = 32        # block instances inside block instances (docs/spec.md "Limits")
 MAX_GRID = 8                # Wormhole's compute grid is 8x8 cores
 MAX_DIM = 1 << 20           # sanity bound on any size / channel count
 REQUIRED = "required"       # block parameter default meaning "must be given"
@@ -935,8 +936,8 @@ class _Compiler:
         if key in ctx.stack:
             raise f.fail(f"block '{bdef.name}' instantiates itself (recursion: "
                          f"{' -> '.join(ctx.stack + (key,))})", "block")
-        if len(ctx.stack) >= 32:
-            raise f.fail("blocks are nested more than 32 levels deep", "block")
+        if len(ctx.stack) >= MAX_BLOCK_DEPTH:
+            raise f.fail(f"blocks are nested more than {MAX_BLOCK_DEPTH} levels deep", "block")
         if len(ins) != len(bdef.inputs):
             raise f.fail(f"block '{bdef.name}' takes {len(bdef.inputs)} input(s) "
                          f"({', '.join(bdef.inputs)}), got {len(ins)}", "in")
