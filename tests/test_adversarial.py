@@ -327,7 +327,8 @@ def test_plan_into_a_closed_pipe_prints_no_traceback():
     import subprocess
     import sys
     from pathlib import Path
-    repo = Path(__file__).resolve().parent.parent
+    import ttmodels
+    repo = Path(ttmodels.__file__).resolve().parent.parent     # the package under test
     p = subprocess.Popen([sys.executable, "-m", "ttmodels.cli", "plan", "resnet50", "--format",
                           "json"], cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          env={**os.environ, "PYTHONPATH": str(repo)})
