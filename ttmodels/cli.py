@@ -1,4 +1,4 @@
-"""Command line: ``ttmodels plan|validate|list|compare|probe-1x1``.
+"""Command line: ``ttmodels plan|validate|list|compare|verify|probe-1x1``.
 
 Errors in what the user gave (spec, weights, layouts) print one clear line and exit 2.
 """
@@ -52,6 +52,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", metavar="PNG", help="draw PCC per layer into this PNG file "
                    "(.png is added when the name has no extension)")
 
+    p = sub.add_parser("verify", help="run the plan through the installed ttnn on a mock device "
+                       "(no card): ttnn's own validation, memory configs and L1 figures per layer")
+    p.add_argument("spec")
+    _add_shape_args(p)
+    p.add_argument("--no-adapters", action="store_true",
+                   help="plan without adapters, so ttnn's own rejections show")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--system", default="n150", help="mock system (default n150)")
+
     p = sub.add_parser("probe-1x1", help="time 1x1-conv lowerings on a card (device only)")
     p.add_argument("spec", help=SPEC_HELP)
     _add_shape_args(p)
@@ -102,6 +111,13 @@ def _run(args) -> int:
         return run_compare(args.spec, batch_size=args.batch, input_size=size, profile=args.profile,
                            image=args.image, weights=args.weights, threshold=args.threshold,
                            plot=args.plot)
+    if args.cmd == "verify":
+        from .verify import verify
+        report = verify(args.spec, batch_size=args.batch, input_size=size, profile=args.profile,
+                        adapters=not args.no_adapters, system=args.system)
+        print(report.to_json() if args.format == "json" else str(report))
+        # 0: every step accepted with the planned memory config and within the L1 bank
+        return 0 if report.ok and report.fits else 1
     if args.cmd == "probe-1x1":
         from .probe import run_probe
         return run_probe(args.spec, batch_size=args.batch, input_size=size, profile=args.profile,

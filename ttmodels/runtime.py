@@ -54,6 +54,10 @@ class Executor:
             for s in pl.node.inputs:
                 self.last_use[s] = i
         self._trace = None
+        # ``step_hook(kind, planned, inputs, call)`` runs each adapter ("adapter", AdapterLayer)
+        # and layer ("layer", PlannedLayer) instead of ``call()``: ttmodels.verify uses it to
+        # capture each step under ttnn's graph capture.
+        self.step_hook = None
 
     @property
     def tt(self):
@@ -139,7 +143,7 @@ class Executor:
                                       layer=pl.name)
                 t = env[src]
                 for ad in self.adapters.get((pl.name, idx), ()):
-                    t2 = self._call(ad.name, pl.name, lambda: ad(t))
+                    t2 = self._call(ad.name, pl.name, lambda: ad(t), step=("adapter", ad, t))
                     if t2 is not t and any(t is tmp for tmp in temps):
                         tt.deallocate(t)
                         temps = [tmp for tmp in temps if tmp is not t]
@@ -155,7 +159,7 @@ class Executor:
             try:
                 if inplace and keep_all:
                     layer.inplace = False
-                out = self._call(pl.name, pl.name, lambda: layer(args))
+                out = self._call(pl.name, pl.name, lambda: layer(args), step=("layer", pl, args))
             finally:
                 if inplace:
                     layer.inplace = True
@@ -172,9 +176,12 @@ class Executor:
             return {pl.name: env[pl.name] for pl in self.plan.layers}
         return {name: env[name] for name in self.outputs}
 
-    def _call(self, what: str, layer: str, fn):
+    def _call(self, what: str, layer: str, fn, step=None):
         try:
             with self.backend.layer_scope(layer):
+                if self.step_hook is not None and step is not None:
+                    # (kind, PlannedLayer or AdapterLayer, its input tensor(s), the call)
+                    return self.step_hook(*step, fn)
                 return fn()
         except Error:
             raise
