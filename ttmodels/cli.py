@@ -54,11 +54,12 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("verify", help="run the plan through the installed ttnn on a mock device "
                        "(no card): ttnn's own validation, memory configs and L1 figures per layer")
-    p.add_argument("spec")
+    p.add_argument("spec", help=SPEC_HELP)
     _add_shape_args(p)
     p.add_argument("--no-adapters", action="store_true",
                    help="plan without adapters, so ttnn's own rejections show")
-    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--format", choices=("table", "json"), default="table",
+                   help="output format (default: %(default)s)")
     p.add_argument("--system", default="n150", help="mock system (default n150)")
 
     p = sub.add_parser("probe-1x1", help="time 1x1-conv lowerings on a card (device only)")
