@@ -296,9 +296,20 @@ def tiny_spec(tmp_path):
     return f
 
 
-def test_compare_exit_status_follows_the_threshold(tiny_spec, capsys):
-    rc, out, _ = _cli(["compare", str(tiny_spec), "--threshold", "0"], capsys)
+def test_compare_exit_status_threshold_and_plot_name(tiny_spec, tmp_path, capsys, monkeypatch):
+    """One real comparison (threshold 0, --plot without extension), then the same rows against a
+    threshold no layer reaches: exit 1."""
+    from ttmodels import compare
+    rows = []
+    real = compare.compare_layers
+    monkeypatch.setattr(compare, "compare_layers", lambda *a, **k: rows.extend(real(*a, **k)) or rows)
+    target = tmp_path / "vgg_noext"
+    rc, out, _ = _cli(["compare", str(tiny_spec), "--threshold", "0", "--plot", str(target)],
+                      capsys)
     assert rc == 0 and "all at or above threshold" in out
+    assert out.strip().splitlines()[-1] == f"wrote {target}.png"
+    assert (tmp_path / "vgg_noext.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    monkeypatch.setattr(compare, "compare_layers", lambda *a, **k: rows)
     rc, out, _ = _cli(["compare", str(tiny_spec), "--threshold", "1.01"], capsys)
     assert rc == 1 and "first below 1.01" in out
 
@@ -311,15 +322,6 @@ def test_compare_plot_path_is_checked_before_comparing(tiny_spec, tmp_path, caps
                      (tmp_path, "is a directory")):
         rc, _, err = _cli(["compare", str(tiny_spec), "--plot", str(bad)], capsys)
         assert rc == 2 and why in err and err.count("\n") == 1, err
-
-
-def test_compare_plot_without_extension_says_the_file_it_wrote(tiny_spec, tmp_path, capsys):
-    target = tmp_path / "vgg_noext"
-    rc, out, _ = _cli(["compare", str(tiny_spec), "--threshold", "0", "--plot", str(target)],
-                      capsys)
-    assert rc == 0
-    assert out.strip().splitlines()[-1] == f"wrote {target}.png"
-    assert (tmp_path / "vgg_noext.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_plan_into_a_closed_pipe_prints_no_traceback():
