@@ -42,6 +42,21 @@ def test_planning_walks_the_node_list_a_bounded_number_of_times():
     assert walks[0] == walks[1] and walks[0] <= 4, walks
 
 
+def test_liveness_queries_see_only_live_tensors(monkeypatch):
+    """The per-layer liveness query gets the tensors that can still be alive, not every tensor
+    planned so far (which made planning quadratic again)."""
+    from ttmodels import liveness, planner
+    sizes = []
+    real = liveness.others_alive
+
+    def spy(i, node, held, *a, **k):
+        sizes.append(len(held))
+        return real(i, node, held, *a, **k)
+    monkeypatch.setattr(planner.lv, "others_alive", spy)
+    plan_graph(load_graph(_deep(80)))
+    assert sizes and max(sizes) <= 4, max(sizes)     # input, the residual, the output
+
+
 # ---- defect 6: huge inputs: bounded slice search, error quoting the slice size ---------------
 def _one_conv(hw: int, c_in: int = 16) -> dict:
     return {"name": "one", "inputs": {"x": {"channels": c_in, "size": [hw, hw]}},
