@@ -374,9 +374,9 @@ def test_version_and_help_texts(capsys):
 
 def test_plan_that_does_not_fit_suggests_batch_or_input_size():
     with pytest.raises(LayoutError) as e:
-        plan_graph(load_graph("resnet50", batch_size=32))
-    assert e.value.layer == "maxpool"
-    assert "only conv2d is DRAM-sliced: use a smaller batch or input size" in str(e.value)
+        plan_graph(load_graph("resnet50", batch_size=256))
+    assert e.value.layer == "layer1.0.conv1" and e.value.file.endswith("resnet.yaml")
+    assert str(e.value).endswith("; use a smaller input size or batch")
 
 
 # ---- defect 10: what model(...) accepts ------------------------------------------------------
