@@ -204,6 +204,12 @@ _RULE_LIST = [
          "output dtype and layout are arguments (dtype=bfloat16, output_layout=ROW_MAJOR by "
          "default); a bfloat8_b output needs output_layout=TILE",
          f"{_POOL_API}: max_pool2d/avg_pool2d signatures (dtype, output_layout)"),
+    Rule("pool2d.slice_input", "max_pool2d|avg_pool2d",
+         "a DRAM-sliced pool (dram_slice_config) reads its input from DRAM interleaved and "
+         "writes a DRAM interleaved output",
+         f"{_POOL_API}: pool2d with dram_slice_config (the op_slicing path, like conv2d_DRAM); "
+         "the output memory was observed on the mock device (ttmodels verify), not read from "
+         "the source"),
     # --- matmul / linear --------------------------------------------------------------------
     Rule("linear.tile", "linear",
          "matmul operands must be TILE layout",
