@@ -28,9 +28,13 @@ class LayoutError(Error):
     planner also the spec file and line of the layer (``file``/``line``, None when unknown)."""
 
     def __init__(self, message: str, *, layer: str | None = None, rule: str | None = None,
-                 file: str | None = None, line: int | None = None):
+                 file: str | None = None, line: int | None = None, loc: str | None = None):
+        if loc is not None and file is None:          # "file:line" (str(SourceLoc)) or "file"
+            head, _, tail = loc.rpartition(":")
+            file, line = (head, int(tail)) if head and tail.isdigit() else (loc, None)
         self.layer, self.rule, self.reason, self.file, self.line = layer, rule, message, file, line
         where = f"{file}:{line}" if file is not None and line is not None else file
+        self.loc = where
         prefix = ", ".join(p for p in (where, f"layer '{layer}'" if layer else None) if p)
         suffix = f" [rule {rule}]" if rule else ""
         super().__init__(f"{prefix + ': ' if prefix else ''}{message}{suffix}")
@@ -40,6 +44,10 @@ class LayoutError(Error):
         if self.file is not None or file is None:
             return self
         return LayoutError(self.reason, layer=self.layer, rule=self.rule, file=file, line=line)
+
+    def located(self, loc: str) -> "LayoutError":
+        """The same error with the spec location (``file:line``) of its layer in front."""
+        return LayoutError(self.reason, layer=self.layer, rule=self.rule, loc=loc)
 
 
 class WeightsError(Error):
