@@ -123,14 +123,14 @@ outputs: {{y: r}}
 """
 
 
-@pytest.mark.parametrize("layout,kind,grid", [
-    ("block_sharded l1 4x4", "block_sharded", (4, 4)),
-    ("block_sharded l1 8x4", "block_sharded", (8, 4)),
-    ("height_sharded l1 2x2", "height_sharded", (2, 2)),
-    ("height_sharded l1 8x3", "height_sharded", (8, 3)),
+@pytest.mark.parametrize("layout,kind,grid,c", [
+    ("block_sharded l1 4x4", "block_sharded", (4, 4), 128),     # 4 channel tiles over x = 4
+    ("block_sharded l1 8x4", "block_sharded", (8, 4), 256),
+    ("height_sharded l1 2x2", "height_sharded", (2, 2), 64),
+    ("height_sharded l1 8x3", "height_sharded", (8, 3), 64),
 ])
-def test_explicit_conv_grid_is_honoured(layout, kind, grid):
-    plan = plan_graph(load_graph(_conv_spec(layout)))
+def test_explicit_conv_grid_is_honoured(layout, kind, grid, c):
+    plan = plan_graph(load_graph(_conv_spec(layout, c=c)))
     m = plan.layer("c").output.memory
     assert (m.memory_layout, m.grid, m.num_cores) == (kind, grid, grid[0] * grid[1])
     assert plan.layer("c").inputs[0].memory.grid == grid       # conv reads on those cores
@@ -143,7 +143,11 @@ def test_explicit_layout_that_cannot_apply_is_a_spec_error(tmp_path):
     with pytest.raises(SpecError) as e:
         plan_graph(load_graph(f))
     assert (e.value.file, e.value.line, e.value.layer) == (str(f), 5, "c")
-    assert "width_sharded l1 8x1" in str(e.value) and "picks its own output cores" in str(e.value)
+    assert "width_sharded l1 8x1" in str(e.value)
+    assert "derives its output cores from its input's and its output channels" in str(e.value)
+    # 64 output channels are 2 tiles: a block-sharded output cannot span 4 channel cores
+    with pytest.raises(SpecError, match=r"'block_sharded l1 4x4' cannot be applied .* 2x4"):
+        plan_graph(load_graph(_conv_spec("block_sharded l1 4x4", c=64)))
 
 
 def _concat_spec(layout: str) -> str:

@@ -305,8 +305,9 @@ class _Planner:
                          ([f"{p.grid[0]}x{p.grid[1]}"] if p.grid else []))
         if layer.config.get("slice"):
             why = "no L1 layout fits, so it runs DRAM-sliced"
-        elif node.op == "conv2d" and p.kind == WIDTH and p.grid:
-            why = "a width-sharded conv2d picks its own output cores"
+        elif node.op == "conv2d":
+            why = ("conv2d derives its output cores from its input's and its output channels "
+                   "(conv2d_utils.cpp determine_output_parallel_config)")
         else:
             why = self.FOLLOWS_INPUT.get(node.op, f"{node.op} does not take this layout here")
         loc = node.loc
