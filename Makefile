@@ -16,6 +16,7 @@ test: setup
 bench: setup
 	$(PY) benchmarks/bench_resnet50.py
 	$(PY) benchmarks/bench_bevdet_encoder.py
+	$(PY) benchmarks/bench_planning.py
 
 clean-venv:
 	rm -rf .venv

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-ttnn = pytest.importorskip("ttnn")
+import ttnn  # noqa: E402  (a pinned dependency: a broken import must fail, not skip)
 
 from ttmodels import formats  # noqa: E402
 from ttmodels.errors import Error  # noqa: E402

@@ -5,8 +5,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-sim = pytest.importorskip("ttmodels.backends.sim")
-planner = pytest.importorskip("ttmodels.planner")
+from ttmodels import planner  # noqa: E402
+from ttmodels.backends import sim  # noqa: E402
 
 from ttmodels.backends import open_backend  # noqa: E402
 from ttmodels.errors import LayoutError, WeightsError  # noqa: E402

@@ -10,6 +10,9 @@ import sys
 from .errors import Error
 
 
+SPEC_HELP = "a shipped or registered model name (see `ttmodels list`) or a YAML spec file"
+
+
 def _add_shape_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
     p.add_argument("--input-size", type=int, nargs=2, metavar=("H", "W"),
@@ -23,46 +26,56 @@ def _add_mesh_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     ap = argparse.ArgumentParser(prog="ttmodels", description=__doc__.splitlines()[0])
+    ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     p = sub.add_parser("plan", help="show the layout plan of a spec")
-    p.add_argument("spec", help="shipped/registered config name or path to a YAML spec")
+    p.add_argument("spec", help=SPEC_HELP)
     _add_shape_args(p)
     _add_mesh_arg(p)
-    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--format", choices=("table", "json"), default="table",
+                   help="table: one row per layer and adapter; json: the whole plan "
+                        "(default: %(default)s)")
     p.add_argument("--plot", metavar="PNG",
                    help="also draw the plan (L1 per core, layouts, adapters) into this .png")
 
     p = sub.add_parser("validate", help="check a spec; exit 0 if valid, print the error and exit 2")
-    p.add_argument("spec")
+    p.add_argument("spec", help=SPEC_HELP)
     _add_shape_args(p)
     _add_mesh_arg(p)
 
     sub.add_parser("list", help="list shipped and registered model names")
 
     p = sub.add_parser("compare", help="per-layer PCC of the sim backend against a torch reference")
-    p.add_argument("spec")
+    p.add_argument("spec", help=SPEC_HELP)
     _add_shape_args(p)
     p.add_argument("--image", help="image file (default: the sample photo shipped with matplotlib)")
-    p.add_argument("--weights", default="random", help="random | pretrained | FILE")
-    p.add_argument("--threshold", type=float, default=0.99, help="PCC below this is marked")
-    p.add_argument("--plot", metavar="PNG", help="draw PCC per layer into this PNG file")
+    p.add_argument("--weights", default="random",
+                   help="random | pretrained | FILE (default: %(default)s)")
+    p.add_argument("--threshold", type=float, default=0.99,
+                   help="PCC below this is marked, and makes the exit status 1 "
+                        "(default: %(default)s)")
+    p.add_argument("--plot", metavar="PNG", help="draw PCC per layer into this PNG file "
+                   "(.png is added when the name has no extension)")
 
     p = sub.add_parser("verify", help="run the plan through the installed ttnn on a mock device "
                        "(no card): ttnn's own validation, memory configs and L1 figures per layer")
-    p.add_argument("spec")
+    p.add_argument("spec", help=SPEC_HELP)
     _add_shape_args(p)
     p.add_argument("--no-adapters", action="store_true",
                    help="plan without adapters, so ttnn's own rejections show")
-    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--format", choices=("table", "json"), default="table",
+                   help="output format (default: %(default)s)")
     p.add_argument("--system", default="n150", help="mock system (default n150)")
     _add_mesh_arg(p)
     p.add_argument("--plot", metavar="PNG", help="also draw the plan with ttnn's peak_total per "
                    "layer (rejected / mismatched layers in red) into this .png")
 
     p = sub.add_parser("probe-1x1", help="time 1x1-conv lowerings on a card (device only)")
-    p.add_argument("spec")
+    p.add_argument("spec", help=SPEC_HELP)
     _add_shape_args(p)
     p.add_argument("--out", default="probe-1x1.json", help="JSON report path")
     p.add_argument("--write-spec", metavar="YAML", help="write the spec with the winning lowerings")
@@ -82,6 +95,12 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # `ttmodels plan ... | head`: the reader left. Point stdout at /dev/null so the flush at
+        # exit does not raise again, and exit as a process killed by SIGPIPE would (128 + 13).
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 def _run(args) -> int:

@@ -73,7 +73,13 @@ class Model:
         import torch
 
         if not isinstance(x, torch.Tensor):
-            return  # a backend tensor: the executor checks it
+            tensor_type = getattr(self.backend._base_tt, "Tensor", None)
+            if isinstance(tensor_type, type) and isinstance(x, tensor_type):
+                return  # a backend tensor: the executor checks it
+            from .errors import Error
+            raise Error(f"input '{name}' is a {type(x).__name__}; the model takes a float NCHW "
+                        f"torch tensor (e.g. torch.from_numpy(a).float()) or a {self.backend_name} "
+                        "backend tensor in the plan's [1, 1, N*H*W, C] input layout")
         s = self.graph.inputs[name]
         chips = self.plan.num_chips
         expected = (s.n * chips, s.c, s.h, s.w)

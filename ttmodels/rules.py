@@ -600,21 +600,6 @@ def pool_output_padded_shape(mem: MemSpec, out_rows: int, c: int, *, out_tiled: 
     return (1, 1, rows, cp)
 
 
-def shard_bytes(layout: TensorLayout, rows: int, c: int) -> int:
-    """Bytes one core holds of this tensor (the whole tensor spread over banks if interleaved:
-    then 0 L1 bytes per core for DRAM, and an even share for L1 interleaved)."""
-    from .layout import bytes_per_element
-    bpe = bytes_per_element(layout.dtype) if layout.layout == TILE_LAYOUT else \
-        {"bfloat16": 2, "float32": 4}.get(layout.dtype, 2)
-    mem = layout.memory
-    if mem.sharded:
-        h, w = mem.shard_shape or (round_up(rows, TILE), round_up(c, TILE))
-        return int(h * w * bpe)
-    if mem.buffer == "dram":
-        return 0
-    return int(round_up(rows, TILE) * round_up(c, TILE) * bpe) // 64 + 1
-
-
 def tensor_bytes(layout: TensorLayout, rows: int, c: int) -> int:
     """Bytes of the whole tensor as stored (tile padding included)."""
     from .layout import bytes_per_element
@@ -665,11 +650,6 @@ def _tensor_checks(t: TensorLayout, shape: Shape4 | None, what: str) -> list[Vio
                               f"{what}: {m.memory_layout} shard {m.shard_shape} on {n} cores "
                               f"({m.grid[0]}x{m.grid[1]}) does not cover [{rows}, {c}]"))
     return out
-
-
-def _same_shard(a: MemSpec, b: MemSpec) -> bool:
-    return (a.memory_layout, a.buffer, a.grid, a.num_cores, a.shard_shape, a.orientation) == \
-        (b.memory_layout, b.buffer, b.grid, b.num_cores, b.shard_shape, b.orientation)
 
 
 def check(op: str, inputs: list[TensorLayout | None], attrs: dict, output: MemSpec | None = None,

@@ -9,7 +9,6 @@ constants and backend tensors the caller passed in are never freed by the execut
 """
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 from .backends import common
@@ -284,10 +283,3 @@ def _namespace_of(tensor):
         return import_ttnn()
     from .backends import sim
     return sim
-
-
-@contextlib.contextmanager
-def recording(backend):
-    """``with recording(backend) as calls: ...`` — same as ``backend.record()``."""
-    with backend.record() as calls:
-        yield calls

@@ -17,8 +17,6 @@ from ..errors import DeviceError
 log = logging.getLogger("ttmodels")
 
 DEFAULT_L1_SMALL_SIZE = 32768
-# A ResNet50-sized trace of one batch fits in a few MB; TT's demos reserve 800 KB - 8 MB.
-DEFAULT_TRACE_REGION_SIZE = 8 * 1024 * 1024
 
 
 def import_ttnn():

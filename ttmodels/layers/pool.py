@@ -29,6 +29,8 @@ class _Pool(Layer):
 
     def flat(self, y):
         """ttnn's DRAM-sliced pool returns [N, OH, OW, C]; layers pass [1, 1, N*OH*OW, C]."""
+        if not self.config.get("slice"):
+            return y        # the L1 path returns [1, 1, N*OH*OW, C] already
         s = self.out_shape
         # only the sliced path reshapes (an unsliced pool is already flat): the output is not
         # inspected otherwise
