@@ -152,6 +152,12 @@ def binary_cases():
                                  ("float32", "bfloat16", "bfloat16")):
             yield _binary(f"{op}/h8+same/{dt_a}+{dt_b}->{dt_o}", op, T(hs, dtype=dt_a),
                           T(hs, dtype=dt_b), s, s, dtype=dt_o)
+        # a row-major operand next to a TILE one is tilized with its shard spec (pool2d
+        # outputs: row-major height shards that are not whole tiles)
+        rm8 = MemSpec(HEIGHT, "l1", (8, 4), 32, (8, 64))
+        yield _binary(f"{op}/h8+h32rm8/tile+row_major", op, T(hs), T(rm8, ROW_MAJOR), s, s)
+        yield _binary(f"{op}/h32rm8+h32rm8/row_major+row_major", op, T(rm8, ROW_MAJOR),
+                      T(rm8, ROW_MAJOR), s, s)
         # shapes that do not broadcast
         yield _binary(f"{op}/dram+dram/nobroadcast", op, T(DRAM), T(DRAM),
                       s, TensorShape(1, 16, 16, 32))
@@ -507,6 +513,120 @@ def run_corpus(tt, dev, selected: list[Case] | None = None, *, progress=None) ->
     return out
 
 
+# ---------------------------------------------------------------------------------------------
+# the planner tests' graphs, planned with adapters disabled
+# ---------------------------------------------------------------------------------------------
+
+def planner_graphs(*, big: bool = False):
+    """(id, Graph) for the graphs of tests/test_planner.py and tests/test_plan_sim.py that plan
+    with adapters disabled (graphs whose planning raises, e.g. over budget, are left out: there is
+    no plan to judge). ``big`` adds the shipped models (minutes, not for CI)."""
+    import test_plan_sim as ps
+    import test_planner as tp
+
+    from ttmodels.graph import Graph, LayoutPolicy
+    from ttmodels.spec import load_graph
+
+    out = [("field_report", tp.field_report_graph())]
+    g = tp.field_report_graph()
+    g.nodes[2].inputs = ["gamma", "conv1"]
+    out.append(("field_report_swapped", g))
+    out.append(("conv_maxpool", Graph("cp", {"x": TensorShape(1, 112, 112, 64)}, [
+        tp.conv("c", "x", TensorShape(1, 112, 112, 64), 64, 64, 3),
+        Node("mp", "max_pool2d", ["c"], dict(kernel=(3, 3), stride=(2, 2), padding=(1, 1, 1, 1),
+                                             dilation=(1, 1), ceil_mode=False),
+             TensorShape(1, 56, 56, 64))], {}, ["mp"])))
+    out.append(("residual_bf8", tp.residual_graph("bfloat8_b")))
+    g = tp.residual_graph("bfloat16")
+    g.nodes[0].precision = Precision(activations="bfloat8_b")
+    out.append(("residual_a_bf8", g))
+    out.append(("residual", tp.residual_graph()))
+    for shape, k in (((1, 112, 112, 64, 64), 3), ((1, 56, 56, 64, 256), 1),
+                     ((1, 14, 14, 1024, 256), 1), ((1, 7, 7, 2048, 512), 1),
+                     ((16, 7, 7, 512, 512), 3), ((1, 28, 28, 512, 512), 3)):
+        out.append((f"one_conv_{'x'.join(map(str, shape))}_k{k}", tp.one_conv(*shape, k)))
+    out.append(("backbone", tp.backbone()))
+    out.append(("big_residual", tp.big_residual()))
+    out.append(("big_residual_reader", tp.big_residual(extra_reader="ca")))
+    small = tp.big_residual()
+    for n in small.nodes:
+        n.shape = TensorShape(1, 64, 176, n.shape.c)
+    small.inputs["x"] = TensorShape(1, 64, 176, 64)
+    out.append(("small_residual", small))
+    for key in sorted(ps.SMALL):
+        out.append((f"small_{key}", load_graph(ps.SMALL[key], batch_size=2)))
+    out.append(("stem_b1", load_graph(ps.STEM, batch_size=1)))
+    out.append(("stem_b6", load_graph(ps.STEM, batch_size=6)))
+    for cout in (8, 24, 40):
+        spec = {"name": "pc", "inputs": {"x": {"channels": 3, "size": [16, 16]}},
+                "layers": [{"name": "c1", "op": "conv2d", "out": cout, "kernel": 3, "padding": 1},
+                           {"name": "mp", "op": "max_pool2d", "kernel": 2, "stride": 2},
+                           {"name": "c2", "op": "conv2d", "out": 16, "kernel": 3, "padding": 1}]}
+        out.append((f"pool_c{cout}", load_graph(spec, batch_size=1)))
+    if big:
+        out.append(("sliced_1024", tp.one_conv(1, 1024, 1024, 256, 256, 3)))
+        for name, batch, size in ps.SHIPPED:
+            out.append((f"{name}_b{batch}" + (f"_{size[0]}x{size[1]}" if size else ""),
+                        load_graph(name, batch_size=batch, input_size=size)))
+    _ = LayoutPolicy
+    return out
+
+
+@dataclass
+class PlanOutcome:
+    id: str
+    violations: list[R.Violation]
+    accepted: bool
+    error: str | None
+
+    @property
+    def rules_accept(self) -> bool:
+        return not self.violations
+
+    @property
+    def agree(self) -> bool:
+        return self.rules_accept == self.accepted
+
+    def describe(self) -> str:
+        r = "accept" if self.rules_accept else ",".join(sorted({v.rule for v in self.violations}))
+        return f"{self.id}: rules {r} | ttnn {'accept' if self.accepted else 'reject ' + str(self.error)}"
+
+
+def run_planner_graphs(tt, dev, graphs=None, *, progress=None) -> list[PlanOutcome]:
+    """Each graph planned with adapters=False; per layer, check_plan's verdict against ttnn's
+    acceptance through ``ttmodels.verify`` (and the planned dtype, as for the corpus)."""
+    from ttmodels.errors import LayoutError
+    from ttmodels.planner import check_plan, plan_graph
+    from ttmodels.verify import verify
+
+    out = []
+    for gid, g in (graphs if graphs is not None else planner_graphs()):
+        if progress is not None:
+            print(gid, file=progress, flush=True)
+        for n in g.nodes:                 # graphs built in code name no weights keys
+            if n.op in ("conv2d", "linear") and not n.weights:
+                n.weights = n.name
+        try:
+            plan = plan_graph(g, adapters=False)
+        except LayoutError:
+            continue                      # nothing to judge (e.g. over budget)
+        bad: dict[str, list[R.Violation]] = {}
+        for name, v in check_plan(plan):
+            bad.setdefault(name, []).append(v)
+        report = verify(None, plan=plan, device=(tt, dev), adapters=False)
+        for s in report.layers:
+            if any(v.rule.startswith("tensor.") and " input " in v.message
+                   for v in bad.get(s.name, [])):
+                # an input the plan gives cannot exist as a tensor (its producer is rejected
+                # for it): verify feeds a DRAM stand-in, so ttnn never sees the planned input
+                continue
+            ok = s.accepted and (s.ttnn_layout or "").split()[-1:] == s.planned_layout.split()[-1:]
+            err = s.error if not s.accepted else (None if ok else
+                                                  f"output {s.ttnn_layout}, planned {s.planned_layout}")
+            out.append(PlanOutcome(f"plan/{gid}/{s.name}", bad.get(s.name, []), ok, err))
+    return out
+
+
 if __name__ == "__main__":     # python tests/rules_corpus.py [substring]: the agreement table
     import sys
     import time
@@ -517,8 +637,13 @@ if __name__ == "__main__":     # python tests/rules_corpus.py [substring]: the a
     tt, dev = mock_device.open_device("n150", l1_small_size=32768)
     pat = [a for a in sys.argv[1:] if not a.startswith("-")]
     sel = [c for c in cases() if not pat or any(c.id.startswith(p) for p in pat)]
+    prog = open("/dev/stderr", "w") if "-v" in sys.argv else None
     try:
-        outs = run_corpus(tt, dev, sel, progress=open("/dev/stderr", "w") if "-v" in sys.argv else None)
+        outs = [] if "--plans-only" in sys.argv else run_corpus(tt, dev, sel, progress=prog)
+        if "--plans" in sys.argv or "--plans-only" in sys.argv:
+            sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+            outs += run_planner_graphs(tt, dev, planner_graphs(big="--big" in sys.argv),
+                                       progress=prog)
     finally:
         tt.close_device(dev)
     bad = [o for o in outs if not o.agree]

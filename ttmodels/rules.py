@@ -159,7 +159,8 @@ _RULE_LIST = [
     # --- binary_ng (add, multiply) ----------------------------------------------------------
     Rule("binary.layout", "add|multiply",
          "operands must be TILE or ROW_MAJOR; row-major operands may be sharded or mixed with "
-         "sharded ones (0.81.1 accepts every such call of ttnn.add/multiply)",
+         "sharded ones, but ttnn tilizes a row-major operand with its own memory config, so if "
+         "sharded its shards must be whole tiles (measured on 0.81.1)",
          f"{_BNG}: BinaryNgDeviceOperation::validate_on_program_cache_miss ('First/Second operand "
          "to eltwise binary must have TILE or ROW_MAJOR layout'; 'Row-major binary_ng path does "
          "not support sharded tensors yet')"),
@@ -784,6 +785,11 @@ def _c_conv(inputs, attrs, output, shapes):
     want = attrs.get("shard_layout")
     if x is None:
         return [_v("conv2d.sharded_or_shard_layout", "conv2d input is missing")]
+    if attrs.get("lowering") == "linear":
+        # lowered to ttnn.linear (layers/conv2d.py): matmul's rules apply
+        if x.layout != TILE_LAYOUT:
+            vs.append(_v("linear.tile", f"conv2d lowered to linear: input is {x.layout}"))
+        return vs
     if attrs.get("slice"):
         vs += _c_conv_slice(x, attrs)
     if want is not None and want not in (HEIGHT, WIDTH, BLOCK):
@@ -807,6 +813,14 @@ def _c_binary(inputs, attrs, output, shapes):
     for t in tensors:
         if t.layout not in (TILE_LAYOUT, ROW_MAJOR):
             vs.append(_v("binary.layout", f"operand layout {t.layout}"))
+    # ttnn.add/multiply tilize row-major operands keeping their memory config: a sharded one
+    # must then have whole-tile shards (tensor_layout.cpp; measured on 0.81.1)
+    for t in tensors:
+        m = t.memory
+        if t.layout == ROW_MAJOR and m.sharded and m.shard_shape and \
+                (m.shard_shape[0] % TILE or m.shard_shape[1] % TILE):
+            vs.append(_v("binary.layout", f"row-major operand sharded {m.shard_shape}: ttnn "
+                         "tilizes it with that shard spec, which is not a whole number of tiles"))
     if b is not None and shapes[0] is not None and len(shapes) > 1 and shapes[1] is not None:
         for da, db in zip(shapes[0], shapes[1]):
             if not (da == db or da == 1 or db == 1):

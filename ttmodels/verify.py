@@ -172,8 +172,10 @@ def split_error(e: BaseException) -> tuple[str, str | None]:
 
 def verify(spec, *, batch_size: int = 1, input_size=None, profile: str | None = None,
            adapters: bool = True, system: str = "n150", l1_small_size: int | None = None,
-           plan=None) -> VerifyReport:
-    """Plan ``spec`` (or take ``plan``) and run it on a mock ``system`` under ttnn; see module."""
+           plan=None, device=None) -> VerifyReport:
+    """Plan ``spec`` (or take ``plan``) and run it on a mock ``system`` under ttnn; see module.
+    ``device``: an already open ``(ttnn, device)`` from ``mock_device.open_device`` (opened with
+    ``l1_small_size``), reused and left open (many checks in one process)."""
     from . import mock_device
     from .backends.ttnn_backend import DEFAULT_L1_SMALL_SIZE
     from .planner import plan_graph
@@ -183,6 +185,11 @@ def verify(spec, *, batch_size: int = 1, input_size=None, profile: str | None = 
         graph = load_graph(spec, batch_size=batch_size, input_size=input_size, profile=profile)
         plan = plan_graph(graph, adapters=adapters)
     l1_small = DEFAULT_L1_SMALL_SIZE if l1_small_size is None else int(l1_small_size)
+    if device is not None:
+        tt, dev = device
+        return _run(tt, dev, plan, system=system, adapters=adapters,
+                    version=mock_device.ttnn_version(), bank=mock_device.l1_bank_bytes(tt, dev),
+                    l1_small_size=l1_small)
     tt, dev = mock_device.open_device(system, l1_small_size=l1_small)
     try:
         return _run(tt, dev, plan, system=system, adapters=adapters,
