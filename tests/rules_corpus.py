@@ -273,6 +273,30 @@ def linear_cases():
                             "activation": None})
 
 
+def matmul_conv_cases():
+    """1x1 convs lowered to ttnn.linear with the matmul solver's program config (1D mcast in1 on
+    height shards, 2D mcast on block shards), fed the config's in0 memory or something else."""
+    from ttmodels.matmul_solver import solve_node
+    for s, cout in ((TensorShape(2, 16, 16, 64), 128), (TensorShape(1, 14, 14, 256), 256),
+                    (TensorShape(1, 32, 32, 64), 64)):
+        o = TensorShape(s.n, s.h, s.w, cout)
+        attrs = dict(in_channels=s.c, out_channels=cout, kernel=(1, 1), stride=(1, 1),
+                     padding=(0, 0, 0, 0), dilation=(1, 1), groups=1, bias=True, activation=None,
+                     lowering="linear")
+        cfg = solve_node(Node("n", "conv2d", ["x"], attrs, o), grid=(8, 8))
+        other = (R.sharded_memspec(BLOCK, s.rows, s.c, grid=(2, 2)) if cfg.in0_memory.memory_layout
+                 == HEIGHT else R.sharded_memspec(HEIGHT, s.rows, s.c, num_cores=8))
+        for mk, m, layout in (("in0", cfg.in0_memory, TILE_LAYOUT), ("in0", cfg.in0_memory, ROW_MAJOR),
+                              ("l1", L1, TILE_LAYOUT), ("dram", DRAM, TILE_LAYOUT),
+                              ("other", other, TILE_LAYOUT)):
+            x = T(_fit(m, s.rows, s.c, layout), layout)
+            conf = {"lowering": "linear", "matmul": cfg.to_dict(), "is_mm_conv": True,
+                    "output_layout": TILE_LAYOUT, "dtype": "bfloat16", "memory_config": None,
+                    "weights_dtype": "bfloat8_b"}
+            yield Case(f"conv2d/linear-{cfg.kind}/{s.n}x{s.h}x{s.w}x{s.c}/{mk}/{layout}", "conv2d",
+                       [x], [s], o, T(cfg.out_memory), attrs, conf)
+
+
 def upsample_cases():
     for s in (TensorShape(1, 8, 8, 64), TensorShape(1, 2, 32, 64)):
         yield from _upsample_cases(s, TensorShape(s.n, 2 * s.h, 2 * s.w, s.c))
@@ -397,7 +421,7 @@ def _adapter(cid, kind, before, after, s):
     return Case(cid, kind, [before], [s], s, after)
 
 
-GENERATORS = (relu_cases, binary_cases, conv_cases, pool_cases, linear_cases, upsample_cases,
+GENERATORS = (relu_cases, binary_cases, conv_cases, matmul_conv_cases, pool_cases, linear_cases, upsample_cases,
               concat_cases, pad_cases, adapter_cases)
 
 

@@ -218,7 +218,10 @@ _RULE_LIST = [
          "mcast, block-sharded in0) program config whose blocks divide the problem and fit L1; "
          "the matmul solver raises this when none exists",
          f"{_PC}: get_matmul_program_config / {_MM}: Matmul::validate (per_core_M/N, in0_block_w "
-         "and subblock constraints; see docs/lowering.md)"),
+         "and subblock constraints; see docs/lowering.md); a sharded in0 must be the config's "
+         "('MatmulMultiCoreReuseMultiCast1DProgramConfig: input A must be HEIGHT_SHARDED', "
+         "0.81.1 wheel: line 2358; 2D: 'K ({}) must equal in0_block_w ({})', line 1767), an "
+         "interleaved one is accepted"),
     Rule("linear.sharded_needs_program_config", "linear",
          "a BLOCK-sharded input a needs an explicit 2D program config (the automatic one must "
          "match its grid); height/width-sharded inputs get an automatic 1D config",
@@ -659,7 +662,10 @@ def check(op: str, inputs: list[TensorLayout | None], attrs: dict, output: MemSp
     """Every ``error`` rule ``op`` breaks with these operand layouts. Empty list = the card runs it.
 
     attrs keys used: conv2d ``shard_layout`` (str|None), ``output_layout``, ``dtype`` (output
-    dtype), ``is_mm_conv``; relu ``dtype`` (requested output dtype); pools ``output_layout``,
+    dtype), ``is_mm_conv``, ``act_block_h_override``, ``lowering`` ("linear": ttnn.linear's
+    rules); upsample ``in_w`` (the input's W: TILE alignment of the [N,H,W,C] view); pad
+    ``padding``/``out_shape``/``memory_config`` (the Pad layer; without ``padding`` a bare
+    ttnn.pad call); relu ``dtype`` (requested output dtype); pools ``output_layout``,
     ``dtype``; upsample ``mode``; concat ``dim`` (default -1 = channels); adapters: ``dtype``,
     ``layout`` (target) — the target memory config of an adapter is ``output``."""
     shapes = list(shapes) if shapes is not None else [None] * len(inputs)
@@ -789,6 +795,13 @@ def _c_conv(inputs, attrs, output, shapes):
         # lowered to ttnn.linear (layers/conv2d.py): matmul's rules apply
         if x.layout != TILE_LAYOUT:
             vs.append(_v("linear.tile", f"conv2d lowered to linear: input is {x.layout}"))
+        want_in0 = (attrs.get("matmul") or {}).get("in0_memory")
+        if x.memory.sharded and want_in0 and x.memory.short() != want_in0:
+            # matmul_device_operation.cpp: 1D mcast needs a HEIGHT-sharded in0, 2D mcast
+            # 'K ({}) must equal in0_block_w ({})' of the shard it gets (measured on 0.81.1);
+            # an interleaved in0 is read as is
+            vs.append(_v("linear.program_config", f"in0 {x.memory.short()} is not the program "
+                         f"config's sharded in0 {want_in0}"))
         return vs
     if attrs.get("slice"):
         vs += _c_conv_slice(x, attrs)
@@ -951,7 +964,8 @@ def _c_pad(inputs, attrs, output, shapes):
     # be a valid tensor there (tensor_spec.cpp).
     mem = attrs.get("memory_config") or x.memory
     if mem.sharded and attrs.get("out_shape") is not None:
-        vs = _tensor_checks(TensorLayout(mem, ROW_MAJOR, x.dtype), tuple(attrs["out_shape"]),
+        rm_dtype = "bfloat16" if x.dtype in BFP else x.dtype    # what the layer pads
+        vs = _tensor_checks(TensorLayout(mem, ROW_MAJOR, rm_dtype), tuple(attrs["out_shape"]),
                             "pad output", l1_shards=False)
         return [_v("pad.memory", f"{v.message} (the padded tensor keeps "
                    f"{'memory_config' if attrs.get('memory_config') else 'the input memory config'})")
