@@ -209,6 +209,13 @@ _RULE_LIST = [
          "output dtype and layout are arguments (dtype=bfloat16, output_layout=ROW_MAJOR by "
          "default); a bfloat8_b output needs output_layout=TILE",
          f"{_POOL_API}: max_pool2d/avg_pool2d signatures (dtype, output_layout)"),
+    Rule("pool2d.slice_input", "max_pool2d|avg_pool2d",
+         "a DRAM-sliced pool (dram_slice_config) reads its input from DRAM interleaved and "
+         "writes a DRAM-interleaved output (seen on the 0.81.1 mock device: a [N*H*W, C] DRAM "
+         "input gives a DRAM-interleaved output in the requested output_layout)",
+         f"{_POOL_API}: pool2d with dram_slice_config (sliced through "
+         "ttnn/cpp/ttnn/operations/sliding_window/op_slicing/op_slicing.cpp, like conv2d_DRAM); "
+         "enforced by the sim (backends/sim/ops.py), not by rules.check"),
     # --- matmul / linear --------------------------------------------------------------------
     Rule("linear.tile", "linear",
          "matmul operands must be TILE layout",
