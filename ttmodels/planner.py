@@ -933,9 +933,14 @@ class _Planner:
             else:
                 if x.memory.memory_layout == WIDTH:
                     x = self.to_interleaved(node, 0, x, "upsample takes no width-sharded input")
-                if x.memory.sharded and x.layout != ROW_MAJOR:
-                    x = self.to_row_major(node, 0, x, "sharded upsample needs ROW_MAJOR")
-        attrs = {"mode": mode, "out_shape": _flat(node.shape), "lowering": "upsample"}
+                in_shape = self.g.shape_of(node.inputs[0])
+                if x.layout != ROW_MAJOR and (x.memory.sharded or in_shape.w % TILE or
+                                              in_shape.c % TILE):
+                    x = self.to_row_major(node, 0, x, "sharded upsample needs ROW_MAJOR" if
+                                          x.memory.sharded else "a TILE upsample input must be "
+                                          "tile aligned in its [N,H,W,C] view")
+        attrs = {"mode": mode, "out_shape": _flat(node.shape), "lowering": "upsample",
+                 "in_w": self.g.shape_of(node.inputs[0]).w}
         out = R.output_layout("upsample", [x], attrs, None, [self.flat[node.inputs[0]]])
         rows, c = self.rc(node.inputs[0])
         est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=node.shape.rows, c=c)

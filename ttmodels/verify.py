@@ -182,10 +182,12 @@ def split_error(e: BaseException) -> tuple[str, str | None]:
 
 def verify(spec, *, batch_size: int = 1, input_size=None, profile: str | None = None,
            adapters: bool = True, system: str = "n150", l1_small_size: int | None = None,
-           plan=None, mesh=None) -> VerifyReport:
+           plan=None, mesh=None, device=None) -> VerifyReport:
     """Plan ``spec`` (or take ``plan``) and run it on a mock ``system`` under ttnn; see module.
     ``mesh`` ("n300", "t3000"; its mock system) runs data parallel, ``batch_size`` being the
-    whole batch."""
+    whole batch. ``device``: an already open ``(ttnn, device)`` from
+    ``mock_device.open_device`` (opened with ``l1_small_size``), reused and left open (many
+    checks in one process)."""
     from . import mock_device
     from .backends.ttnn_backend import DEFAULT_L1_SMALL_SIZE
     from .builder import make_plan
@@ -195,6 +197,11 @@ def verify(spec, *, batch_size: int = 1, input_size=None, profile: str | None = 
                          mesh=mesh, adapters=adapters)
     m = plan.mesh
     l1_small = DEFAULT_L1_SMALL_SIZE if l1_small_size is None else int(l1_small_size)
+    if device is not None:
+        tt, dev = device
+        return _run(tt, dev, plan, system=system, adapters=adapters,
+                    version=mock_device.ttnn_version(), bank=mock_device.l1_bank_bytes(tt, dev),
+                    l1_small_size=l1_small)
     if m is None:
         tt, dev = mock_device.open_device(system, l1_small_size=l1_small)
     else:
