@@ -800,6 +800,12 @@ class _Planner:
         ia, ib = (1, 0) if swap else (0, 1)
         a, b = ins[ia], ins[ib]
         if self.with_adapters:
+            # a row-major shard that is not whole tiles cannot be tilized where it is (ttnn
+            # tilizes with the shard spec: tensor.shard_tile): it goes interleaved first
+            if a.layout != TILE_LAYOUT and a.memory.sharded and not R.tile_aligned_shard(a.memory):
+                a = self.to_interleaved(node, ia, a, "row-major shards that are not whole tiles")
+            if b.layout != TILE_LAYOUT and b.memory.sharded and not R.tile_aligned_shard(b.memory):
+                b = self.to_interleaved(node, ib, b, "row-major shards that are not whole tiles")
             if a.layout != TILE_LAYOUT and (a.memory.sharded or b.memory.sharded):
                 a = self.to_tile(node, ia, a, "binary_ng's row-major path takes no sharded tensors")
             if b.layout != TILE_LAYOUT and (a.memory.sharded or b.memory.sharded):

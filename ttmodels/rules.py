@@ -956,6 +956,12 @@ def _c_upsample(inputs, attrs, output, shapes):
     return vs
 
 
+def tile_aligned_shard(m: MemSpec) -> bool:
+    """A shard of whole 32x32 tiles (what a TILE tensor's shard spec must be)."""
+    return m.shard_shape is not None and m.shard_shape[0] % TILE == 0 and \
+        m.shard_shape[1] % TILE == 0
+
+
 def split_work_to_cores(units: int, device_grid: tuple[int, int] = (8, 8)) -> tuple[int, int]:
     """tt-metal ``split_work_to_cores(grid, units)``: (cores used, units of the first group) =
     (min(cores, units), ceil(units / cores))."""
