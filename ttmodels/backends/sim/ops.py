@@ -17,8 +17,8 @@ import torch.nn.functional as F
 from ...errors import Error
 from ...layout import MemSpec
 from . import types as T
-from .tensor import (SimTensor, _check, _on_device, _violation, current_layer, dtype_name,
-                     memory_config_of, memspec, quantize, quantize_, validate_memory)
+from .tensor import (SimTensor, _check, _on_device, _violation, current_layer, dtype_name, memo_key,
+                     memoized, memory_config_of, memspec, quantize, quantize_, validate_memory)
 
 _log = logging.getLogger(__name__)
 _BFP = (T.DataType.BFLOAT8_B, T.DataType.BFLOAT4_B)
@@ -58,8 +58,10 @@ def _layout_name(layout: T.Layout) -> str:
 
 def _out_layout(op, inputs, attrs, requested: T.MemoryConfig | None, shapes):
     from ... import rules
-    return rules.output_layout(op, [t._layout() if t is not None else None for t in inputs], attrs,
-                               memspec(requested) if requested is not None else None, shapes)
+    req = memspec(requested) if requested is not None else None
+    key = memo_key("out:" + op, inputs, attrs, (req, tuple(shapes)))
+    return memoized(key, lambda: rules.output_layout(
+        op, [t._layout() if t is not None else None for t in inputs], attrs, req, shapes))
 
 
 def _emit(data: torch.Tensor, dtype: T.DataType, layout: T.Layout, mem: MemSpec | T.MemoryConfig,
@@ -145,6 +147,23 @@ def _truncate(x: torch.Tensor, keep: int | None) -> torch.Tensor:
 # most M - 1 bits after its leading one (M = 7 for bfloat8_b, 3 for bfloat4_b).
 _STORED_BITS = {T.DataType.FLOAT32: 23, T.DataType.BFLOAT16: 7, T.DataType.BFLOAT8_B: 6,
                 T.DataType.BFLOAT4_B: 2}
+
+
+def _operand(t: SimTensor, keep: int | None) -> torch.Tensor:
+    """``t``'s values as the FPU multiplier sees them at fidelity ``keep`` (see ``_truncate``),
+    truncated once per tensor: a tensor read by several convs/matmuls (a bottleneck's input feeds
+    its conv1 and its downsample) keeps the truncated form until it is deallocated."""
+    keep = _effective_keep(t.dtype, keep)
+    if keep is None:
+        return t._data
+    key = ("fidelity", keep)
+    if t._cache is None:
+        t._cache = {}
+    hit = t._cache.get(key)
+    if hit is None or hit[0] is not t._data:      # in-place writes replace or rewrite _data
+        hit = (t._data, _truncate(t._data, keep))
+        t._cache[key] = hit
+    return hit[1]
 
 
 def _effective_keep(dtype: T.DataType, keep: int | None) -> int | None:
@@ -357,7 +376,7 @@ def conv2d(*, input_tensor, weight_tensor, device, in_channels, out_channels, ba
             _check_prepared(bt, "bias", kind="conv_bias", out_channels=out_channels)
 
     a_bits, b_bits = _fidelity(compute_config)
-    xin = _truncate(x._data, _effective_keep(x.dtype, b_bits))
+    xin = _operand(x, b_bits)
     if is_mm:
         # tt-metal runs a 1x1 stride-1 conv as ttnn::linear (conv2d.cpp mm_conv branch); compute it
         # as the sim's linear does -- one [M, K] x [K, N] torch.matmul on the stored weights, bias
@@ -367,9 +386,8 @@ def conv2d(*, input_tensor, weight_tensor, device, in_channels, out_channels, ba
             cin_pad, cout_pad = wt.shape[-2], wt.shape[-1]
             kn = wt._data.reshape(cin_pad, cout_pad)[:in_channels, :out_channels].contiguous()
             wt._cache[wkey] = _truncate(kn, _effective_keep(wt.dtype, a_bits))
-        y = torch.matmul(xin.reshape(1, 1, rows_out, c), wt._cache[wkey])
-        if bt is not None:
-            y.add_(bt._cache["vec"])
+        y = _matmul_bias(xin.reshape(rows_out, c), wt._cache[wkey],
+                         bt._cache["vec"] if bt is not None else None).reshape(1, 1, rows_out, -1)
         y = _apply_unary(y, cfg.activation, inplace=True)
     else:
         wkey = ("oihw", a_bits)
@@ -650,17 +668,25 @@ def _mm(op, a, b, bias, transpose_a, transpose_b, memory_config, dtype, program_
     attrs = {"program_config": program_config, "dtype": dtype_name(dtype) if dtype else None}
     _check("linear", ts, attrs)
     a_bits, b_bits = _fidelity(compute_kernel_config)
-    xa = a._data.transpose(-1, -2) if transpose_a else a._data
-    xb = b._data.transpose(-1, -2) if transpose_b else b._data
+    xa, xb = _operand(a, b_bits), _operand(b, a_bits)                    # in0 -> srcB, in1 -> srcA
+    xa = xa.transpose(-1, -2) if transpose_a else xa
+    xb = xb.transpose(-1, -2) if transpose_b else xb
     if xa.shape[-1] != xb.shape[-2]:
         raise Error(f"{current_layer(op)}: inner dims differ: a {list(a.shape)} b {list(b.shape)}")
-    y = torch.matmul(_truncate(xa, _effective_keep(a.dtype, b_bits)),     # in0 -> srcB,
-                     _truncate(xb, _effective_keep(b.dtype, a_bits)))     # in1 -> srcA
+    bv = None
     if bias is not None:
         bv = bias._data.reshape(-1)
-        if bv.numel() != y.shape[-1]:
+        if bv.numel() != xb.shape[-1]:
             bv = bias._data.reshape(-1, bias.shape[-1])[0]
-        y.add_(bv)                        # y is fresh (and already has the broadcast shape)
+    if xb.dim() == 2 or all(d == 1 for d in xb.shape[:-2]):
+        # a 2-D right operand (weights): one [M, K] x [K, N] product, as torch.matmul folds it
+        lead = torch.broadcast_shapes(xa.shape[:-2], xb.shape[:-2])
+        y = _matmul_bias(xa.reshape(-1, xa.shape[-1]), xb.reshape(xb.shape[-2:]), bv)
+        y = y.reshape(*lead, *xa.shape[-2:-1], xb.shape[-1])
+    else:
+        y = torch.matmul(xa, xb)
+        if bv is not None:
+            y.add_(bv)                    # y is fresh (and already has the broadcast shape)
     act = activation
     if act is None and program_config is not None:
         act = getattr(program_config, "fused_activation", None)
@@ -668,6 +694,15 @@ def _mm(op, a, b, bias, transpose_a, transpose_b, memory_config, dtype, program_
     out_dtype = dtype or a.dtype
     lay = _out_layout("linear", ts, attrs, memory_config, [t._flat4() for t in ts])
     return _emit(y, out_dtype, T.Layout.TILE, lay.memory, a._device, op, owned=True)
+
+
+def _matmul_bias(a2d: torch.Tensor, b2d: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``a2d @ b2d``, then ``+ bias`` in place: the bias added to the finished dot products, as a
+    card adds it after the K accumulation. Not ``torch.addmm``: BLAS initialises the output with
+    the bias and accumulates the K blocks onto it, a different summation order that moves float32
+    results by an ulp (caught by the float32 bit pins, tests/test_sim_bits.py)."""
+    y = torch.mm(a2d, b2d)
+    return y if bias is None else y.add_(bias)
 
 
 def linear(input_tensor_a, input_tensor_b, *, bias=None, transpose_a=False, transpose_b=False, memory_config=None,

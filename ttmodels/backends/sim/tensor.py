@@ -75,6 +75,9 @@ def quantize_(data: torch.Tensor, dtype: T.DataType) -> torch.Tensor:
             return data.copy_(data.to(torch.bfloat16))
         if dtype == T.DataType.FLOAT32:
             return data
+        if dtype in (T.DataType.BFLOAT8_B, T.DataType.BFLOAT4_B):
+            from ... import formats
+            return formats.quantize_owned_(data, _DTYPE_NAMES[dtype])
     return quantize(data, dtype)
 
 
@@ -97,6 +100,18 @@ def _violation(rule: str, msg: str, op: str):
 # ---------------------------------------------------------------------------------------------
 
 def memspec(mc: T.MemoryConfig) -> MemSpec:
+    """``mc`` in the planner's vocabulary; remembered on ``mc`` (a layer passes the same config
+    object on every call), recomputed if one of its fields was reassigned."""
+    key = (mc.memory_layout, mc.buffer_type, id(mc.shard_spec))
+    hit = getattr(mc, "_memspec", None)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    ms = _memspec(mc)
+    mc._memspec = (key, ms)
+    return ms
+
+
+def _memspec(mc: T.MemoryConfig) -> MemSpec:
     kind = _MEM_NAMES[mc.memory_layout]
     buf = _BUF_NAMES[mc.buffer_type]
     ss = mc.shard_spec
@@ -359,16 +374,55 @@ def deallocate(tensor, force: bool = True) -> None:
     if isinstance(tensor, SimTensor):
         tensor._allocated = False
         tensor._data = None
+        tensor._cache = None
 
 
 # ---------------------------------------------------------------------------------------------
 # layout / dtype / memory moves
 # ---------------------------------------------------------------------------------------------
 
+def _freeze(v):
+    """A hashable stand-in for an attrs value (dicts and lists by content, objects by identity:
+    layers hand the same config objects over on every call)."""
+    if isinstance(v, dict):
+        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
+    if isinstance(v, (list, tuple)):
+        return tuple(_freeze(x) for x in v)
+    try:
+        hash(v)
+        return v
+    except TypeError:
+        return ("id", id(v))
+
+
+def memo_key(op: str, inputs, attrs: dict, extra=None) -> tuple:
+    return (op, tuple(t._layout() if t is not None else None for t in inputs),
+            tuple(t._flat4() if t is not None else None for t in inputs), _freeze(attrs), extra)
+
+
+# Rule results per (op, operand layouts and shapes, attrs, output): the rules are pure functions
+# of these and a plan calls each op with the same few combinations on every run, so the table
+# is consulted once per combination (bounded: a pathological caller only loses the memo).
+_RULE_MEMO: dict = {}
+_MEMO_MAX = 20000
+
+
+def memoized(key, fn):
+    hit = _RULE_MEMO.get(key)
+    if hit is None:
+        hit = fn()
+        if len(_RULE_MEMO) >= _MEMO_MAX:
+            _RULE_MEMO.clear()
+        _RULE_MEMO[key] = hit
+    return hit
+
+
 def _check(op: str, inputs: list[SimTensor | None], attrs: dict, output: MemSpec | None = None):
     from ... import rules
-    vs = rules.check(op, [t._layout() if t is not None else None for t in inputs], attrs, output,
-                     shapes=[t._flat4() if t is not None else None for t in inputs])
+    key = memo_key("check:" + op, inputs, attrs, output)
+    vs = memoized(key, lambda: tuple(rules.check(
+        op, [t._layout() if t is not None else None for t in inputs], attrs, output,
+        shapes=[t._flat4() if t is not None else None for t in inputs])))
     rules.raise_if_violations(vs, current_layer(op))
 
 
