@@ -5,7 +5,7 @@ import time
 
 
 def build(spec, *, weights=None, backend="auto", batch_size=1, input_size=None, profile=None,
-          key_map=None, cache=True):
+          key_map=None, cache=True, keep_params=False):
     from .backends import open_backend
     from .model import Model
     from .planner import plan_graph
@@ -13,6 +13,8 @@ def build(spec, *, weights=None, backend="auto", batch_size=1, input_size=None, 
     from .spec import load_graph
     from .weights import prepared_parameters
 
+    # build_seconds: spec to layers with prepared weights (weights are prepared here, not on the
+    # first call), imports excluded
     t0 = time.perf_counter()
     graph = load_graph(spec, batch_size=batch_size, input_size=input_size, profile=profile)
     plan = plan_graph(graph)
@@ -20,7 +22,7 @@ def build(spec, *, weights=None, backend="auto", batch_size=1, input_size=None, 
                                        key_map=key_map, cache=cache)
     be = open_backend(backend)
     try:
-        executor = Executor(plan, params, be)
+        executor = Executor(plan, params, be, keep_params=keep_params)
     except BaseException:
         be.close()
         raise

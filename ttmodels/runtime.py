@@ -32,16 +32,24 @@ def _is_torch(x) -> bool:
 class Executor:
     """Builds every layer of ``plan`` once on ``backend`` from ``params`` (node or constant name ->
     {"weight"/"bias"/"value": float32 torch tensor}, as ``weights.prepare_parameters`` makes them)
-    and runs the plan. ``record()`` records every ``tt.*`` call (see ``Backend.record``)."""
+    and runs the plan. ``record()`` records every ``tt.*`` call (see ``Backend.record``).
+    Layers drop their host parameters once their backend tensors exist, unless ``keep_params``
+    (``layer.params`` then still holds them, e.g. for inspection next to a reference run)."""
 
-    def __init__(self, plan: Plan, params: dict[str, dict[str, Any]] | None, backend):
+    def __init__(self, plan: Plan, params: dict[str, dict[str, Any]] | None, backend, *,
+                 keep_params: bool = False):
         self.plan, self.backend = plan, backend
         params = params or {}
         g = plan.graph
         self.layers = {}
         for pl in plan.layers:
             shapes = [None if s in g.constants else g.shape_of(s) for s in pl.node.inputs]
-            self.layers[pl.name] = make_layer(pl, params.get(pl.name), backend, input_shapes=shapes)
+            layer = make_layer(pl, params.get(pl.name), backend, input_shapes=shapes)
+            layer.precompute()
+            if not keep_params:
+                # the layer holds its prepared backend tensors now: one copy of each weight
+                layer.release_params()
+            self.layers[pl.name] = layer
         self.adapters: dict[tuple[str, int], list[AdapterLayer]] = {}
         for a in plan.adapters:
             self.adapters.setdefault((a.dst, a.index), []).append(AdapterLayer(a, backend))

@@ -144,13 +144,16 @@ def memory_config_of(ms: MemSpec) -> T.MemoryConfig:
 class SimTensor:
     """A ttnn.Tensor stand-in. ``_data`` holds the logical values (float32, already quantized)."""
 
-    __slots__ = ("_data", "_shape", "_padded", "dtype", "layout", "_memory_config", "_device",
-                 "_allocated", "_prep", "_cache", "_shared", "__weakref__")
+    __slots__ = ("_store", "_lazy", "_shape", "_padded", "dtype", "layout", "_memory_config",
+                 "_device", "_allocated", "_prep", "_cache", "_shared", "__weakref__")
 
     def __init__(self, data: torch.Tensor, dtype: T.DataType, layout: T.Layout,
                  memory_config: T.MemoryConfig | None = None, device: SimDevice | None = None,
                  shape: tuple[int, ...] | None = None, padded_shape: tuple[int, ...] | None = None):
-        self._data = data
+        self._store = data
+        # A prepared weight keeps only its compute form (``_cache``): its stored matrix is
+        # rebuilt from that on demand (``_lazy()``), so the sim holds one copy of each weight.
+        self._lazy = None
         self._shape = T.Shape(shape if shape is not None else data.shape)
         # An op's own padded (physical) shape when it is not the layout's default, e.g. pool2d's
         # row-major output whose channels are padded to 16 (pool_op.cpp compute_output_specs).
@@ -221,6 +224,27 @@ class SimTensor:
                 f"{where}, {memspec(self._memory_config).short() if self._device else ''})")
 
     # --- sim internals --------------------------------------------------------------------
+    @property
+    def _data(self):
+        d = self._store
+        if d is None and self._lazy is not None:
+            return self._lazy()
+        return d
+
+    @_data.setter
+    def _data(self, value) -> None:
+        self._store = value
+        if value is None:
+            self._lazy = None
+
+    def _twin(self, mc: T.MemoryConfig, device) -> "SimTensor":
+        """The same values (same storage, or the same lazily rebuilt matrix) in ``mc`` on
+        ``device``: what to_device / from_device return."""
+        out = _alias(self, SimTensor(self._store, self.dtype, self.layout, mc, device,
+                                     tuple(self._shape), self._padded))
+        out._lazy, out._prep, out._cache = self._lazy, self._prep, self._cache
+        return out
+
     def _live(self, op: str) -> "SimTensor":
         if not self._allocated:
             raise Error(f"{current_layer(op)}: tensor {list(self._shape)} was deallocated")
@@ -358,16 +382,12 @@ def to_device(tensor, device, memory_config=None, *, queue_id=None):
     t = tensor._live("to_device")
     mc = memory_config or T.DRAM_MEMORY_CONFIG
     validate_memory(tuple(t.shape), t.layout, t.dtype, mc, "to_device", device)
-    out = _alias(t, SimTensor(t._data, t.dtype, t.layout, mc, device))
-    out._prep, out._cache = t._prep, t._cache
-    return out
+    return t._twin(mc, device)
 
 
 def from_device(tensor, blocking=True, *, queue_id=None):
     t = tensor._live("from_device")
-    out = _alias(t, SimTensor(t._data, t.dtype, t.layout, T.DRAM_MEMORY_CONFIG, None))
-    out._prep, out._cache = t._prep, t._cache
-    return out
+    return t._twin(T.DRAM_MEMORY_CONFIG, None)
 
 
 def deallocate(tensor, force: bool = True) -> None:
@@ -439,8 +459,8 @@ def _new(like: SimTensor, data: torch.Tensor, dtype=None, layout=None, mc=None, 
 
 def _alias(src: SimTensor, out: SimTensor) -> SimTensor:
     """Mark ``src`` and ``out`` as sharing storage when they do (see ``SimTensor._shared``)."""
-    if src._data is not None and out._data is not None and out._data.untyped_storage().data_ptr() == \
-            src._data.untyped_storage().data_ptr():
+    if src._store is not None and out._store is not None and out._store.untyped_storage().data_ptr() == \
+            src._store.untyped_storage().data_ptr():
         src._shared = out._shared = True
     return out
 
