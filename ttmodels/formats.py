@@ -202,13 +202,15 @@ def _bfp_chunk(x: "torch.Tensor", m_bits: int, out: "torch.Tensor") -> None:
     3. clamp t to C -+ (2**M - 1) * 2**(24 - M): saturation instead of a carry into the exponent;
     4. ``(t - C) * T``: q * 2**(s - 127 - (M - 1)); q == 0 gives +0.0 whatever the sign.
     The shared exponent is read from the bits of the row's largest magnitude (an integer max
-    over the sign-cleared bits). The rare rest (inf/NaN, or |max| < 2**-103) goes through the
-    integer model of the C++ (``_bfp_groups_exact``)."""
+    over the sign-cleared bits). The rare rest (inf/NaN, or 0 < |max| < 2**-103) goes through
+    the integer model of the C++ (``_bfp_groups_exact``)."""
     import torch
 
     # |x| as int32 bits orders like |x| as a float (NaN above inf): its max's exponent field
     shared = torch.bitwise_and(x.view(torch.int32), 0x7FFFFFFF).amax(dim=1, keepdim=True) >> 23
-    odd = (shared < 24) | (shared == 255)
+    # shared == 0 (all zeros/subnormals, e.g. padding) needs no special case: clamped to 24,
+    # x / T < 1 truncates to 0 and the group comes back as +0.0, as the integer model gives.
+    odd = ((shared > 0) & (shared < 24)) | (shared == 255)
     step = ((shared.clamp_(24, 254) - 23) << 23).view(torch.float32)       # T = 2**(s - 150)
     c = 1.5 * 2.0 ** (47 - m_bits)
     qmax = float((1 << m_bits) - 1) * 2.0 ** (24 - m_bits)

@@ -224,7 +224,7 @@ def _prepare_weight(weight: SimTensor, *, in_channels: int, out_channels: int, k
     cout_pad = _round_up(out_channels, 32)
     m = torch.zeros(kh, kw, cin_pad, cout_pad)
     m[:, :, :in_channels, :out_channels] = w.permute(2, 3, 1, 0)
-    m = quantize(m.reshape(1, 1, kh * kw * cin_pad, cout_pad), wdtype)
+    m = quantize_(m.reshape(1, 1, kh * kw * cin_pad, cout_pad), wdtype)       # m is ours
     # Only the compute form is kept (the matrix is rebuilt from it when asked for, _lazy): for a
     # conv on the matmul path (``matmul``: 1x1, stride 1, unpadded) the [Cin, Cout] matrix it
     # multiplies by, else OIHW (grouped: the diagonal blocks) in channels_last for F.conv2d.
