@@ -20,6 +20,7 @@ def build(spec, *, weights=None, backend="auto", batch_size=1, input_size=None, 
     plan = plan_graph(graph)
     params, info = prepared_parameters(graph, "random" if weights is None else weights,
                                        key_map=key_map, cache=cache)
+    params.consumable = True        # ours alone: the executor frees each layer's host copy
     be = open_backend(backend)
     try:
         executor = Executor(plan, params, be, keep_params=keep_params)

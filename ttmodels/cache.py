@@ -277,6 +277,7 @@ class PreparedParameters(dict):
     cache_path: Path | None = None
     info: str = ""
     report: Any = None
+    consumable: bool = False    # the Executor may pop entries (set by the builder that owns it)
 
 
 def _resolve_cache(cache) -> WeightCache | None:

@@ -44,11 +44,16 @@ class Executor:
         self.layers = {}
         for pl in plan.layers:
             shapes = [None if s in g.constants else g.shape_of(s) for s in pl.node.inputs]
-            layer = make_layer(pl, params.get(pl.name), backend, input_shapes=shapes)
+            # ``params`` the executor may consume (a PreparedParameters the builder made): each
+            # layer's host tensors are dropped as soon as it holds its prepared ones, so the
+            # build never holds two full copies of the weights
+            mine = getattr(params, "consumable", False) and not keep_params
+            p = params.pop(pl.name, None) if mine else params.get(pl.name)
+            layer = make_layer(pl, p, backend, input_shapes=shapes)
+            del p
             layer.precompute()
             if not keep_params:
-                # the layer holds its prepared backend tensors now: one copy of each weight
-                layer.release_params()
+                layer.release_params()          # one copy of each weight: the prepared one
             self.layers[pl.name] = layer
         self.adapters: dict[tuple[str, int], list[AdapterLayer]] = {}
         for a in plan.adapters:
