@@ -5,13 +5,16 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-# ttnn's host tile conversions need a cluster descriptor; without a card we give it a mock n150.
-os.environ.setdefault("TT_METAL_MOCK_CLUSTER_DESC_PATH",
-                      str(REPO / "ttmodels" / "data" / "wormhole_n150_mock_cluster.yaml"))
 os.environ.setdefault("TT_LOGGER_LEVEL", "error")
 os.environ.setdefault("LOGURU_LEVEL", "WARNING")
-# Tests never read or write the user's prepared-weight cache.
+# Tests never read or write the user's prepared-weight cache (nor its mock-device runtime).
 os.environ["TTMODELS_CACHE_DIR"] = tempfile.mkdtemp(prefix="ttmodels-test-cache-")
+# Without a card, ttnn runs on a mock Wormhole n150: its host tile conversions (test_formats)
+# and the mock device (test_verify) both need tt-metal pointed at the mock runtime before ttnn
+# initialises, which happens once per process.
+from ttmodels import mock_device  # noqa: E402
+
+mock_device.prepare("n150")
 
 
 def _card_present() -> bool:

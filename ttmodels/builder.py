@@ -20,8 +20,13 @@ def build(spec, *, weights=None, backend="auto", batch_size=1, input_size=None, 
     plan = plan_graph(graph)
     params, info = prepared_parameters(graph, "random" if weights is None else weights,
                                        key_map=key_map, cache=cache)
-    params.consumable = True        # ours alone: the executor frees each layer's host copy
     be = open_backend(backend)
+    if be.name == "ttnn-mock":
+        # Device tensors may only be made inside a NO_DISPATCH capture on a mock device (pool2d
+        # takes "no L1 allocated" to mean capture), so Model.run builds the layers per run.
+        return Model(plan, None, be, weights_info=info, build_seconds=time.perf_counter() - t0,
+                     params=params)
+    params.consumable = True        # ours alone: the executor frees each layer's host copy
     try:
         executor = Executor(plan, params, be, keep_params=keep_params)
     except BaseException:

@@ -4,6 +4,27 @@ from __future__ import annotations
 from typing import Any
 
 
+class MockOutput:
+    """What a mock-device run gives instead of a tensor: ttnn's output spec, no values."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: str, layout: str, memory_config: str):
+        self.shape, self.dtype, self.layout, self.memory_config = shape, dtype, layout, memory_config
+
+    @classmethod
+    def of(cls, t) -> "MockOutput":
+        return cls(tuple(int(v) for v in t.shape), str(t.dtype), str(t.layout),
+                   str(t.memory_config()))
+
+    def __repr__(self) -> str:
+        return (f"MockOutput(shape={self.shape}, dtype={self.dtype}, layout={self.layout}; "
+                "no values: the mock device computes nothing)")
+
+    def __array__(self, *a, **k):
+        from .errors import DeviceError
+        raise DeviceError("a mock-device output has no values (ttmodels.mock_device runs ttnn's "
+                          "validation only); use backend='sim' for numbers")
+
+
 class Model:
     """Returned by ``ttmodels.build``.
 
@@ -13,8 +34,10 @@ class Model:
     ``model.run(x)`` returns every named output.
     """
 
-    def __init__(self, plan, executor, backend, *, weights_info: str = "", build_seconds: float = 0.0):
+    def __init__(self, plan, executor, backend, *, weights_info: str = "", build_seconds: float = 0.0,
+                 params=None):
         self.plan = plan
+        self.params = params
         self.executor = executor
         self.backend = backend
         self.weights_info = weights_info
@@ -64,6 +87,8 @@ class Model:
         inputs = self._inputs(x)
         for name, t in inputs.items():
             self._check_input(name, t)
+        if self.backend.name == "ttnn-mock":
+            return self._run_mock(inputs)
         raw = self.executor.run(inputs)
         out = {}
         for name in self.graph.outputs:
@@ -73,6 +98,18 @@ class Model:
                 t = t.reshape(shape.n, shape.c) if shape.h == shape.w == 1 else t
             out[name] = t
         return out
+
+    def _run_mock(self, inputs) -> dict[str, Any]:
+        """On the mock device: every layer runs through ttnn under NO_DISPATCH capture, and each
+        output is a ``MockOutput`` (shape, dtype, layout, memory config): there are no values."""
+        from .runtime import Executor
+        tt = self.backend.tt
+        tt.graph.begin_graph_capture(tt.graph.RunMode.NO_DISPATCH)
+        try:
+            raw = Executor(self.plan, self.params, self.backend).run(inputs)
+        finally:
+            tt.graph.end_graph_capture()
+        return {name: MockOutput.of(t) for name, t in raw.items()}
 
     def __call__(self, x):
         return self.run(x)[self.graph.outputs[0]]

@@ -62,12 +62,19 @@ class Executor:
         self.constants = {name: self._constant(c, params.get(name))
                           for name, c in g.constants.items() if name in used}
         self.outputs = list(g.outputs)
+        self.spills: dict[str, list] = {}
+        for sp in getattr(plan, "spills", ()):
+            self.spills.setdefault(sp.after, []).append(sp)
         self.last_use: dict[str, int] = {}
         for i, pl in enumerate(plan.layers):
             self.last_use.setdefault(pl.name, i)
             for s in pl.node.inputs:
                 self.last_use[s] = i
         self._trace = None
+        # ``step_hook(kind, planned, inputs, call)`` runs each adapter ("adapter", AdapterLayer)
+        # and layer ("layer", PlannedLayer) instead of ``call()``: ttmodels.verify uses it to
+        # capture each step under ttnn's graph capture.
+        self.step_hook = None
 
     @property
     def tt(self):
@@ -153,7 +160,7 @@ class Executor:
                                       layer=pl.name)
                 t = env[src]
                 for ad in self.adapters.get((pl.name, idx), ()):
-                    t2 = self._call(ad.name, pl.name, lambda: ad(t))
+                    t2 = self._call(ad.name, pl.name, lambda: ad(t), step=("adapter", ad, t))
                     if t2 is not t and any(t is tmp for tmp in temps):
                         tt.deallocate(t)
                         temps = [tmp for tmp in temps if tmp is not t]
@@ -169,11 +176,19 @@ class Executor:
             try:
                 if inplace and keep_all:
                     layer.inplace = False
-                out = self._call(pl.name, pl.name, lambda: layer(args))
+                out = self._call(pl.name, pl.name, lambda: layer(args), step=("layer", pl, args))
             finally:
                 if inplace:
                     layer.inplace = True
             env[pl.name] = out
+            for sp in self.spills.get(pl.name, ()):
+                # liveness.Spill: the tensor waits for its next reader in DRAM, not L1
+                t = env[sp.tensor]
+                moved = self._call(f"spill {sp.tensor}", pl.name,
+                                   lambda: tt.to_memory_config(t, common.memory_config(
+                                       tt, sp.to.memory)), step=("spill", sp, t))
+                tt.deallocate(t)        # a layer's output: ours to free
+                env[sp.tensor] = moved
             for tmp in temps:
                 if tmp is not out and tmp is not alias:
                     tt.deallocate(tmp)
@@ -186,9 +201,12 @@ class Executor:
             return {pl.name: env[pl.name] for pl in self.plan.layers}
         return {name: env[name] for name in self.outputs}
 
-    def _call(self, what: str, layer: str, fn):
+    def _call(self, what: str, layer: str, fn, step=None):
         try:
             with self.backend.layer_scope(layer):
+                if self.step_hook is not None and step is not None:
+                    # (kind, PlannedLayer or AdapterLayer, its input tensor(s), the call)
+                    return self.step_hook(*step, fn)
                 return fn()
         except Error:
             raise

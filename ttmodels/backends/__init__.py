@@ -68,7 +68,9 @@ def _is_enum_type(obj) -> bool:
 
 @dataclass
 class Backend:
-    """An open backend. ``name`` is "sim" or "ttnn"; ``tt`` the namespace layers call; ``device``
+    """An open backend. ``name`` is "sim", "ttnn" or "ttnn-mock" (the real ttnn on a mock device,
+    ``ttmodels.mock_device``: ops are validated and planned by ttnn, nothing is computed); ``tt``
+    the namespace layers call; ``device``
     the open device (a ttnn MeshDevice or the sim's SimDevice)."""
     name: str
     tt: Any
@@ -83,6 +85,8 @@ class Backend:
         if self.name == "ttnn":
             from .ttnn_backend import close_device
             close_device(self._base_tt, self.device)
+        elif self.name == "ttnn-mock":
+            self._base_tt.close_device(self.device)
         else:
             self._base_tt.close_device(self.device)
 
@@ -129,13 +133,18 @@ class Backend:
 def open_backend(name: str = "auto", *, device_id: int = 0, l1_small_size: int | None = None,
                  trace_region_size: int = 0) -> Backend:
     """Open a backend. ``name``: "auto" (ttnn when a card is present, else sim; logged on the
-    "ttmodels" logger), "sim" or "ttnn" (DeviceError without a card). ``l1_small_size`` defaults
+    "ttmodels" logger), "sim", "ttnn" (DeviceError without a card) or "ttnn-mock" (the installed
+    ttnn on a mock Wormhole n150: validation and L1 accounting only, see ``ttmodels.verify``). ``l1_small_size`` defaults
     to 32768 (conv/pool halo configs); ``trace_region_size`` > 0 reserves DRAM for traces."""
     from .ttnn_backend import DEFAULT_L1_SMALL_SIZE
     kind = resolve(name)
     l1_small = DEFAULT_L1_SMALL_SIZE if l1_small_size is None else int(l1_small_size)
     options = {"device_id": device_id, "l1_small_size": l1_small,
                "trace_region_size": int(trace_region_size)}
+    if kind == "ttnn-mock":
+        from ..mock_device import open_device as open_mock
+        tt, device = open_mock("n150", l1_small_size=l1_small, trace_region_size=trace_region_size)
+        return Backend("ttnn-mock", tt, device, options)
     if kind == "ttnn":
         from .ttnn_backend import open_device
         tt, device = open_device(device_id=device_id, l1_small_size=l1_small,

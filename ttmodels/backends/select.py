@@ -9,7 +9,7 @@ from ..errors import DeviceError
 
 log = logging.getLogger("ttmodels")
 
-BACKENDS = ("auto", "sim", "ttnn")
+BACKENDS = ("auto", "sim", "ttnn", "ttnn-mock")
 # The Tenstorrent kernel driver (tt-kmd) exposes one character device per card here.
 DEVICE_DIR = Path("/dev/tenstorrent")
 
@@ -49,6 +49,8 @@ def resolve(name: str = "auto", *, device_dir: Path | str | None = None) -> str:
             log.info("ttmodels backend: sim (no Tenstorrent card found in %s; running the "
                      "host model of TTNN)", device_dir or DEVICE_DIR)
             return "sim"
+    if name == "ttnn-mock":
+        return name   # the installed ttnn on a mock device (ttmodels.mock_device): no card needed
     if name == "ttnn" and not card_present(device_dir):
         raise DeviceError(no_card_message(device_dir))
     return name

@@ -1,0 +1,332 @@
+"""``ttmodels verify``: run a plan through the installed ttnn on a mock device and compare.
+
+Every adapter and every layer runs through the ttnn backend's own code (``layers/``, the
+``Executor`` with its real deallocation points) on a mock Wormhole (``mock_device``), inside one
+``ttnn.graph`` NO_DISPATCH capture, each step additionally in its own nested capture. Per step we
+keep:
+
+* whether ttnn accepted it, or its error (first line, and the ``file:line`` of the ``TT_FATAL``);
+* the memory config ttnn gave the output against the plan's (and dtype / tile layout);
+* ttnn's per-core figures: ``peak_*`` over the step from the whole run's timeline
+  (``l1_timeline``: every tensor alive at that moment counted; this is what must fit the bank),
+  and ``op_peak_total``, the step's own allocations and circular buffers plus its L1 inputs (what
+  the planner's per-layer ``l1_bytes_per_core`` estimates).
+
+A rejected step is replaced by a stand-in tensor with the planned output layout, so the rest of
+the graph is still checked. Tensors hold no values (nothing is computed).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .errors import DeviceError
+from .layout import BLOCK, MemSpec, TensorLayout
+
+_FATAL = re.compile(r"TT_(?:FATAL|THROW) @ (?P<file>\S+?):(?P<line>\d+): (?P<cond>.*)")
+
+
+@dataclass
+class StepCheck:
+    """One adapter or layer as ttnn saw it (see the module docstring)."""
+    kind: str                       # "layer" | "adapter" | "spill"
+    name: str                       # layer name, adapter edge "src -> dst[i]", "t after layer"
+    op: str                         # the layer's op, or the adapter's ttnn call
+    accepted: bool = True
+    error: str | None = None
+    error_location: str | None = None
+    planned_memory: str = ""
+    ttnn_memory: str | None = None
+    memory_match: bool = False
+    planned_layout: str = ""        # "tile bfloat16"
+    ttnn_layout: str | None = None
+    layout_match: bool = False
+    ttnn_shape: list[int] | None = None
+    l1_estimate: int | None = None  # planner: the op's own bytes/core (layers only)
+    live_estimate: int | None = None  # planner: bytes/core with every live tensor (layers only)
+    ttnn_peak_cb: int = 0
+    ttnn_peak_l1: int = 0
+    ttnn_peak_total: int = 0
+    ttnn_op_peak_total: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.accepted and self.memory_match and self.layout_match
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class VerifyReport:
+    model: str
+    ttnn_version: str
+    device: str
+    l1_bank_bytes: int
+    batch_size: int
+    input_size: tuple[int, int] | None
+    adapters: bool
+    plan_budget: int
+    steps: list[StepCheck] = field(default_factory=list)
+    peak_total: int = 0             # ttnn's extract_resource_usage_per_core over the whole run
+    timeline_peak_total: int = 0    # the same from l1_timeline (equal when the reading is right)
+
+    @property
+    def layers(self) -> list[StepCheck]:
+        return [s for s in self.steps if s.kind == "layer"]
+
+    @property
+    def ok(self) -> bool:
+        return all(s.ok for s in self.steps)
+
+    @property
+    def fits(self) -> bool:
+        return all(s.ttnn_peak_total <= self.l1_bank_bytes for s in self.steps)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "ttnn_version": self.ttnn_version, "device": self.device,
+                "l1_bank_bytes": self.l1_bank_bytes, "batch_size": self.batch_size,
+                "input_size": list(self.input_size) if self.input_size else None,
+                "adapters": self.adapters, "plan_budget": self.plan_budget,
+                "peak_total": self.peak_total, "ok": self.ok, "fits": self.fits,
+                "layers": [s.to_dict() for s in self.steps]}
+
+    def to_json(self) -> str:
+        import json
+        return json.dumps(self.to_dict(), indent=2)
+
+    def __str__(self) -> str:
+        return report_table(self)
+
+
+# ---- comparisons ----------------------------------------------------------------------------
+
+def _cores_of(memspec: MemSpec) -> frozenset[tuple[int, int]]:
+    from .backends.common import core_ranges
+    n = None if memspec.memory_layout == BLOCK else memspec.num_cores
+    return frozenset((x, y) for (sx, sy), (ex, ey) in core_ranges(tuple(memspec.grid), n)
+                     for x in range(sx, ex + 1) for y in range(sy, ey + 1))
+
+
+def planned_memory_key(memspec: MemSpec) -> tuple:
+    """What must agree between the plan's MemSpec and ttnn's MemoryConfig."""
+    if not memspec.sharded:
+        return (memspec.memory_layout, memspec.buffer)
+    return (memspec.memory_layout, memspec.buffer, tuple(memspec.shard_shape),
+            _cores_of(memspec), memspec.orientation)
+
+
+def ttnn_memory_key(mc) -> tuple:
+    layout = str(mc.memory_layout).split(".")[-1].split("::")[-1].lower()
+    buffer = str(mc.buffer_type).split(".")[-1].split("::")[-1].lower()
+    if mc.shard_spec is None:
+        return (layout, buffer)
+    ss = mc.shard_spec
+    cores = frozenset((x, y) for r in ss.grid.ranges()
+                      for x in range(r.start.x, r.end.x + 1)
+                      for y in range(r.start.y, r.end.y + 1))
+    orient = str(ss.orientation).split(".")[-1].split("::")[-1].lower()
+    return (layout, buffer, tuple(int(v) for v in ss.shape), cores, orient)
+
+
+def describe_key(key: tuple) -> str:
+    if len(key) == 2:
+        return f"{key[0]}/{key[1]}"
+    layout, buffer, shape, cores, orient = key
+    xs, ys = [c[0] for c in cores], [c[1] for c in cores]
+    box = f"{max(xs) + 1}x{max(ys) + 1}" if cores else "0x0"
+    extra = "" if orient == "row_major" else f" {orient}"
+    return f"{layout}/{buffer} {len(cores)} cores in {box} shard {shape[0]}x{shape[1]}{extra}"
+
+
+def _layout_str(t: TensorLayout) -> str:
+    return f"{t.layout} {t.dtype}"
+
+
+def _ttnn_layout_str(tensor) -> str:
+    lay = "tile" if "TILE" in str(tensor.layout).upper() else "row_major"
+    dt = str(tensor.dtype).split(".")[-1].split("::")[-1].lower()
+    return f"{lay} {dt}"
+
+
+def split_error(e: BaseException) -> tuple[str, str | None]:
+    """(first line of ttnn's message, ``file:line`` of its TT_FATAL) for an exception."""
+    from .mock_device import first_line
+    text = str(e).split("backtrace:")[0]
+    loc = None
+    m = _FATAL.search(text)
+    if m:
+        loc = f"{m.group('file').removeprefix('/project/')}:{m.group('line')}"
+    info = text.split("info:", 1)
+    if m and len(info) == 2 and info[1].strip():
+        msg = info[1].strip().splitlines()[0].strip()
+    elif m:
+        msg = m.group("cond").strip()
+    else:
+        msg = first_line(e)
+    return msg, loc
+
+
+# ---- the run --------------------------------------------------------------------------------
+
+def verify(spec, *, batch_size: int = 1, input_size=None, profile: str | None = None,
+           adapters: bool = True, system: str = "n150", l1_small_size: int | None = None,
+           plan=None) -> VerifyReport:
+    """Plan ``spec`` (or take ``plan``) and run it on a mock ``system`` under ttnn; see module."""
+    from . import mock_device
+    from .backends.ttnn_backend import DEFAULT_L1_SMALL_SIZE
+    from .planner import plan_graph
+    from .spec import load_graph
+
+    if plan is None:
+        graph = load_graph(spec, batch_size=batch_size, input_size=input_size, profile=profile)
+        plan = plan_graph(graph, adapters=adapters)
+    l1_small = DEFAULT_L1_SMALL_SIZE if l1_small_size is None else int(l1_small_size)
+    tt, dev = mock_device.open_device(system, l1_small_size=l1_small)
+    try:
+        return _run(tt, dev, plan, system=system, adapters=adapters,
+                    version=mock_device.ttnn_version(), bank=mock_device.l1_bank_bytes(tt, dev),
+                    l1_small_size=l1_small)
+    finally:
+        tt.close_device(dev)
+
+
+def _zero_params(graph) -> dict[str, dict[str, Any]]:
+    """Parameters of the right shapes: verification needs no values (nothing is computed)."""
+    import torch
+
+    from .weights import prepared_shapes
+    return {n: {k: torch.zeros(s) for k, s in d.items()} for n, d in prepared_shapes(graph).items()}
+
+
+def _run(tt, dev, plan, *, system, adapters, version, bank, l1_small_size) -> VerifyReport:
+    import torch
+
+    from . import l1_timeline
+    from .backends import Backend
+    from .backends import common
+    from .runtime import Executor
+
+    g = plan.graph
+    s0 = next(iter(g.inputs.values()))
+    report = VerifyReport(g.name, version, f"mock {system} ({dev.arch()})", bank, s0.n,
+                          (s0.h, s0.w), adapters, plan.l1_budget)
+    be = Backend("ttnn-mock", tt, dev, {"l1_small_size": l1_small_size})
+    checks: dict[tuple[str, str], StepCheck] = {}
+    inner_input_bytes: dict[tuple[str, str], list[int]] = {}
+    inner_peaks: dict[tuple[str, str], Any] = {}
+
+    def standin(flat, t: TensorLayout):
+        x = torch.zeros([int(v) for v in flat])
+        for mem in (t.memory, MemSpec()):
+            try:
+                return tt.from_torch(x, dtype=common.data_type(tt, t.dtype),
+                                     layout=common.layout(tt, t.layout), device=dev,
+                                     memory_config=common.memory_config(tt, mem))
+            except Exception:
+                continue
+        raise DeviceError(f"could not make a stand-in tensor {list(flat)} {t.short()}")
+
+    def hook(kind, obj, inputs, call):
+        if kind == "spill":
+            check = StepCheck("spill", f"{obj.tensor} after {obj.after}", "to_memory_config")
+            expected, ins = obj.to, [inputs]
+            flat = list(inputs.shape)
+        elif kind == "adapter":
+            a = obj.adapter
+            check = StepCheck("adapter", a.edge, a.kind)
+            expected, ins = a.after, [inputs]
+            flat = list(inputs.shape)
+        else:
+            check = StepCheck("layer", obj.name, obj.node.op, l1_estimate=obj.l1_bytes_per_core,
+                              live_estimate=getattr(obj, "live_l1", None))
+            expected, ins = obj.output, list(inputs)
+            flat = list(obj.node.shape.flat)
+        check.planned_memory = describe_key(planned_memory_key(expected.memory))
+        check.planned_layout = _layout_str(expected)
+        key = (check.kind, check.name)
+        checks[key] = check
+        inner_input_bytes[key] = [getattr(t, "tensor_id", None) for t in ins]
+        tt.graph.track_function_start(f"{l1_timeline.MARKER}{check.kind}::{check.name}")
+        tt.graph.begin_graph_capture(tt.graph.RunMode.NO_DISPATCH)
+        out, err = None, None
+        try:
+            out = call()
+        except Exception as e:     # ttnn's TT_FATAL/TT_THROW, or ttmodels' own layer checks
+            err = e
+        finally:
+            inner = tt.graph.end_graph_capture()
+            tt.graph.track_function_end()
+        inner_peaks[key] = tt.graph.extract_resource_usage_per_core(inner)
+        if err is not None:
+            check.accepted = False
+            check.error, check.error_location = split_error(err)
+            return standin(flat, expected)
+        mc = out.memory_config()
+        got = ttnn_memory_key(mc)
+        check.ttnn_memory = describe_key(got)
+        check.memory_match = got == planned_memory_key(expected.memory)
+        check.ttnn_layout = _ttnn_layout_str(out)
+        check.layout_match = check.ttnn_layout == check.planned_layout
+        check.ttnn_shape = [int(v) for v in out.shape]
+        return out
+
+    tt.graph.begin_graph_capture(tt.graph.RunMode.NO_DISPATCH)
+    try:
+        ex = Executor(plan, _zero_params(g), be)
+        ex.step_hook = hook
+        ex.run({name: torch.zeros(s.nchw) for name, s in g.inputs.items()})
+    finally:
+        outer = tt.graph.end_graph_capture()
+    timeline = l1_timeline.read(outer)
+    report.peak_total = int(tt.graph.extract_resource_usage_per_core(outer).peak_total)
+    report.timeline_peak_total = timeline.peak.total
+    for step in timeline.steps:
+        key = (step.kind, step.name)
+        c = checks[key]
+        c.ttnn_peak_cb, c.ttnn_peak_l1, c.ttnn_peak_total = step.peak.cb, step.peak.l1, \
+            step.peak.total
+        ins = sum(timeline.tensor_bytes.get(tid, 0) for tid in inner_input_bytes[key]
+                  if tid is not None)
+        c.ttnn_op_peak_total = int(inner_peaks[key].peak_total) + ins
+    report.steps = list(checks.values())
+    return report
+
+
+# ---- rendering ------------------------------------------------------------------------------
+
+def report_table(r: VerifyReport) -> str:
+    head = ("step", "op", "ttnn", "memory (plan)", "memory (ttnn)", "op est", "ttnn op",
+            "live est", "ttnn live", "")
+    rows = [head]
+    for s in r.steps:
+        name = s.name if s.kind == "layer" else f"  {s.name}"
+        verdict = "ok" if s.accepted else "REJECTED"
+        mem = "=" if s.memory_match else (s.ttnn_memory or "-")
+        if s.accepted and not s.layout_match:
+            mem += f" ({s.ttnn_layout} vs {s.planned_layout})"
+        flag = "OVER BANK" if s.ttnn_peak_total > r.l1_bank_bytes else ""
+        rows.append((name, s.op, verdict, s.planned_memory, mem,
+                     f"{s.l1_estimate:,}" if s.l1_estimate is not None else "",
+                     f"{s.ttnn_op_peak_total:,}",
+                     f"{s.live_estimate:,}" if s.live_estimate is not None else "",
+                     f"{s.ttnn_peak_total:,}", flag))
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(head))]
+    lines = [f"verify {r.model} (batch {r.batch_size}, {r.input_size[0]}x{r.input_size[1]}"
+             f"{'' if r.adapters else ', adapters disabled'}) on {r.device}, ttnn "
+             f"{r.ttnn_version}: L1 bank {r.l1_bank_bytes:,} B/core, plan budget "
+             f"{r.plan_budget:,}, ttnn peak {r.peak_total:,}"]
+    for i, row in enumerate(rows):
+        lines.append("  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip())
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    for s in r.steps:
+        if not s.accepted:
+            lines.append(f"{s.kind} {s.name}: {s.error}"
+                         + (f" ({s.error_location})" if s.error_location else ""))
+    bad = [s for s in r.steps if not s.ok]
+    over = [s for s in r.steps if s.ttnn_peak_total > r.l1_bank_bytes]
+    lines.append(f"{len(r.steps) - len(bad)}/{len(r.steps)} steps accepted with the planned "
+                 f"memory config; {len(over)} over the L1 bank")
+    return "\n".join(lines)
