@@ -60,24 +60,27 @@ def test_build_prepares_weights_and_keeps_one_copy(sd):
                 assert la.weight._store is None    # the matrix is rebuilt on demand only
 
 
-def test_keep_params_keeps_host_copies(sd):
+@pytest.fixture(scope="module")
+def kept(sd):
     with ttmodels.build(SPEC, weights=sd, backend="sim", input_size=SIZE, cache=False,
                         keep_params=True) as m:
-        conv = m.executor.layers["conv1"]
-        assert conv.params["weight"].shape == (64, 3, 7, 7)
-        assert sd["conv1.weight"].data_ptr() != conv.params["weight"].data_ptr()   # a copy
+        yield m
 
 
-def test_prepared_matrix_rebuilt_from_compute_form_is_the_quantised_matrix(sd):
+def test_keep_params_keeps_host_copies(sd, kept):
+    conv = kept.executor.layers["conv1"]
+    assert conv.params["weight"].shape == (64, 3, 7, 7)
+    assert sd["conv1.weight"].data_ptr() != conv.params["weight"].data_ptr()   # a copy
+
+
+def test_prepared_matrix_rebuilt_from_compute_form_is_the_quantised_matrix(kept):
     from ttmodels import formats
-    with ttmodels.build(SPEC, weights=sd, backend="sim", input_size=SIZE, cache=False,
-                        keep_params=True) as m:
-        for name in ("conv1", "layer1.0.conv1"):
-            la = m.executor.layers[name]
-            w = la.params["weight"]
-            o, i, kh, kw = w.shape
-            cin_pad, cout_pad = la.weight.shape[-2] // (kh * kw), la.weight.shape[-1]
-            mat = torch.zeros(kh, kw, cin_pad, cout_pad)
-            mat[:, :, :i, :o] = w.permute(2, 3, 1, 0)
-            want = formats.quantize(mat.reshape(1, 1, -1, cout_pad), "bfloat8_b")
-            assert torch.equal(la.weight._data.view(torch.int32), want.view(torch.int32))
+    for name in ("conv1", "layer1.0.conv1"):
+        la = kept.executor.layers[name]
+        w = la.params["weight"]
+        o, i, kh, kw = w.shape
+        cin_pad, cout_pad = la.weight.shape[-2] // (kh * kw), la.weight.shape[-1]
+        mat = torch.zeros(kh, kw, cin_pad, cout_pad)
+        mat[:, :, :i, :o] = w.permute(2, 3, 1, 0)
+        want = formats.quantize(mat.reshape(1, 1, -1, cout_pad), "bfloat8_b")
+        assert torch.equal(la.weight._data.view(torch.int32), want.view(torch.int32))

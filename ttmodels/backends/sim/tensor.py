@@ -145,7 +145,7 @@ class SimTensor:
     """A ttnn.Tensor stand-in. ``_data`` holds the logical values (float32, already quantized)."""
 
     __slots__ = ("_store", "_lazy", "_shape", "_padded", "dtype", "layout", "_memory_config",
-                 "_device", "_allocated", "_prep", "_cache", "_shared", "__weakref__")
+                 "_device", "_allocated", "_prep", "_cache", "_shared", "_lay", "__weakref__")
 
     def __init__(self, data: torch.Tensor, dtype: T.DataType, layout: T.Layout,
                  memory_config: T.MemoryConfig | None = None, device: SimDevice | None = None,
@@ -170,6 +170,7 @@ class SimTensor:
         # separate buffers (the sim shares unchanged values instead of copying them): an op that
         # writes in place (output_tensor=) copies it first (``_own``).
         self._shared = False
+        self._lay = None         # (memory config, layout, dtype) -> TensorLayout, see _layout
 
     # --- ttnn.Tensor API -----------------------------------------------------------------
     @property
@@ -257,9 +258,13 @@ class SimTensor:
             self._shared = False
 
     def _layout(self) -> TensorLayout:
-        return TensorLayout(memspec(self._memory_config),
-                            "tile" if self.layout == T.Layout.TILE else "row_major",
-                            dtype_name(self.dtype))
+        key = (self._memory_config, self.layout, self.dtype)
+        hit = self._lay
+        if hit is None or hit[0] != key:
+            hit = self._lay = (key, TensorLayout(memspec(self._memory_config),
+                                                 "tile" if self.layout == T.Layout.TILE else "row_major",
+                                                 dtype_name(self.dtype)))
+        return hit[1]
 
     def _flat4(self) -> tuple[int, int, int, int]:
         s = tuple(int(v) for v in self._shape)
@@ -401,17 +406,25 @@ def deallocate(tensor, force: bool = True) -> None:
 # layout / dtype / memory moves
 # ---------------------------------------------------------------------------------------------
 
+_PLAIN = (str, int, float, bool, type(None))
+
+
 def _freeze(v):
-    """A hashable stand-in for an attrs value (dicts and lists by content, objects by identity:
-    layers hand the same config objects over on every call)."""
+    """A hashable stand-in for an attrs value (dicts and lists by content, in their order: each
+    op builds its attrs in a fixed order; objects by identity: layers hand the same config
+    objects over on every call)."""
+    if isinstance(v, _PLAIN):
+        return v
     if isinstance(v, dict):
-        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
-    if isinstance(v, (list, tuple)):
+        return tuple((k, _freeze(x)) for k, x in v.items())
+    if isinstance(v, list):
         return tuple(_freeze(x) for x in v)
     try:
-        hash(v)
+        hash(v)              # tuples of plain values, enums, hashable config objects
         return v
     except TypeError:
+        if isinstance(v, tuple):
+            return tuple(_freeze(x) for x in v)
         return ("id", id(v))
 
 
