@@ -90,9 +90,10 @@ def test_linear_lowered_conv_is_split_by_the_shards_it_holds():
 
 
 def test_liveness_fields_are_read_when_present_and_zero_when_absent(r18):
-    pl = r18.layers[3]
-    assert not hasattr(pl, "live_l1")
-    assert layer_live(pl) == (0, ())
+    pl = next(l for l in r18.layers if l.live_tensors)       # the planner's liveness fields
+    assert layer_live(pl) == (pl.live_l1 - pl.l1_bytes_per_core,
+                              tuple(sorted(pl.live_tensors.items(), key=lambda kv: -kv[1])))
+    assert layer_live(SimpleNamespace(l1_bytes_per_core=1000)) == (0, ())
     fake = SimpleNamespace(l1_bytes_per_core=1000, live_l1=1500,
                            live_tensors={"a": 200, "b": 300})
     assert layer_live(fake) == (500, (("b", 300), ("a", 200)))
@@ -108,7 +109,7 @@ def test_plan_with_liveness_bank_and_spill(r18, monkeypatch):
     first = plan.layers[2]
     first.live_l1 = first.l1_bytes_per_core + 4096
     first.live_tensors = {"maxpool": 4096}
-    plan.l1_bank_bytes = 1_360_544
+    assert plan.l1_bank_bytes == 1_360_544
     a0 = plan.adapters[0] if plan.adapters else None
     lay = plan.layers[1].output
     plan.adapters.append(Adapter(plan.layers[1].name, plan.layers[4].name, 1, "to_memory_config",
@@ -121,6 +122,11 @@ def test_plan_with_liveness_bank_and_spill(r18, monkeypatch):
     assert data.bank == 1_360_544 and data.budget == plan.l1_budget
     spills = [e for e in data.edges if e.kind == SPILL]
     assert [(e.index, e.call) for e in spills] == [(4, "to_memory_config"), (5, SPILL)]
+    # the planner's own spills (liveness.Spill) are drawn on the layer they make room for
+    from ttmodels.liveness import Spill
+    plan.spills.append(Spill(plan.layers[1].name, plan.layers[2].name, lay, lay, 4096,
+                             plan.layers[6].name))
+    assert [e.index for e in plot_data(plan).edges if e.kind == SPILL] == [4, 5, 6]
     assert data.strip_rows[-1] == SPILL
     assert "spills" in data.subtitle and "no liveness" not in data.subtitle
     if a0 is not None:
@@ -167,7 +173,8 @@ def test_verify_records_duck_typed(r18):
         [(0, 1234, False), (1, None, True), (2, 99, True)]
     assert data.verify_unplaced == ("nothing -> here[0]",)
     assert "ttnn: 1/3 layers accepted as planned" in data.subtitle
-    assert data.bank is None and plot_data(r18, recs, l1_bank_bytes=1_360_544).bank == 1_360_544
+    assert data.bank == r18.l1_bank_bytes == 1_360_544      # the plan's own bank
+    assert plot_data(r18, recs, l1_bank_bytes=1_393_312).bank == 1_393_312
     # an adapter's record, named by its edge, lands on its consumer and is not a layer's peak
     a = r18.adapters[0]
     data = plot_data(r18, [{"name": a.edge, "accepted": False, "memory_match": True,
@@ -249,14 +256,17 @@ def test_drawn_numbers_equal_table_json_and_verify(r50):
     ax = axes["l1"]
     stacks = {c.get_label(): [r.get_height() for r in c] for c in ax.containers}
     drawn_total = [sum(stacks[label][i] for label in stacks) for i in range(len(data.layers))]
+    drawn_own = [sum(stacks[label][i] for label in stacks if label != "other live L1 tensors")
+                 for i in range(len(data.layers))]
     for i, layer in enumerate(doc["layers"]):
-        assert drawn_total[i] == layer["l1_bytes_per_core"] == table[layer["name"]]
-        assert drawn_total[i] == sum(layer["config"]["l1_parts"].values())
+        assert drawn_own[i] == layer["l1_bytes_per_core"] == table[layer["name"]]
+        assert drawn_own[i] == sum(layer["config"]["l1_parts"].values())
+        assert drawn_total[i] == layer["live_l1_bytes_per_core"]
     inputs = stacks["op inputs"]
     for i, layer in enumerate(doc["layers"]):
         parts = layer["config"]["l1_parts"]
         assert inputs[i] == sum(v for k, v in parts.items() if k.startswith("input"))
-    assert len(stacks) == len(PARTS) - 1          # no liveness in this plan: no live stack
+    assert len(stacks) == len(PARTS)              # with liveness: the live stack too
     budget = [ln.get_ydata()[0] for ln in ax.get_lines() if "budget" in ln.get_label()]
     assert budget == [doc["l1_budget"]]
     # verify points sit at the records' ttnn_peak_total

@@ -288,6 +288,10 @@ def plot_data(plan, verify_records=None, *, title: str | None = None,
     edges = tuple(EdgeMark(index[a.dst], a.src, a.dst, a.index,
                            SPILL if is_spill(a) else a.kind, a.kind, a.reason)
                   for a in plan.adapters if a.dst in index)
+    # liveness.Spill: drawn on the layer it makes room for (it runs after ``sp.after``)
+    edges += tuple(EdgeMark(index[sp.for_layer], sp.tensor, sp.for_layer, -1, SPILL,
+                            "to_memory_config", sp.reason)
+                   for sp in getattr(plan, "spills", ()) if sp.for_layer in index)
     # an adapter's record (named by its edge, "src -> dst[i]") is drawn on its consumer
     edge_dst = {a.edge: a.dst for a in plan.adapters if a.dst in index}
     marks, unplaced = [], []
