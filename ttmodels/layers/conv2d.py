@@ -103,8 +103,14 @@ class Conv2d(Layer):
             return
         self.conv_config = conv2d_config(tt, planned)
         self.slice_config = slice_config(tt, planned)
-        self._prepare(tt.from_torch(w, dtype=tt.float32),
-                      None if b is None else tt.from_torch(b.reshape(1, 1, 1, -1), dtype=tt.float32))
+        weight = tt.from_torch(w, dtype=tt.float32)
+        bias = None if b is None else tt.from_torch(b.reshape(1, 1, 1, -1), dtype=tt.float32)
+        if getattr(backend, "name", None) == "ttnn-mock":
+            # ttmodels.verify captures each step's ttnn calls (and errors) on the mock device:
+            # there conv2d prepares its weights itself on the first call, inside its step
+            self.weight, self.bias, self.prepared = weight, bias, False
+        else:
+            self._prepare(weight, bias)
 
     def _geometry(self) -> dict:
         """The conv's keyword arguments shared by conv2d and the weight/bias preparation."""
