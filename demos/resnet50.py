@@ -63,7 +63,7 @@ def main(argv=None) -> int:
         return 2
 
     batch = x.unsqueeze(0).repeat(args.batch, 1, 1, 1)
-    model(batch)  # warm-up: first call prepares device-side weights
+    model(batch)  # warm-up (allocators, kernel selection); weights were prepared in build
     t0 = time.perf_counter()
     logits = model(batch)
     batch_s = time.perf_counter() - t0

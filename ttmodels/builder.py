@@ -20,12 +20,14 @@ def make_plan(spec, *, batch_size=1, input_size=None, profile=None, arch="wormho
 
 
 def build(spec, *, weights=None, backend="auto", batch_size=1, input_size=None, profile=None,
-          key_map=None, cache=True, mesh=None):
+          key_map=None, cache=True, mesh=None, keep_params=False):
     from .backends import open_backend
     from .model import Model
     from .runtime import Executor
     from .weights import prepared_parameters
 
+    # build_seconds: spec to layers with prepared weights (weights are prepared here, not on the
+    # first call), imports excluded
     t0 = time.perf_counter()
     plan = make_plan(spec, batch_size=batch_size, input_size=input_size, profile=profile, mesh=mesh)
     graph = plan.graph
@@ -37,8 +39,9 @@ def build(spec, *, weights=None, backend="auto", batch_size=1, input_size=None, 
         # takes "no L1 allocated" to mean capture), so Model.run builds the layers per run.
         return Model(plan, None, be, weights_info=info, build_seconds=time.perf_counter() - t0,
                      params=params)
+    params.consumable = True        # ours alone: the executor frees each layer's host copy
     try:
-        executor = Executor(plan, params, be)
+        executor = Executor(plan, params, be, keep_params=keep_params)
     except BaseException:
         be.close()
         raise

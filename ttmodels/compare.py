@@ -46,7 +46,7 @@ def compare_layers(spec, *, weights="random", image=None, batch_size=1, input_si
     plan = plan_graph(graph)
     be = open_backend(backend)
     try:
-        ex = Executor(plan, prepare_parameters(graph, sd), be)
+        ex = Executor(plan, prepare_parameters(graph, sd), be, keep_params=True)
         got = ex.run({name: x}, keep_all=True)
         rows = []
         for pl in plan.layers:

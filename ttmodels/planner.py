@@ -109,7 +109,10 @@ class _Planner:
         return self.adapt(node, idx, cur, "to_layout", replace(cur, layout=TILE_LAYOUT), reason)
 
     def to_row_major(self, node, idx, cur, reason):
-        return self.adapt(node, idx, cur, "to_layout", replace(cur, layout=ROW_MAJOR), reason)
+        # block-float exists only in TILE (rule to_layout.dtype): untilize to bfloat16
+        dtype = "bfloat16" if cur.dtype in BFP else cur.dtype
+        return self.adapt(node, idx, cur, "to_layout", replace(cur, layout=ROW_MAJOR, dtype=dtype),
+                          reason)
 
     # ---- the walk --------------------------------------------------------------------------
     def run(self) -> Plan:

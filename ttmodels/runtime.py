@@ -31,9 +31,12 @@ def _is_torch(x) -> bool:
 class Executor:
     """Builds every layer of ``plan`` once on ``backend`` from ``params`` (node or constant name ->
     {"weight"/"bias"/"value": float32 torch tensor}, as ``weights.prepare_parameters`` makes them)
-    and runs the plan. ``record()`` records every ``tt.*`` call (see ``Backend.record``)."""
+    and runs the plan. ``record()`` records every ``tt.*`` call (see ``Backend.record``).
+    Layers drop their host parameters once their backend tensors exist, unless ``keep_params``
+    (``layer.params`` then still holds them, e.g. for inspection next to a reference run)."""
 
-    def __init__(self, plan: Plan, params: dict[str, dict[str, Any]] | None, backend):
+    def __init__(self, plan: Plan, params: dict[str, dict[str, Any]] | None, backend, *,
+                 keep_params: bool = False):
         self.plan, self.backend = plan, backend
         chips = getattr(backend, "num_chips", 1)
         if chips != plan.num_chips:
@@ -44,7 +47,17 @@ class Executor:
         self.layers = {}
         for pl in plan.layers:
             shapes = [None if s in g.constants else g.shape_of(s) for s in pl.node.inputs]
-            self.layers[pl.name] = make_layer(pl, params.get(pl.name), backend, input_shapes=shapes)
+            # ``params`` the executor may consume (a PreparedParameters the builder made): each
+            # layer's host tensors are dropped as soon as it holds its prepared ones, so the
+            # build never holds two full copies of the weights
+            mine = getattr(params, "consumable", False) and not keep_params
+            p = params.pop(pl.name, None) if mine else params.get(pl.name)
+            layer = make_layer(pl, p, backend, input_shapes=shapes)
+            del p
+            layer.precompute()
+            if not keep_params:
+                layer.release_params()          # one copy of each weight: the prepared one
+            self.layers[pl.name] = layer
         self.adapters: dict[tuple[str, int], list[AdapterLayer]] = {}
         for a in plan.adapters:
             self.adapters.setdefault((a.dst, a.index), []).append(AdapterLayer(a, backend))

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from .errors import WeightsError
 from .graph import Graph
 from .reference import (BN_EPS, ReferenceModel, constant_tensor, expected_parameters,
-                        optional_keys)
+                        node_parameters, optional_keys)
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -653,29 +653,45 @@ def prepared_shapes(graph: Graph) -> dict[str, dict[str, tuple[int, ...]]]:
     return out
 
 
-def prepare_parameters(graph: Graph, state_dict: Mapping[str, "torch.Tensor"]
-                       ) -> dict[str, dict[str, "torch.Tensor"]]:
+def prepare_parameters(graph: Graph, state_dict: Mapping[str, "torch.Tensor"], *,
+                       consume: bool = False) -> dict[str, dict[str, "torch.Tensor"]]:
     """What the layer builder consumes: node name -> float32 tensors, torch layouts.
 
     conv2d: ``weight`` [O, I/groups, kh, kw] and ``bias`` [O] with any BatchNorm folded in
     (``bias`` present iff the conv has a bias or a BN); linear: ``weight`` [out, in], ``bias``
     [out] if it has one; every constant: ``value`` of its shape. ``state_dict`` uses spec keys
-    (``load_state_dict``'s result) and is not modified.
+    (``load_state_dict``'s result) and is not modified -- unless ``consume``: a state dict of
+    fresh float32 copies the caller owns (``load_state_dict``'s) is emptied of the conv/linear/BN
+    entries as they are folded, and those are used without copying, so that the weights are
+    never held three times over (source, copy, folded).
     """
     import torch
     check_state_dict(graph, state_dict, strict=False)
-    f32 = lambda t: t.detach().to(dtype=torch.float32, copy=True).contiguous()  # noqa: E731
+    if consume:
+        uses: dict[str, int] = {}
+        for node in graph.nodes:
+            for k in node_parameters(node):
+                uses[k] = uses.get(k, 0) + 1
+
+        def take(k):                                # the last reader of a (shared) key pops it
+            uses[k] -= 1
+            return state_dict.pop(k) if uses[k] == 0 else state_dict[k]  # type: ignore[attr-defined]
+        f32 = lambda t: t.detach().to(dtype=torch.float32).contiguous()  # noqa: E731
+    else:
+        take = state_dict.__getitem__
+        f32 = lambda t: t.detach().to(dtype=torch.float32, copy=True).contiguous()  # noqa: E731
     out: dict[str, dict[str, torch.Tensor]] = {}
     for node in graph.nodes:
         if node.op not in ("conv2d", "linear"):
             continue
         p = node.weights
-        w = state_dict[f"{p}.weight"]
-        b = state_dict[f"{p}.bias"] if node.attrs.get("bias") else None
+        w = take(f"{p}.weight")
+        b = take(f"{p}.bias") if node.attrs.get("bias") else None
         if node.op == "conv2d" and node.bn:
             bn = node.bn
-            w2, b2 = fold_batchnorm(w, b, state_dict[f"{bn}.weight"], state_dict[f"{bn}.bias"],
-                                    state_dict[f"{bn}.running_mean"], state_dict[f"{bn}.running_var"])
+            w2, b2 = fold_batchnorm(w, b, take(f"{bn}.weight"), take(f"{bn}.bias"),
+                                    take(f"{bn}.running_mean"), take(f"{bn}.running_var"))
+            del w
             out[node.name] = {"weight": w2, "bias": b2}
         else:
             out[node.name] = {"weight": f32(w)}
