@@ -71,14 +71,18 @@ def test_shipped_plans_pass_every_rule(name, batch, size):
             # first block of a stage, or the FPN's output conv after the merge add
             assert ".0." in dst or (pre and not dst.startswith(pre)), dst
         elif layer.node.op == "linear":
+            # only a sharded input needs a move: ttnn's global pool already gives interleaved L1
             assert [a.kind for a in ads] == ["sharded_to_interleaved"]
+            assert ads[0].before.memory.sharded
         elif layer.node.op == "upsample":
             assert [a.kind for a in ads] == ["to_layout"] and ads[0].after.layout == ROW_MAJOR
         else:
             assert layer.node.op == "add", dst
     assert len(plan.adapters) <= 8
     if name.startswith("resnet"):
-        assert [a.kind for a in plan.adapters_into("logits")] == ["sharded_to_interleaved"]
+        # the global average pool is a reduction to interleaved L1 (ttnn 0.81.1): no move
+        assert plan.adapters_into("logits") == []
+        assert plan.layer("avgpool").output.memory == MemSpec(INTERLEAVED, "l1")
         assert not any(a.kind in ("typecast", "to_layout") for a in plan.adapters)
 
 
@@ -229,9 +233,8 @@ def test_global_pool_on_interleaved_input_matches_pool2d_sharding():
     gap = plan.layer("gap")
     assert gap.inputs[0].memory.memory_layout == INTERLEAVED
     assert gap.config["applied_shard_scheme"] in (HEIGHT, WIDTH, BLOCK)
-    if gap.config["applied_shard_scheme"] == WIDTH:
-        # 32 channels = one channel tile: pool2d's exact-divisor width split uses one core
-        assert gap.output.memory.num_cores == 1 and gap.output.memory.shard_shape == (32, 32)
+    # ttnn 0.81.1 runs a whole-map avg_pool2d as a reduction: interleaved L1 output
+    assert gap.output.memory == MemSpec(INTERLEAVED, "l1")
     assert gap.output.layout == TILE_LAYOUT         # linear consumes it
 
 
@@ -274,8 +277,8 @@ def test_plan_without_adapters_fails_on_sim_with_rule(key, layer, rule):
         assert e.value.rule == rule and e.value.layer == layer
     finally:
         be.close()
-    # with adapters the same graph runs
-    assert plan_graph(g).adapters
+    # with adapters the same graph is valid
+    assert check_plan(plan_graph(g)) == []
 
 
 # ---------------------------------------------------------------------------------------------

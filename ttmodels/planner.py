@@ -186,21 +186,15 @@ class _Planner:
         is_mm = tuple(a["kernel"]) == (1, 1) and tuple(a["stride"]) == (1, 1) and \
             tuple(a["padding"]) == (0, 0, 0, 0) and a.get("groups", 1) == 1
         if follow_input:
-            m = x.memory
-            n = m.num_cores or m.grid[0] * m.grid[1]
-            pc = R.ParallelConfig(m.memory_layout, n, m.grid,
-                                  m.grid[1] if kind == BLOCK else (1 if kind == WIDTH else n),
-                                  m.grid[0] if kind == BLOCK else (n if kind == WIDTH else 1))
+            pc = R.parallel_config_of(x.memory)
             conv_in = x
         else:
             pc = R.determine_parallel_config(kind, out_rows, c_in, c_out, self.grid,
                                              channels_padding=not is_mm)
             conv_in = TensorLayout(R.conv_memspec(kind, in_rows, c_in, pc), x.layout, x.dtype)
-        out_pc = pc
-        if kind == WIDTH and not is_mm:
-            n = R.closest_divisor_with_padding(-(-c_out // TILE), self.grid[0] * self.grid[1])
-            out_pc = R.ParallelConfig(WIDTH, n, R.cores_to_grid(n, self.grid), 1, n)
-        out_mem = R.conv_memspec(kind, out_rows, c_out, out_pc)
+        # ttnn's output spec: output parallel config, then (matmul convs) only the cores that
+        # hold output blocks (rules.conv_output_memspec)
+        out_mem = R.conv_output_memspec(pc, out_rows, c_out, is_mm=is_mm, device_grid=self.grid)
         out = TensorLayout(out_mem, TILE_LAYOUT, node.precision.activations)
         est = l1m.conv_l1(kind=kind, in_layout=conv_in, out_layout=out, in_rows=in_rows,
                           in_w=in_w, c_in=c_in, out_rows=out_rows, c_out=c_out,

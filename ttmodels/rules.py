@@ -426,6 +426,67 @@ def conv_memspec(kind: str, rows: int, c: int, pc: ParallelConfig) -> MemSpec:
     return MemSpec(BLOCK, "l1", pc.grid, pc.num_cores, block_shard_shape(rows, c, pc.grid))
 
 
+def parallel_config_of(mem: MemSpec) -> ParallelConfig:
+    """The parallel config of an already sharded conv input (conv2d_utils.cpp
+    get_conv_padded_input_shape_and_mem_config: with reshard_if_not_optimal=False a sharded input's
+    shard grid *is* the conv's parallel config; get_num_cores_nhw / get_num_cores_channels)."""
+    gx, gy = mem.grid
+    if mem.memory_layout == BLOCK:
+        return ParallelConfig(BLOCK, gx * gy, mem.grid, gy, gx)
+    n = mem.num_cores or gx * gy
+    if mem.memory_layout == WIDTH:
+        return ParallelConfig(WIDTH, n, mem.grid, 1, n)
+    return ParallelConfig(HEIGHT, n, mem.grid, n, 1)
+
+
+def conv_output_parallel_config(pc: ParallelConfig, c_out: int, *, is_mm: bool,
+                                device_grid: tuple[int, int] = (8, 8)) -> ParallelConfig:
+    """conv2d_utils.cpp ``determine_output_parallel_config``: a matmul (1x1) conv keeps the input's
+    parallel config; otherwise width sharding re-spreads the *output* channel tiles over
+    closest_divisor_with_padding(cout_tiles, grid cores) cores and block sharding keeps the
+    input's row cores with closest_divisor_with_padding(cout_tiles, grid x) channel cores; height
+    sharding keeps the input's cores."""
+    if is_mm:
+        return pc
+    cout_tiles = -(-c_out // TILE)
+    gx, gy = device_grid
+    if pc.kind == WIDTH:
+        n = closest_divisor_with_padding(cout_tiles, gx * gy)
+        return ParallelConfig(WIDTH, n, cores_to_grid(n, device_grid), 1, n)
+    if pc.kind == BLOCK:
+        cc = closest_divisor_with_padding(cout_tiles, gx)
+        return ParallelConfig(BLOCK, cc * pc.cores_nhw, (cc, pc.cores_nhw), pc.cores_nhw, cc)
+    return pc
+
+
+def conv_output_memspec(pc: ParallelConfig, rows_out: int, c_out: int, *, is_mm: bool,
+                        device_grid: tuple[int, int] = (8, 8)) -> MemSpec:
+    """The memory config ttnn 0.81.1 gives a conv2d output, ``pc`` being the conv's (input)
+    parallel config.
+
+    conv2d.cpp conv2d_L1: ``conv_out_memory_config = create_sharded_memory_config_from_parallel_config(
+    [1, 1, rows, round_up(c_out, cores_c * 32)], output_parallel_config, 32)`` (shard height
+    round_up(rows, cores_nhw * 32) / cores_nhw) on the output parallel config
+    (``conv_output_parallel_config``). A non-matmul conv's output is exactly that, every core of
+    the grid included even when trailing shards are empty (49 cores for 784 rows of 32-row shards).
+    A matmul conv runs ttnn::matmul with per_core_M/N = that shard shape in tiles, and
+    matmul_device_operation.cpp compute_output_specs keeps only the cores that hold blocks:
+    1D (height): num_cores_to_corerangeset(ceil(M / per_core_M)) row-wise; 2D (block): a
+    ceil(N / per_core_N) x ceil(M / per_core_M) range. E.g. 3136 rows on 56 cores: shards of
+    64 rows, output on 49 cores."""
+    opc = conv_output_parallel_config(pc, c_out, is_mm=is_mm, device_grid=device_grid)
+    mem = conv_memspec(opc.kind, rows_out, c_out, opc)
+    if not is_mm:
+        return mem
+    sh, sw = mem.shard_shape
+    m_blocks = -(-(-(-rows_out // TILE)) // (sh // TILE))
+    n_blocks = -(-(-(-c_out // TILE)) // (sw // TILE))
+    if opc.kind == BLOCK:
+        return replace(mem, grid=(n_blocks, m_blocks), num_cores=n_blocks * m_blocks)
+    n = m_blocks * n_blocks
+    return replace(mem, grid=cores_to_grid(n, device_grid), num_cores=n)
+
+
 def reshape_memspec(mem: MemSpec, rows: int, c: int, layout: str = TILE_LAYOUT) -> MemSpec:
     """Same scheme and grid, shard shape recomputed for a tensor of [rows, c] (what ops that keep
     their input's sharding, like upsample and binary_ng's adjust_to_shape, produce, and what a
@@ -964,6 +1025,31 @@ def _out_shape(op: str, attrs: dict, shapes: list[Shape4 | None]) -> tuple[int, 
     return None
 
 
+def _num_cores(mem: MemSpec) -> int:
+    return mem.num_cores or mem.grid[0] * mem.grid[1]
+
+
+def binary_output_source(a: TensorLayout, b: TensorLayout | None) -> TensorLayout:
+    """The operand whose memory config a binary_ng output takes when no memory_config is given:
+    a's, except that when both are sharded the one on more cores wins (ties: a). Measured on
+    ttnn 0.81.1 (mock device): h25 + h49 -> h49, h49 + block56 -> block56, interleaved + h49 ->
+    a's interleaved; binary_ng_device_operation.cpp BinaryNgDeviceOperation::invoke /
+    compute_output_specs (tt-metal #28085/#28087: "max of A & B grid" for mismatched shard specs)."""
+    if b is not None and a.memory.sharded and b.memory.sharded and \
+            _num_cores(b.memory) > _num_cores(a.memory):
+        return b
+    return a
+
+
+def upsample_output_memspec(mem: MemSpec, factor: int) -> MemSpec:
+    """upsample_device_operation.cpp compute_output_specs: a sharded output keeps the input's grid
+    and shard width; its shard height is the input's times scale_h * scale_w (each input shard
+    becomes its own upscaled rows, not a re-split of the output: 160-row shards -> 640 at 2x).
+    ``factor`` = scale_h * scale_w = output rows / input rows."""
+    h, w = mem.shard_shape
+    return replace(mem, shard_shape=(h * factor, w))
+
+
 def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
                   requested: MemSpec | None, shapes: list[Shape4 | None] | None) -> TensorLayout:
     """What ``op`` produces, as ttnn 0.81 does (``requested`` = the memory_config argument).
@@ -992,16 +1078,20 @@ def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
             # conv2d_DRAM writes every slice into a DRAM interleaved output (memory_config ignored)
             return TensorLayout(MemSpec(INTERLEAVED, "dram"),
                                 attrs.get("output_layout", TILE_LAYOUT), dtype)
+        is_mm = bool(attrs.get("is_mm_conv", False))
         if requested is not None:
             mem = requested
         elif x is not None and x.memory.sharded and out_rc is not None:
-            mem = fit(x.memory)
+            # a sharded input is used as it is (reshard_if_not_optimal=False): its grid is the
+            # conv's parallel config
+            mem = conv_output_memspec(parallel_config_of(x.memory), *out_rc, is_mm=is_mm,
+                                      device_grid=grid)
         elif out_rc is not None:
             kind = attrs.get("shard_layout") or HEIGHT
             pc = attrs.get("parallel") or determine_parallel_config(
                 kind, out_rc[0], attrs.get("in_channels", out_rc[1]), out_rc[1], grid,
-                channels_padding=not attrs.get("is_mm_conv", False))
-            mem = conv_memspec(kind, out_rc[0], out_rc[1], pc)
+                channels_padding=not is_mm)
+            mem = conv_output_memspec(pc, *out_rc, is_mm=is_mm, device_grid=grid)
         else:
             mem = x.memory if x is not None else MemSpec()
         return TensorLayout(mem, attrs.get("output_layout", TILE_LAYOUT), dtype)
@@ -1009,6 +1099,12 @@ def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
         out_layout = attrs.get("output_layout", ROW_MAJOR)
         if requested is not None:
             mem = requested
+        elif op == "global_avg_pool" or attrs.get("global_pool"):
+            # ttnn 0.81.1 runs an avg_pool2d whose window is the whole (unpadded) map as a
+            # reduction -- sharded_to_interleaved, untilize_with_unpadding, reduce (mean) -- whose
+            # output is interleaved in L1 (observed in its graph capture on the mock device;
+            # pool/global_avg_pool/global_avg_pool.cpp pool_2d is the same reduce path)
+            mem = MemSpec(INTERLEAVED, "l1")
         elif x is not None and out_rc is not None:
             pc = pool_parallel_config_of(x.memory) if x.memory.sharded else pool_parallel_config(
                 attrs.get("applied_shard_scheme") or HEIGHT, out_rc[0], out_rc[1],
@@ -1020,8 +1116,13 @@ def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
         return TensorLayout(mem, out_layout, attrs.get("dtype") or "bfloat16")
     if op in ("add", "multiply"):
         a = x
-        mem = requested if requested is not None else fit(a.memory, a.layout)
+        b = inputs[1] if len(inputs) > 1 else None
+        mem = requested if requested is not None else fit(binary_output_source(a, b).memory, a.layout)
         return TensorLayout(mem, a.layout, dtype)
+    if op == "upsample" and requested is None and x.memory.sharded and out_rc is not None \
+            and shapes[0] is not None:
+        factor = out_rc[0] // _rows_c(tuple(shapes[0]))[0]
+        return TensorLayout(upsample_output_memspec(x.memory, factor), x.layout, dtype_in)
     if op in ("relu", "upsample"):
         mem = requested if requested is not None else (fit(x.memory, x.layout) if x.memory.sharded
                                                        else x.memory)
