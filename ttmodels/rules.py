@@ -472,15 +472,18 @@ def conv_output_memspec(pc: ParallelConfig, rows_out: int, c_out: int, *, is_mm:
     A matmul conv runs ttnn::matmul with per_core_M/N = that shard shape in tiles, and
     matmul_device_operation.cpp compute_output_specs keeps only the cores that hold blocks:
     1D (height): num_cores_to_corerangeset(ceil(M / per_core_M)) row-wise; 2D (block): a
-    ceil(N / per_core_N) x ceil(M / per_core_M) range. E.g. 3136 rows on 56 cores: shards of
-    64 rows, output on 49 cores."""
+    ceil(N / per_core_N) x ceil(M / per_core_M) range, M being the tile-padded rows and N the
+    prepared weights' (channel-core padded) width. E.g. 3136 rows on 56 cores: shards of 64
+    rows, output on 49 cores."""
     opc = conv_output_parallel_config(pc, c_out, is_mm=is_mm, device_grid=device_grid)
     mem = conv_memspec(opc.kind, rows_out, c_out, opc)
     if not is_mm:
         return mem
-    sh, sw = mem.shard_shape
+    sh, _ = mem.shard_shape
     m_blocks = -(-(-(-rows_out // TILE)) // (sh // TILE))
-    n_blocks = -(-(-(-c_out // TILE)) // (sw // TILE))
+    # N is the prepared weights' width, out channels padded to cores_c tiles: every channel core
+    # keeps a block (a 128-channel output on 8 channel cores stays 8 wide)
+    n_blocks = opc.cores_c if opc.kind == BLOCK else 1
     if opc.kind == BLOCK:
         return replace(mem, grid=(n_blocks, m_blocks), num_cores=n_blocks * m_blocks)
     n = m_blocks * n_blocks
