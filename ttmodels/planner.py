@@ -172,9 +172,10 @@ class _Planner:
             tuple(a["padding"]) == (0, 0, 0, 0) and a.get("groups", 1) == 1
 
     def conv_candidate(self, node: Node, kind: str, x: TensorLayout, act_block_h: int | None,
-                       follow_input: bool, dims: tuple[int, int, int] | None = None):
+                       follow_input: bool, dims: tuple[int, int, int] | None = None,
+                       slice_hw: tuple[int, int, int, int] | None = None):
         """One conv layout and its L1 estimate; ``dims`` = (input rows, input width, output rows)
-        of one DRAM slice instead of the whole tensors."""
+        and ``slice_hw`` = (ih, iw, oh, ow) of one DRAM slice instead of the whole tensors."""
         a = node.attrs
         in_shape = self.g.shape_of(node.inputs[0])
         in_rows, _ = self.rc(node.inputs[0])
@@ -196,12 +197,20 @@ class _Planner:
         # hold output blocks (rules.conv_output_memspec)
         out_mem = R.conv_output_memspec(pc, out_rows, c_out, is_mm=is_mm, device_grid=self.grid)
         out = TensorLayout(out_mem, TILE_LAYOUT, node.precision.activations)
+        ih, iw, oh, ow = slice_hw or (in_shape.h, in_shape.w, node.shape.h, node.shape.w)
+        geo = l1m.ConvGeometry(in_shape.n, ih, iw, oh, ow, tuple(a["kernel"]), tuple(a["stride"]),
+                               tuple(a["padding"]))
+        # what the layer receives (alive throughout): a sharded producer is resharded to conv_in
+        # by an adapter (plan_conv2d), an interleaved one is read as it is; a DRAM slice reads DRAM
+        received = None if follow_input or x.memory.sharded else (
+            x if dims is None else TensorLayout(MemSpec(INTERLEAVED, "dram"), x.layout, x.dtype))
         est = l1m.conv_l1(kind=kind, in_layout=conv_in, out_layout=out, in_rows=in_rows,
                           in_w=in_w, c_in=c_in, out_rows=out_rows, c_out=c_out,
                           kernel=tuple(a["kernel"]), cores_nhw=pc.cores_nhw, cores_c=pc.cores_c,
                           num_cores=pc.num_cores, weights_dtype=node.precision.weights,
                           fp32_accum=node.precision.fp32_accum, act_block_h=act_block_h,
-                          bias=a.get("bias", True))
+                          bias=bool(a.get("bias") or node.bn), geometry=geo, is_mm=is_mm,
+                          received=received)
         return dict(kind=kind, pc=pc, conv_in=conv_in, out=out, est=est, is_mm=is_mm,
                     act_block_h=act_block_h or 0)
 
@@ -235,6 +244,25 @@ class _Planner:
             chosen = self.auto_pick(cands)
         else:
             chosen = cands[0] if cands else None
+        if follow and policy.kind == "auto" and chosen is not None:
+            # Following the input is ttnn's own choice, but matmul convs shrink their output grid
+            # to the cores holding blocks (rules.conv_output_memspec), and a chain of them can
+            # leave a stage on a couple of cores (ResNet50 layer4 at batch 1: 2 cores of
+            # 32x2048 shards). Reshard to ttnn's fresh auto choice when that spreads the conv
+            # over at least twice the cores for less L1.
+            fresh = []
+            for k in (HEIGHT, BLOCK, WIDTH):
+                if k == WIDTH and self.is_mm(node):
+                    continue
+                try:
+                    fresh.append(self.conv_candidate(node, k, x, None, False))
+                except (ValueError, ZeroDivisionError):
+                    continue
+            if len(fresh) >= 2:
+                pick = self.auto_pick(fresh)
+                if pick["pc"].num_cores >= 2 * chosen["pc"].num_cores and \
+                        pick["est"].total < chosen["est"].total:
+                    chosen, cands, follow = pick, fresh, False
         if chosen is None:
             raise LayoutError("no shard layout fits this conv", layer=node.name)
         tried = [chosen] + [c for c in cands if c is not chosen]
@@ -299,10 +327,11 @@ class _Planner:
             ih, iw = s_in.h, min(s_in.w, (ow - 1) * sw + dw * (kw - 1) + 1)
         n = s_out.n
         dims = (n * ih * iw, iw, n * oh * ow)
+        hw = (ih, iw, oh, ow)
         cands = []
         for k in (HEIGHT, BLOCK, WIDTH):
             try:
-                cands.append(self.conv_candidate(node, k, x, None, False, dims))
+                cands.append(self.conv_candidate(node, k, x, None, False, dims, hw))
             except (ValueError, ZeroDivisionError):
                 continue
         if not cands:
@@ -311,7 +340,7 @@ class _Planner:
             else cands[0]
         tried = [chosen] + [c for c in cands if c is not chosen]
         for c in tried:
-            for cand in [c] + [self.conv_candidate(node, c["kind"], x, abh, False, dims)
+            for cand in [c] + [self.conv_candidate(node, c["kind"], x, abh, False, dims, hw)
                                for abh in (128, 64, 32)]:
                 if cand["est"].total <= self.budget:
                     return cand
@@ -457,7 +486,9 @@ class _Planner:
                                         out_tiled=out_layout == TILE_LAYOUT, device_grid=self.grid)
             pool_in = replace(x, memory=R.pool_input_memspec(pc, in_rows, c, in_tiled=in_tiled))
         out = R.output_layout(node.op, [x], attrs, None, [self.flat[node.inputs[0]]])
-        est = l1m.pool_l1(in_layout=pool_in, out_layout=out, in_rows=in_rows, in_w=in_shape.w,
+        # the global pool reduces the input as it is (no pool2d sharding of it)
+        est = l1m.pool_l1(in_layout=x if node.op == "global_avg_pool" else pool_in,
+                          out_layout=out, in_rows=in_rows, in_w=in_shape.w,
                           c=c, out_rows=node.shape.rows, kernel=kernel, num_cores=pc.num_cores,
                           global_pool=node.op == "global_avg_pool")
         config = {"applied_shard_scheme": attrs["applied_shard_scheme"],
@@ -494,16 +525,20 @@ class _Planner:
                     and a.memory != b.memory:
                 cost_a = R.tensor_bytes(a, *self.rc(node.inputs[ia]))
                 cost_b = R.tensor_bytes(b, *self.rc(node.inputs[ib]))
-                if cost_a < cost_b:
+                # move the operand on fewer cores onto the other's grid: that is where ttnn
+                # puts the output anyway (rules.binary_output_source), and it keeps the stage
+                # on the wider grid; equal core counts: the cheaper move (ties: b)
+                na, nb = R.core_count(a.memory), R.core_count(b.memory)
+                if na < nb or (na == nb and cost_a < cost_b):
                     a = self.adapt(node, ia, a, "reshard", replace(a, memory=b.memory),
                                    f"shard specs differ ({a.memory.short()} vs {b.memory.short()}); "
-                                   f"moving a costs {cost_a} B < {cost_b} B; same spec = native "
-                                   "L1-sharded binary_ng")
+                                   f"a on {na} cores, b on {nb}; moving a costs {cost_a} B "
+                                   f"(b: {cost_b} B); same spec = native L1-sharded binary_ng")
                 else:
                     b = self.adapt(node, ib, b, "reshard", replace(b, memory=a.memory),
                                    f"shard specs differ ({a.memory.short()} vs {b.memory.short()}); "
-                                   f"moving b costs {cost_b} B <= {cost_a} B; same spec = native "
-                                   "L1-sharded binary_ng")
+                                   f"a on {na} cores, b on {nb}; moving b costs {cost_b} B "
+                                   f"(a: {cost_a} B); same spec = native L1-sharded binary_ng")
         req = self.requested_memory(node, node.shape.rows, node.shape.c)
         dtype = node.precision.activations if self.with_adapters else a.dtype
         attrs = {"dtype": dtype, "out_shape": _flat(node.shape)}
@@ -595,7 +630,8 @@ class _Planner:
         dtype = node.precision.activations
         out = TensorLayout(MemSpec(INTERLEAVED, "l1"), TILE_LAYOUT, dtype)
         est = l1m.linear_l1(in_layout=x, out_layout=out, rows=rows, k=k, n=node.shape.c,
-                            weights_dtype=node.precision.weights)
+                            weights_dtype=node.precision.weights,
+                            bias=bool(node.attrs.get("bias", True)))
         return PlannedLayer(node, [x], out, est.total,
                             {"dtype": dtype, "memory_config": out.memory, "program_config": None,
                              "activation": node.attrs.get("activation"), "l1_parts": est.parts})

@@ -1028,7 +1028,10 @@ def _out_shape(op: str, attrs: dict, shapes: list[Shape4 | None]) -> tuple[int, 
     return None
 
 
-def _num_cores(mem: MemSpec) -> int:
+def core_count(mem: MemSpec) -> int:
+    """Cores a sharded tensor occupies (0 for interleaved)."""
+    if not mem.sharded:
+        return 0
     return mem.num_cores or mem.grid[0] * mem.grid[1]
 
 
@@ -1039,7 +1042,7 @@ def binary_output_source(a: TensorLayout, b: TensorLayout | None) -> TensorLayou
     a's interleaved; binary_ng_device_operation.cpp BinaryNgDeviceOperation::invoke /
     compute_output_specs (tt-metal #28085/#28087: "max of A & B grid" for mismatched shard specs)."""
     if b is not None and a.memory.sharded and b.memory.sharded and \
-            _num_cores(b.memory) > _num_cores(a.memory):
+            core_count(b.memory) > core_count(a.memory):
         return b
     return a
 
