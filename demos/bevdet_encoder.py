@@ -25,7 +25,9 @@ the shapes and the pipeline are real) or a BEVDet checkpoint / state dict (.pth 
 keys outside img_backbone./img_neck. (view transformer, BEV encoder, heads) are ignored and counted.
 
 Prints the backend, the output shape, per-camera statistics of the neck output and the time, and
-saves a PNG with each camera's input above its feature map (mean over the 512 channels).
+saves a PNG with each camera's input above its feature map (mean over the 512 channels), and
+under them the encoder's plan: L1 per core of every layer, output layouts and adapters (the same
+picture as `ttmodels plan bevdet_r50_encoder --batch 6 --input-size 256 704 --plot p.png`).
 """
 from __future__ import annotations
 
@@ -72,24 +74,44 @@ def camera_preview(im, input_size):
     return im.resize(t.resize_dims).crop(t.crop)
 
 
-def save_figure(path: Path, cameras, previews, neck, title: str) -> None:
+def save_figure(path: Path, cameras, previews, neck, title: str, plan=None) -> None:
+    """Each camera's input above its feature map; with ``plan``, the encoder's plan strip (L1 per
+    core per layer, output layouts, adapters: ttmodels.plan_plot) underneath."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     heat = neck.float().mean(dim=1)            # [6, h, w] channel mean
-    fig, axes = plt.subplots(2, len(cameras), figsize=(3.2 * len(cameras), 3.4), squeeze=False)
+    width, cams_h = 3.2 * len(cameras), 3.4
+    if plan is None:
+        fig, axes = plt.subplots(2, len(cameras), figsize=(width, cams_h), squeeze=False)
+        cells = [[axes[r, i] for i in range(len(cameras))] for r in range(2)]
+    else:
+        from ttmodels.plan_plot import draw_plan, margins, plot_data
+
+        data = plot_data(plan)
+        m = margins(data)
+        strip_h = 4.6
+        height = 0.5 + cams_h + 0.7 + strip_h + m["bottom"]
+        fig = plt.figure(figsize=(width, height))
+        fig.subplots_adjust(left=m["left"] / width, right=1 - m["right"] / width,
+                            bottom=m["bottom"] / height, top=1 - 0.5 / height, hspace=0.0)
+        outer = fig.add_gridspec(3, 1, height_ratios=[cams_h, 0.7, strip_h])
+        top = outer[0].subgridspec(2, len(cameras), hspace=0.35, wspace=0.25)
+        cells = [[fig.add_subplot(top[r, i]) for i in range(len(cameras))] for r in range(2)]
+        draw_plan(fig, data, outer[2])
     for i, cam in enumerate(cameras):
-        axes[0, i].imshow(previews[i])
-        axes[0, i].set_title(cam, fontsize=9)
-        im = axes[1, i].imshow(heat[i].numpy(), cmap="viridis")
-        axes[1, i].set_title(f"mean {float(heat[i].mean()):+.3f}", fontsize=8)
-        fig.colorbar(im, ax=axes[1, i], fraction=0.046, pad=0.02)
-        for ax in axes[:, i]:
+        cells[0][i].imshow(previews[i])
+        cells[0][i].set_title(cam, fontsize=9)
+        im = cells[1][i].imshow(heat[i].numpy(), cmap="viridis")
+        cells[1][i].set_title(f"mean {float(heat[i].mean()):+.3f}", fontsize=8)
+        fig.colorbar(im, ax=cells[1][i], fraction=0.046, pad=0.02)
+        for ax in (cells[0][i], cells[1][i]):
             ax.set_xticks([])
             ax.set_yticks([])
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    if plan is None:
+        fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
@@ -174,7 +196,8 @@ def main(argv=None) -> int:
         save_figure(out, CAMERA_ORDER, previews, neck,
                     f"BEVDet-R50 encoder, {model.backend_name} backend, {weights_note}; "
                     f"top: network input crop, bottom: channel mean of {names[0]} "
-                    f"{tuple(neck.shape[1:])}")
+                    f"{tuple(neck.shape[1:])}; below: the encoder's plan",
+                    plan=model.plan)
     except OSError as e:
         print(f"error: cannot write {out}: {e}", file=sys.stderr)
         return 2

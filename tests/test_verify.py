@@ -161,3 +161,23 @@ def test_mock_backend_model_returns_specs_not_values():
     assert out.shape == (1, 1, 56 * 56, 64) and "HEIGHT_SHARDED" in out.memory_config
     with pytest.raises(DeviceError, match="no values"):
         np.asarray(out)
+
+
+def test_probe_1x1_on_the_mock_device_reports_acceptance_and_l1(tmp_path, capsys):
+    from ttmodels import probe
+    out = tmp_path / "p.json"
+    rc = probe.run_probe(REPO / "examples" / "my_backbone" / "backbone.yaml", out=str(out),
+                         mock=True)
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert probe.MOCK_NOTE in printed
+    d = json.loads(out.read_text())
+    assert d["timing"] == probe.MOCK_NOTE and d["shapes"]
+    for shape in d["shapes"]:
+        kinds = {(c["lowering"], c["kind"]) for c in shape["candidates"]}
+        assert ("conv2d", "1d_mcast_in1") in kinds and ("linear", "1d_mcast_in1") in kinds
+        for c in shape["candidates"]:
+            assert c["time_us"] is None and c["bit_identical_to_conv2d"] is None
+            assert c["accepted"] is True and c["ttnn_peak_total"] > 0
+    with pytest.raises(Exception, match="times nothing"):
+        probe.run_probe("resnet50", mock=True, write_spec=str(tmp_path / "w.yaml"))

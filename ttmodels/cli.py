@@ -25,6 +25,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("spec", help="shipped/registered config name or path to a YAML spec")
     _add_shape_args(p)
     p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--plot", metavar="PNG",
+                   help="also draw the plan (L1 per core, layouts, adapters) into this .png")
 
     p = sub.add_parser("validate", help="check a spec; exit 0 if valid, print the error and exit 2")
     p.add_argument("spec")
@@ -48,12 +50,17 @@ def _parser() -> argparse.ArgumentParser:
                    help="plan without adapters, so ttnn's own rejections show")
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.add_argument("--system", default="n150", help="mock system (default n150)")
+    p.add_argument("--plot", metavar="PNG", help="also draw the plan with ttnn's peak_total per "
+                   "layer (rejected / mismatched layers in red) into this .png")
 
     p = sub.add_parser("probe-1x1", help="time 1x1-conv lowerings on a card (device only)")
     p.add_argument("spec")
     _add_shape_args(p)
     p.add_argument("--out", default="probe-1x1.json", help="JSON report path")
     p.add_argument("--write-spec", metavar="YAML", help="write the spec with the winning lowerings")
+    p.add_argument("--mock", action="store_true",
+                   help="no card: check on a mock device which candidates ttnn accepts, with "
+                        "their L1 figures (no timing, no bit identity)")
     return ap
 
 
@@ -85,8 +92,14 @@ def _run(args) -> int:
         print(f"{graph.source}: valid ({len(graph.nodes)} layers, outputs: {', '.join(graph.outputs)})")
         return 0
     if args.cmd == "plan":
+        if args.plot:
+            from .plan_plot import check_plot_path
+            check_plot_path(args.plot)          # a bad path fails before any planning
         plan = ttmodels.plan(args.spec, batch_size=args.batch, input_size=size, profile=args.profile)
         print(plan.to_json() if args.format == "json" else str(plan))
+        if args.plot:
+            plan.plot(args.plot)
+            print(f"wrote {args.plot}", file=sys.stderr)   # stderr: keeps --format json clean
         return 0
     if args.cmd == "compare":
         from .compare import run_compare
@@ -95,15 +108,28 @@ def _run(args) -> int:
                            plot=args.plot)
     if args.cmd == "verify":
         from .verify import verify
+        plan = None
+        if args.plot:
+            from .plan_plot import check_plot_path
+            from .planner import plan_graph
+            check_plot_path(args.plot)          # a bad path fails before any planning
+            plan = plan_graph(ttmodels.load_graph(args.spec, batch_size=args.batch,
+                                                  input_size=size, profile=args.profile),
+                              adapters=not args.no_adapters)
         report = verify(args.spec, batch_size=args.batch, input_size=size, profile=args.profile,
-                        adapters=not args.no_adapters, system=args.system)
+                        adapters=not args.no_adapters, system=args.system, plan=plan)
         print(report.to_json() if args.format == "json" else str(report))
+        if args.plot:
+            from .plan_plot import plot_plan
+            plot_plan(plan, args.plot, verify_records=report.steps,
+                      l1_bank_bytes=report.l1_bank_bytes)
+            print(f"wrote {args.plot}", file=sys.stderr)
         # 0: every step accepted with the planned memory config and within the L1 bank
         return 0 if report.ok and report.fits else 1
     if args.cmd == "probe-1x1":
         from .probe import run_probe
         return run_probe(args.spec, batch_size=args.batch, input_size=size, profile=args.profile,
-                         out=args.out, write_spec=args.write_spec)
+                         out=args.out, write_spec=args.write_spec, mock=args.mock)
     raise AssertionError(args.cmd)
 
 

@@ -333,3 +333,41 @@ KNOWN_ESTIMATE_GAPS: dict[str, EstimateGap] = {
         "estimate uses the batch-1 CB sizes (ResNet50 batch 16: 0.84 of ttnn's figure)",
         (0.8, 1.05)),
 }
+
+
+# ---- the allocator's L1 bank and what a live tensor costs in it ---------------------------------
+
+# Wormhole: the L1 bank per core without an L1_SMALL region, as ttnn 0.81.1 reports it
+# (``ttnn.device.get_memory_view(device, ttnn.BufferType.L1).total_bytes_per_bank`` on a mock
+# n150: 1,393,312 B with l1_small_size=0, 1,368,736 with 24576, 1,360,544 with 32768; the trace
+# region is DRAM and does not change it). ``tests/test_verify.py`` checks it against the mock device.
+ARCH_L1_BANK_NO_L1_SMALL = {"wormhole_b0": 1_393_312}
+L1_BANKS = {"wormhole_b0": 64}        # one L1 bank per worker core (8x8): interleaved L1 pages
+
+
+def l1_bank_bytes(arch: str = "wormhole_b0", l1_small_size: int = 32768) -> int:
+    """The allocator's L1 bank per core, for a device opened with ``l1_small_size`` (carved out of
+    the same L1). Every L1 buffer and circular buffer of a core must fit in it at once."""
+    return ARCH_L1_BANK_NO_L1_SMALL[arch] - int(l1_small_size)
+
+
+def bank_bytes(t: TensorLayout, rows: int, c: int, banks: int = 64) -> int:
+    """What tensor ``t`` of [rows, c] occupies in each L1 bank while it is alive: its shard
+    (sharded), or its share of round-robin pages (interleaved: tiles or rows, whole pages per
+    bank), 0 in DRAM. The allocator gives a buffer the same address range in every bank, so this
+    is what every core pays (ttnn's ``buffer_allocate.max_size_per_bank``)."""
+    m = t.memory
+    if m.buffer == "dram":
+        return 0
+    if m.sharded:
+        return per_core_bytes(t, rows, c)
+    if t.layout == "tile":
+        pages = -(-rows // TILE) * -(-c // TILE)
+        return -(-pages // banks) * tile_bytes(t.dtype)
+    page = round_up(int(c * _bpe(t)), 16)          # one row per page, L1-aligned (16 B)
+    return -(-rows // banks) * page
+
+
+def total_bytes(t: TensorLayout, rows: int, c: int) -> int:
+    """The whole tensor's bytes (all cores / DRAM): what moving it once costs."""
+    return int(rows * c * _bpe(t))

@@ -17,7 +17,11 @@ from typing import Any
 
 from .errors import Error, LayoutError
 from .graph import TILE, Node, round_up
-from .layout import BLOCK, BYTES_PER_TILE, HEIGHT, WORMHOLE_L1_BYTES_PER_CORE, MemSpec
+from .l1 import l1_bank_bytes
+from .layout import BLOCK, BYTES_PER_TILE, HEIGHT, MemSpec
+
+# The Wormhole L1 bank with the default l1_small_size (l1.l1_bank_bytes)
+L1_BANK_BYTES = l1_bank_bytes()
 from .rules import closest_divisor_with_padding
 
 KIND_1D = "1d_mcast_in1"
@@ -197,7 +201,7 @@ def solve(M: int, K: int, N: int, *, grid: tuple[int, int] = (8, 8), fp32_accum:
           prefer: str | None = None, act_dtype: str = "bfloat16",
           weights_dtype: str = "bfloat8_b", out_dtype: str | None = None, bias: bool = True,
           packer_l1_acc: bool = False,
-          l1_budget: int = WORMHOLE_L1_BYTES_PER_CORE) -> MatmulConfig:
+          l1_budget: int = L1_BANK_BYTES) -> MatmulConfig:
     """A program config for ``[M, K] x [K, N]`` on ``grid`` (x, y) cores.
 
     The 1D (rows over all cores, in1 multicast, height-sharded in0/output) or 2D (block multicast,

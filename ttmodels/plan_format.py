@@ -34,7 +34,8 @@ def _jsonable(v: Any) -> Any:
 def plan_to_dict(plan) -> dict[str, Any]:
     return {
         "model": plan.graph.name, "arch": plan.arch, "grid": list(plan.grid),
-        "l1_budget": plan.l1_budget,
+        "l1_budget": plan.l1_budget, "l1_bank_bytes": plan.l1_bank_bytes,
+        "l1_small_size": plan.l1_small_size,
         "inputs": {k: layout_dict(v) for k, v in plan.input_layouts.items()},
         "constants": {k: layout_dict(v) for k, v in plan.constant_layouts.items()},
         "layers": [{
@@ -42,12 +43,18 @@ def plan_to_dict(plan) -> dict[str, Any]:
             "shape_nhwc": list(l.node.shape.nhwc),
             "input_layouts": [layout_dict(t) for t in l.inputs],
             "output": layout_dict(l.output), "l1_bytes_per_core": l.l1_bytes_per_core,
+            "live_l1_bytes_per_core": l.live_l1, "live_tensors": dict(l.live_tensors),
             "config": _jsonable(l.config),
         } for l in plan.layers],
         "adapters": [{
             "edge": a.edge, "src": a.src, "dst": a.dst, "index": a.index, "kind": a.kind,
             "before": layout_dict(a.before), "after": layout_dict(a.after), "reason": a.reason,
         } for a in plan.adapters],
+        "spills": [{
+            "tensor": sp.tensor, "after": sp.after, "kind": sp.kind, "before": layout_dict(sp.before),
+            "to": layout_dict(sp.to), "frees": sp.frees, "for_layer": sp.for_layer,
+            "reason": sp.reason,
+        } for sp in plan.spills],
     }
 
 
@@ -66,17 +73,19 @@ def layer_note(layer) -> str:
 
 def plan_table(plan) -> str:
     head = ("layer", "op", "out NHWC", "memory", "buffer", "grid", "shard", "layout", "dtype",
-            "L1 B/core", "note")
+            "L1 B/core", "live L1", "note")
     rows = [head]
     for l in plan.layers:
         m = l.output.memory
         rows.append((l.name, l.node.op, "x".join(map(str, l.node.shape.nhwc)), m.memory_layout,
                      m.buffer, f"{m.grid[0]}x{m.grid[1]}" if m.grid else "-",
                      f"{m.shard_shape[0]}x{m.shard_shape[1]}" if m.shard_shape else "-",
-                     l.output.layout, l.output.dtype, f"{l.l1_bytes_per_core:,}", layer_note(l)))
+                     l.output.layout, l.output.dtype, f"{l.l1_bytes_per_core:,}",
+                     f"{l.live_l1:,}" if l.live_l1 is not None else "-", layer_note(l)))
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(head))]
     lines = [f"plan {plan.graph.name} on {plan.arch} (grid {plan.grid[0]}x{plan.grid[1]}, "
-             f"L1 budget {plan.l1_budget:,} B/core)"]
+             f"L1 bank {plan.l1_bank_bytes:,} B/core with l1_small_size {plan.l1_small_size:,}; "
+             "live L1 = the op + every other tensor alive in L1 while it runs)"]
     for i, r in enumerate(rows):
         lines.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
         if i == 0:
@@ -89,4 +98,10 @@ def plan_table(plan) -> str:
     else:
         lines.append("")
         lines.append("adapters: none")
+    if plan.spills:
+        lines.append("")
+        lines.append(f"spills ({len(plan.spills)}):")
+        for sp in plan.spills:
+            lines.append(f"  {sp.tensor} after {sp.after}: to_memory_config  {sp.before.short()} "
+                         f"-> {sp.to.short()}  ({sp.reason})")
     return "\n".join(lines)

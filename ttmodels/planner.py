@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from . import l1 as l1m
+from . import liveness as lv
 from . import rules as R
 from .errors import LayoutError
 from .graph import TILE, Graph, Node, TensorShape, round_up
@@ -49,12 +50,18 @@ def _const_flat(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
 
 
 class _Planner:
-    def __init__(self, graph: Graph, arch: str, adapters: bool):
+    def __init__(self, graph: Graph, arch: str, adapters: bool, l1_small_size: int = 32768):
         if arch not in l1m.ARCH_L1:
             raise LayoutError(f"unknown arch {arch!r}; known: {sorted(l1m.ARCH_L1)}")
         self.g, self.arch, self.with_adapters = graph, arch, adapters
-        self.budget = l1m.ARCH_L1[arch]
+        self.l1_small_size = int(l1_small_size)
+        self.budget = l1m.l1_bank_bytes(arch, self.l1_small_size)
+        # what the op being planned may use: the bank less every other tensor alive in L1
+        self.op_budget = self.budget
         self.grid = l1m.ARCH_GRID[arch]
+        self.spills: list[lv.Spill] = []
+        self.last = lv.last_uses(graph.nodes)
+        self.keep = set(graph.outputs) | set(graph.constants)
         self.layouts: dict[str, TensorLayout] = {}
         self.flat: dict[str, tuple[int, int, int, int]] = {}
         self.adapters: list[Adapter] = []
@@ -99,7 +106,7 @@ class _Planner:
     # ---- the walk --------------------------------------------------------------------------
     def run(self) -> Plan:
         self.seed()
-        for node in self.g.nodes:
+        for i, node in enumerate(self.g.nodes):
             for src in node.inputs:
                 if src not in self.layouts:
                     raise LayoutError(f"input '{src}' has no layout (not a graph input, constant "
@@ -110,7 +117,7 @@ class _Planner:
             fn = getattr(self, f"plan_{node.op}", None)
             if fn is None:
                 raise LayoutError(f"no planning rule for op '{node.op}'", layer=node.name)
-            layer = fn(node)
+            layer = self.plan_live(i, node, fn)
             self.layers.append(layer)
             self.layouts[node.name] = layer.output
             self.flat[node.name] = _flat(node.shape)
@@ -118,15 +125,121 @@ class _Planner:
                 vs = R.check(self.rule_op(node), layer.inputs, self.check_attrs(layer),
                              None, shapes=[self.flat[s] for s in node.inputs])
                 R.raise_if_violations(vs, node.name)
-            if layer.l1_bytes_per_core > self.budget:
-                why = layer.config.get("inplace_blocked")
-                raise LayoutError(
-                    f"needs {layer.l1_bytes_per_core} B of L1 per core, over the "
-                    f"{self.budget} B budget of {self.arch} ({layer.config.get('l1_parts')})"
-                    + (f"; cannot write in place into operand a: {why}" if why else ""),
-                    layer=node.name)
         return Plan(self.g, self.layers, self.adapters, self.input_layouts,
-                    self.constant_layouts, self.arch, self.grid, self.budget)
+                    self.constant_layouts, self.arch, self.grid, self.budget,
+                    spills=self.spills, l1_small_size=self.l1_small_size)
+
+    # ---- liveness ----------------------------------------------------------------------------
+    def others(self, i: int, node: Node, received=None) -> dict[str, int]:
+        return lv.others_alive(i, node, self.layouts, self.last, self.keep, self.g, received)
+
+    def try_plan(self, node: Node, fn, others: dict[str, int]):
+        """fn(node) with the L1 that ``others`` leave; (layer or None, error, live others)."""
+        mark = len(self.adapters)
+        self.op_budget = self.budget - sum(others.values())
+        try:
+            layer = fn(node)
+        except LayoutError as e:
+            del self.adapters[mark:]
+            return None, e, others
+        return layer, None, others
+
+    def plan_live(self, i: int, node: Node, fn) -> PlannedLayer:
+        """Plan layer ``i`` against the L1 that the tensors alive around it leave. Remedies, when
+        it does not fit (fewest bytes moved first): the op's own smaller blockings, other
+        layouts and DRAM slicing (inside ``fn``, against ``op_budget``); spilling live tensors
+        to DRAM (``Spill``), when that moves fewer bytes than DRAM slicing or nothing else fits."""
+        mark = len(self.adapters)
+        pre = self.others(i, node)
+        layer, err, _ = self.try_plan(node, fn, pre)
+        fits = layer is not None and self.live_total(i, node, layer) <= self.budget
+        if fits and not layer.config.get("slice"):
+            return self.finish(i, node, layer)
+        # spills: tensors alive in L1 across this layer that a later layer reads again
+        sliced = layer if fits else None
+        sliced_moves = self.slice_bytes(node) if sliced is not None else None
+        best = None
+        for chosen in self.spill_sets(i, node, pre):
+            moved = sum(2 * self.total_bytes(t) for t in chosen)
+            if sliced_moves is not None and moved >= sliced_moves:
+                break
+            del self.adapters[mark:]
+            saved = {t: self.layouts[t] for t in chosen}
+            for t in chosen:
+                self.layouts[t] = self.spilled_layout(saved[t])
+            cand, _, _ = self.try_plan(node, fn, self.others(i, node))
+            ok = cand is not None and not cand.config.get("slice") and \
+                self.live_total(i, node, cand) <= self.budget
+            if ok:
+                best = (chosen, saved, cand)
+                break
+            self.layouts.update(saved)
+        if best is not None:
+            chosen, saved, cand = best
+            for t in chosen:
+                after = self.spill_point(i, t)
+                frees = lv.bank_bytes(saved[t], *lv.tensor_rows_c(self.g, t))
+                self.spills.append(lv.Spill(t, after, saved[t], self.layouts[t], frees, node.name))
+            return self.finish(i, node, cand)
+        if sliced is not None:
+            del self.adapters[mark:]
+            layer, _, _ = self.try_plan(node, fn, pre)
+            return self.finish(i, node, layer)
+        if err is not None and layer is None:
+            raise err
+        total = self.live_total(i, node, layer)
+        others = self.others(i, node, layer.inputs)
+        why = layer.config.get("inplace_blocked")
+        live = ", ".join(f"{k} {v:,}" for k, v in sorted(others.items(), key=lambda kv: -kv[1]))
+        raise LayoutError(
+            f"needs {total:,} B of L1 per core, over the {self.budget:,} B bank of {self.arch}: "
+            f"the op {layer.l1_bytes_per_core:,} B ({layer.config.get('l1_parts')}) + live "
+            f"tensors {sum(others.values()):,} B ({live or 'none'}); no spill or smaller "
+            "blocking fits" + (f"; cannot write in place into operand a: {why}" if why else ""),
+            layer=node.name)
+
+    def live_total(self, i: int, node: Node, layer: PlannedLayer) -> int:
+        return layer.l1_bytes_per_core + sum(self.others(i, node, layer.inputs).values())
+
+    def finish(self, i: int, node: Node, layer: PlannedLayer) -> PlannedLayer:
+        others = self.others(i, node, layer.inputs)
+        layer.live_tensors = others
+        layer.live_l1 = layer.l1_bytes_per_core + sum(others.values())
+        return layer
+
+    def spill_sets(self, i: int, node: Node, others: dict[str, int]):
+        """Candidate sets of tensors to spill, fewest bytes moved first: each single tensor that
+        a later layer reads again (or a graph output, kept to the end), then the largest ones
+        together."""
+        cands = [t for t in others if t not in self.g.constants and self.layouts[t].memory.buffer
+                 == "l1" and (self.last.get(t, -1) > i or t in self.g.outputs)]
+        cands.sort(key=self.total_bytes)
+        for t in cands:
+            yield (t,)
+        by_size = sorted(cands, key=lambda t: -others[t])
+        for k in range(2, len(by_size) + 1):
+            yield tuple(by_size[:k])
+
+    def spill_point(self, i: int, t: str) -> str:
+        """The layer after which ``t`` goes to DRAM: its last reader before layer ``i``, or its
+        producer."""
+        after = t
+        for node in self.g.nodes[:i]:
+            if t in node.inputs:
+                after = node.name
+        return after
+
+    @staticmethod
+    def spilled_layout(t: TensorLayout) -> TensorLayout:
+        return replace(t, memory=MemSpec(INTERLEAVED, "dram"))
+
+    def total_bytes(self, name: str) -> int:
+        rows, c = lv.tensor_rows_c(self.g, name)
+        return l1m.total_bytes(self.layouts[name], rows, c)
+
+    def slice_bytes(self, node: Node) -> int:
+        """What DRAM slicing moves: the conv's input and output through DRAM."""
+        return self.total_bytes(node.inputs[0]) + int(node.shape.rows * node.shape.c * 2)
 
     @staticmethod
     def rule_op(node: Node) -> str:
@@ -276,7 +389,7 @@ class _Planner:
             for k in (HEIGHT, BLOCK, WIDTH):
                 for abh in (None, 64, 32):
                     fallback.append(self.conv_candidate(node, k, x, abh, False))
-        fit = next((c for c in fallback if c["est"].total <= self.budget), None)
+        fit = next((c for c in fallback if c["est"].total <= self.op_budget), None)
         if fit is None and not self.is_mm(node) and policy.kind in ("auto", INTERLEAVED):
             sliced = self.plan_conv_sliced(node, x)
             if sliced is not None:
@@ -285,7 +398,8 @@ class _Planner:
             best = min(fallback, key=lambda c: c["est"].total)
             raise LayoutError(
                 f"conv2d needs at least {best['est'].total} B of L1 per core "
-                f"({best['kind']}, {best['est']}), over the {self.budget} B budget of {self.arch}",
+                f"({best['kind']}, {best['est']}), over the {self.op_budget} B of L1 per core left "
+                f"by the {self.budget} B bank of {self.arch} and the tensors alive around it",
                 layer=node.name)
         c = fit
         cin = x
@@ -342,7 +456,7 @@ class _Planner:
         for c in tried:
             for cand in [c] + [self.conv_candidate(node, c["kind"], x, abh, False, dims, hw)
                                for abh in (128, 64, 32)]:
-                if cand["est"].total <= self.budget:
+                if cand["est"].total <= self.op_budget:
                     return cand
         return None
 
@@ -395,7 +509,7 @@ class _Planner:
         TILE and sharded exactly as the config expects (1D: height, 2D: block), the output is
         sharded the same way (matmul_device_operation.cpp 1D/2D branches)."""
         from .matmul_solver import KIND_1D, solve_node
-        cfg = solve_node(node, grid=self.grid)
+        cfg = solve_node(node, grid=self.grid, l1_budget=max(self.op_budget, 1))
         kind = HEIGHT if cfg.kind == KIND_1D else BLOCK
         x = self.layouts[node.inputs[0]]
         cin = x
@@ -496,7 +610,46 @@ class _Planner:
                   "kernel": kernel, "num_cores": pc.num_cores, "core_grid": pc.grid,
                   "input_memory": pool_in.memory, "out_shape": attrs["out_shape"],
                   "l1_parts": est.parts}
+        if self.with_adapters and est.total > self.op_budget and node.op != "global_avg_pool":
+            sliced = self.plan_pool_sliced(node, x, est, config)
+            if sliced is not None:
+                return sliced
         return PlannedLayer(node, [x], out, est.total, config)
+
+    def plan_pool_sliced(self, node: Node, x: TensorLayout, est, config) -> PlannedLayer | None:
+        """A max/avg pool over the L1 it has, run DRAM-sliced (``dram_slice_config``, ttnn
+        0.81.1 pool2d: input read from DRAM slice by slice, output DRAM interleaved; checked on
+        the mock device). Height slices of the output, the fewest that fit; the per-slice L1 is
+        the whole pool's input/halo/output scaled to the slice's rows (the window CB stays)."""
+        s_in, s_out = self.g.shape_of(node.inputs[0]), node.shape
+        kh, _ = node.attrs["kernel"]
+        sh, _ = node.attrs.get("stride", node.attrs["kernel"])
+        dh, _ = node.attrs.get("dilation", (1, 1))
+        fixed = {k: v for k, v in est.parts.items() if k.endswith("_cb")}
+        scaled_in = {k: v for k, v in est.parts.items() if k in ("input", "halo")}
+        scaled_out = {k: v for k, v in est.parts.items() if k == "output"}
+        # bounded search: at most one output row per slice, and no more than 64 slices
+        for k in range(2, min(s_out.h, 64) + 1):
+            oh = -(-s_out.h // k)
+            ih = min(s_in.h, (oh - 1) * sh + dh * (kh - 1) + 1)
+            parts = dict(fixed)
+            parts.update({n: -(-v * ih // s_in.h) for n, v in scaled_in.items()})
+            parts.update({n: -(-v * oh // s_out.h) for n, v in scaled_out.items()})
+            total = sum(parts.values())
+            if total <= self.op_budget:
+                break
+        else:
+            return None
+        dram = MemSpec(INTERLEAVED, "dram")
+        cin = x
+        if x.memory != dram:
+            why = "a DRAM-sliced pool reads its input from DRAM interleaved"
+            cin = self.to_interleaved(node, 0, x, why, buffer="dram") if x.memory.sharded else \
+                self.adapt(node, 0, x, "to_memory_config", replace(x, memory=dram), why)
+        out = TensorLayout(dram, config["output_layout"], config["dtype"])
+        config = dict(config, applied_shard_scheme=None, input_memory=dram, l1_parts=parts,
+                      slice={"type": "height", "num_slices": k})
+        return PlannedLayer(node, [cin], out, total, config)
 
     # ---- eltwise ---------------------------------------------------------------------------
     def plan_add(self, node: Node) -> PlannedLayer:
@@ -548,7 +701,7 @@ class _Planner:
         est = l1m.eltwise_l1(inputs=[(a, *self.rc(node.inputs[ia])), (b, *self.rc(node.inputs[ib]))],
                              out_layout=out, out_rows=node.shape.rows, c=node.shape.c)
         inplace = False
-        if self.with_adapters and est.total > self.budget:
+        if self.with_adapters and est.total > self.op_budget:
             if self.inplace_blocker(node, ia, a, shapes[ia], dtype, req) is not None and \
                     self.inplace_blocker(node, ib, b, shapes[ib], dtype, req) is None:
                 # add/multiply commute: write into the operand nothing else reads
@@ -573,7 +726,7 @@ class _Planner:
         if inplace:
             config["inplace"] = True
             config["out_shape"] = _flat(node.shape)
-        elif est.total > self.budget and self.with_adapters:
+        elif est.total > self.op_budget and self.with_adapters:
             config["inplace_blocked"] = blocker    # the plan fails: say why output_tensor=a won't do
         return PlannedLayer(node, received, out, est.total, config)
 
@@ -694,9 +847,11 @@ class _Planner:
                              "l1_parts": est.parts})
 
 
-def plan_graph(graph: Graph, *, arch: str = "wormhole_b0", adapters: bool = True) -> Plan:
-    """Resolve every tensor's layout and insert adapters only on disagreeing edges."""
-    return _Planner(graph, arch, adapters).run()
+def plan_graph(graph: Graph, *, arch: str = "wormhole_b0", adapters: bool = True,
+               l1_small_size: int = 32768) -> Plan:
+    """Resolve every tensor's layout and insert adapters only on disagreeing edges. The L1
+    budget is the allocator's bank for a device opened with ``l1_small_size``."""
+    return _Planner(graph, arch, adapters, l1_small_size).run()
 
 
 def check_plan(plan: Plan) -> list[tuple[str, R.Violation]]:
@@ -710,6 +865,10 @@ def check_plan(plan: Plan) -> list[tuple[str, R.Violation]]:
         for v in R.check(a.kind, [a.before], {"dtype": a.after.dtype, "layout": a.after.layout},
                          a.after.memory, shapes=[flat[a.src]]):
             out.append((a.edge, v))
+    for sp in plan.spills:
+        for v in R.check("to_memory_config", [sp.before], {"dtype": sp.to.dtype,
+                         "layout": sp.to.layout}, sp.to.memory, shapes=[flat[sp.tensor]]):
+            out.append((f"spill {sp.tensor} after {sp.after}", v))
     for layer in plan.layers:
         attrs = dict(layer.config)
         attrs.setdefault("dtype", layer.output.dtype)
@@ -725,7 +884,11 @@ def edge_mismatches(plan: Plan) -> list[str]:
     out = []
     given = dict(plan.input_layouts)
     given.update(plan.constant_layouts)
-    given.update({l.name: l.output for l in plan.layers})
+    spills = {}
+    for sp in plan.spills:
+        spills.setdefault(sp.after, []).append(sp)
+    for layer in plan.layers:
+        given[layer.name] = layer.output
     for layer in plan.layers:
         for i, src in enumerate(layer.node.inputs):
             t = given[src]
@@ -737,4 +900,9 @@ def edge_mismatches(plan: Plan) -> list[str]:
             if t != layer.inputs[i]:
                 out.append(f"{src} -> {layer.name}[{i}]: gives {t.short()}, "
                            f"receives {layer.inputs[i].short()}")
+        for sp in spills.get(layer.name, ()):
+            if given[sp.tensor] != sp.before:
+                out.append(f"spill {sp.tensor} after {layer.name}: expects {sp.before.short()}, "
+                           f"the tensor is {given[sp.tensor].short()}")
+            given[sp.tensor] = sp.to
     return out

@@ -37,6 +37,10 @@ class PlannedLayer:
     l1_bytes_per_core: int                # estimate: input/output shards + weights + CBs
     config: dict[str, Any] = field(default_factory=dict)  # op-specific decisions (e.g. conv
     # shard_layout, act_block_h, matmul program config parameters) for the builder/backends
+    # With every other tensor alive in L1 while it runs (liveness.py): the total per core, and the
+    # other tensors by name with their bytes per core.
+    live_l1: int | None = None
+    live_tensors: dict[str, int] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -52,13 +56,24 @@ class Plan:
     constant_layouts: dict[str, TensorLayout]
     arch: str = "wormhole_b0"
     grid: tuple[int, int] = (8, 8)
-    l1_budget: int = 1_499_136
+    # The allocator's L1 bank per core for the device options the backend opens with
+    # (l1.l1_bank_bytes: 1,360,544 B on Wormhole with l1_small_size=32768): the planner's budget.
+    l1_budget: int = 1_360_544
+    spills: list = field(default_factory=list)     # liveness.Spill, in execution order
+    l1_small_size: int = 32768
+
+    @property
+    def l1_bank_bytes(self) -> int:
+        return self.l1_budget
 
     def layer(self, name: str) -> PlannedLayer:
         for layer in self.layers:
             if layer.name == name:
                 return layer
         raise KeyError(name)
+
+    def spills_after(self, name: str) -> list:
+        return [s for s in self.spills if s.after == name]
 
     def adapters_into(self, name: str) -> list[Adapter]:
         return [a for a in self.adapters if a.dst == name]
@@ -73,3 +88,11 @@ class Plan:
     def __str__(self) -> str:
         from .plan_format import plan_table
         return plan_table(self)
+
+    def plot(self, path, *, verify_records=None, title: str | None = None,
+             l1_bank_bytes: int | None = None):
+        """Write a PNG of the plan: L1 per core per layer, output layouts, adapters
+        (``plan_plot.plot_plan``). Returns the PlotData drawn."""
+        from .plan_plot import plot_plan
+        return plot_plan(self, path, verify_records=verify_records, title=title,
+                         l1_bank_bytes=l1_bank_bytes)

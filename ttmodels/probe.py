@@ -31,7 +31,10 @@ from .matmul_solver import (KINDS, KIND_1D, LOWERINGS, MatmulConfig, conv1x1_as_
 DEFAULT_ITERATIONS = 50
 TRACE_REGION_SIZE = 32 * 1024 * 1024
 NO_CARD_MESSAGE = ("error: probe-1x1 measures kernels on a Tenstorrent card, and none was found "
-                   "(no device under /dev/tenstorrent); nothing was run")
+                   "(no device under /dev/tenstorrent); nothing was run. --mock checks which "
+                   "configs ttnn accepts, with their L1 figures, on a mock device")
+MOCK_NOTE = ("mock device (no card): ttnn's acceptance and per-core L1 figures only; timing and "
+             "bit identity need a Tenstorrent card")
 
 
 def card_present() -> bool:
@@ -73,6 +76,11 @@ class Candidate:
     bit_identical_to_conv2d: bool | None = None
     max_abs_diff: float | None = None
     error: str | None = None
+    accepted: bool | None = None          # --mock: ttnn accepted the op (validation + program)
+    ttnn_peak_cb: int | None = None       # --mock: ttnn's per-core figures for the op alone
+    #                                       (cb: circular + dataflow buffers)
+    ttnn_peak_l1: int | None = None
+    ttnn_peak_total: int | None = None
 
 
 @dataclass
@@ -162,9 +170,14 @@ def apply_lowering_overrides(graph: Graph, overrides: dict[str, str]) -> Graph:
 
 def run_probe(spec, *, batch_size: int = 1, input_size=None, profile: str | None = None,
               out: str | None = "probe-1x1.json", write_spec: str | None = None,
-              iterations: int = DEFAULT_ITERATIONS, device_id: int = 0) -> int:
-    """Run the probe; returns the process exit code (2 without a card)."""
-    if not card_present():
+              iterations: int = DEFAULT_ITERATIONS, device_id: int = 0, mock: bool = False) -> int:
+    """Run the probe; returns the process exit code (2 without a card). ``mock``: on a mock
+    n150 instead (``ttmodels.mock_device``): which candidates ttnn accepts and their L1."""
+    if mock:
+        if write_spec is not None:
+            raise Error("--write-spec picks the fastest lowering, and a mock device times "
+                        "nothing: run it on a card")
+    elif not card_present():
         print(NO_CARD_MESSAGE, file=sys.stderr)
         return 2
     if write_spec is not None and isinstance(spec, (str, Path)) and Path(spec).exists() \
@@ -175,7 +188,16 @@ def run_probe(spec, *, batch_size: int = 1, input_size=None, profile: str | None
     graph = load_graph(spec, batch_size=batch_size, input_size=input_size, profile=profile)
     problems = problems_of(graph)
     reports = [ShapeReport(p, layers) for p, layers in problems.items()]
-    if reports:
+    if reports and mock:
+        from . import mock_device
+        from .backends.ttnn_backend import DEFAULT_L1_SMALL_SIZE
+        ttnn, device = mock_device.open_device("n150", l1_small_size=DEFAULT_L1_SMALL_SIZE)
+        try:
+            for rep in reports:
+                _probe_problem(ttnn, device, rep, iterations, mock=True)
+        finally:
+            ttnn.close_device(device)
+    elif reports:
         from .backends.ttnn_backend import close_device, open_device
         ttnn, device = open_device(device_id=device_id, trace_region_size=TRACE_REGION_SIZE)
         try:
@@ -186,10 +208,22 @@ def run_probe(spec, *, batch_size: int = 1, input_size=None, profile: str | None
 
     report = {"spec": graph.source, "batch_size": batch_size,
               "input_size": list(input_size) if input_size else None, "profile": profile,
-              "iterations": iterations, "timing": "metal trace replay, host wall time / iteration",
+              "iterations": None if mock else iterations,
+              "timing": MOCK_NOTE if mock else "metal trace replay, host wall time / iteration",
               "shapes": [r.to_dict() for r in reports]}
     if out:
         Path(out).write_text(json.dumps(report, indent=2))
+    if mock:
+        print(MOCK_NOTE)
+        for r in reports:
+            p = r.problem
+            cands = "; ".join(
+                f"{c.lowering}/{c.kind} " + (f"accepted, {c.ttnn_peak_total:,} B/core "
+                                             f"(cb {c.ttnn_peak_cb:,}, l1 {c.ttnn_peak_l1:,})"
+                                             if c.accepted else f"rejected: {c.error}")
+                for c in r.candidates)
+            print(f"M={p.M} K={p.K} N={p.N} ({len(r.layers)} layers): {cands}")
+        return 0
     lowerings: dict[str, str] = {}
     for r in reports:
         w = r.winner()
@@ -211,7 +245,7 @@ def run_probe(spec, *, batch_size: int = 1, input_size=None, profile: str | None
     return 0
 
 
-def _probe_problem(ttnn, device, rep: ShapeReport, iterations: int) -> None:
+def _probe_problem(ttnn, device, rep: ShapeReport, iterations: int, mock: bool = False) -> None:
     import torch
     from .backends import common
     from .graph import Precision
@@ -238,8 +272,20 @@ def _probe_problem(ttnn, device, rep: ShapeReport, iterations: int) -> None:
             continue
         in_mem = common.memory_config(ttnn, cfg.in0_memory)
         out_mem = common.memory_config(ttnn, cfg.out_memory)
-        x_dev = ttnn.from_torch(x.reshape(1, 1, p.M, p.K), dtype=act_dt, layout=ttnn.TILE_LAYOUT,
-                                device=device, memory_config=in_mem)
+
+        def make_input():
+            return ttnn.from_torch(x.reshape(1, 1, p.M, p.K), dtype=act_dt,
+                                   layout=ttnn.TILE_LAYOUT, device=device, memory_config=in_mem)
+        if mock:
+            conv = Candidate("conv2d", kind)
+            lin = Candidate("linear", kind, config=cfg.to_dict())
+            _check_candidate(ttnn, conv, make_input, lambda x_dev: _conv_op(
+                ttnn, device, p, x_dev, weight, bias, kind, relu, compute, act_dt, w_dt)())
+            _check_candidate(ttnn, lin, make_input, lambda x_dev: _linear_op(
+                ttnn, device, p, x_dev, weight, bias, cfg, compute, act_dt, w_dt, out_mem)())
+            rep.candidates += [conv, lin]
+            continue
+        x_dev = make_input()
         try:
             conv = Candidate("conv2d", kind)
             conv_out = _run_candidate(ttnn, device, conv, iterations,
@@ -258,6 +304,35 @@ def _probe_problem(ttnn, device, rep: ShapeReport, iterations: int) -> None:
             rep.candidates += [conv, lin]
         finally:
             ttnn.deallocate(x_dev)
+
+
+def _check_candidate(ttnn, cand: Candidate, make_input, op) -> None:
+    """Mock device: run ``op`` once under NO_DISPATCH capture (inputs made inside it, as pool2d
+    and the allocator's mock expect) and keep ttnn's verdict and the op's own L1 figures (a
+    nested capture holds only the op, not its input)."""
+    from .verify import split_error
+    ttnn.graph.begin_graph_capture(ttnn.graph.RunMode.NO_DISPATCH)
+    try:
+        x_dev = make_input()
+        ttnn.graph.begin_graph_capture(ttnn.graph.RunMode.NO_DISPATCH)
+        err = None
+        try:
+            op(x_dev)
+        except Exception as e:         # ttnn's TT_FATAL: a result, not a crash of the probe
+            err = e
+        finally:
+            inner = ttnn.graph.end_graph_capture()
+    finally:
+        ttnn.graph.end_graph_capture()
+    cand.accepted = err is None
+    if err is not None:
+        msg, loc = split_error(err)
+        cand.error = msg + (f" ({loc})" if loc else "")
+        return
+    u = ttnn.graph.extract_resource_usage_per_core(inner)
+    # circular and dataflow buffers together, as ttmodels.verify reports them
+    cand.ttnn_peak_cb = int(u.peak_cb) + int(u.peak_dataflow_buffer)
+    cand.ttnn_peak_l1, cand.ttnn_peak_total = int(u.peak_l1), int(u.peak_total)
 
 
 def _conv_op(ttnn, device, p: Problem, x_dev, weight, bias, kind, relu, compute, act_dt, w_dt):

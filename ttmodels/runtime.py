@@ -49,6 +49,9 @@ class Executor:
         self.constants = {name: self._constant(c, params.get(name))
                           for name, c in g.constants.items() if name in used}
         self.outputs = list(g.outputs)
+        self.spills: dict[str, list] = {}
+        for sp in getattr(plan, "spills", ()):
+            self.spills.setdefault(sp.after, []).append(sp)
         self.last_use: dict[str, int] = {}
         for i, pl in enumerate(plan.layers):
             self.last_use.setdefault(pl.name, i)
@@ -165,6 +168,14 @@ class Executor:
                 if inplace:
                     layer.inplace = True
             env[pl.name] = out
+            for sp in self.spills.get(pl.name, ()):
+                # liveness.Spill: the tensor waits for its next reader in DRAM, not L1
+                t = env[sp.tensor]
+                moved = self._call(f"spill {sp.tensor}", pl.name,
+                                   lambda: tt.to_memory_config(t, common.memory_config(
+                                       tt, sp.to.memory)), step=("spill", sp, t))
+                tt.deallocate(t)        # a layer's output: ours to free
+                env[sp.tensor] = moved
             for tmp in temps:
                 if tmp is not out and tmp is not alias:
                     tt.deallocate(tmp)

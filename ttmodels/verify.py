@@ -30,8 +30,8 @@ _FATAL = re.compile(r"TT_(?:FATAL|THROW) @ (?P<file>\S+?):(?P<line>\d+): (?P<con
 @dataclass
 class StepCheck:
     """One adapter or layer as ttnn saw it (see the module docstring)."""
-    kind: str                       # "layer" | "adapter"
-    name: str                       # layer name, or adapter edge "src -> dst[i]"
+    kind: str                       # "layer" | "adapter" | "spill"
+    name: str                       # layer name, adapter edge "src -> dst[i]", "t after layer"
     op: str                         # the layer's op, or the adapter's ttnn call
     accepted: bool = True
     error: str | None = None
@@ -256,7 +256,11 @@ def _run(tt, dev, plan, *, system, adapters, version, bank, l1_small_size) -> Ve
         raise DeviceError(f"could not make a stand-in tensor {list(flat)} {t.short()}")
 
     def hook(kind, obj, inputs, call):
-        if kind == "adapter":
+        if kind == "spill":
+            check = StepCheck("spill", f"{obj.tensor} after {obj.after}", "to_memory_config")
+            expected, ins = obj.to, [inputs]
+            flat = list(inputs.shape)
+        elif kind == "adapter":
             a = obj.adapter
             check = StepCheck("adapter", a.edge, a.kind)
             expected, ins = a.after, [inputs]
@@ -319,8 +323,8 @@ def _run(tt, dev, plan, *, system, adapters, version, bank, l1_small_size) -> Ve
 # ---- rendering ------------------------------------------------------------------------------
 
 def report_table(r: VerifyReport) -> str:
-    head = ("step", "op", "ttnn", "memory (plan)", "memory (ttnn)", "L1 est", "ttnn op",
-            "ttnn live", "")
+    head = ("step", "op", "ttnn", "memory (plan)", "memory (ttnn)", "op est", "ttnn op",
+            "live est", "ttnn live", "")
     rows = [head]
     for s in r.steps:
         name = s.name if s.kind == "layer" else f"  {s.name}"
@@ -331,7 +335,9 @@ def report_table(r: VerifyReport) -> str:
         flag = "OVER BANK" if s.ttnn_peak_total > r.l1_bank_bytes else ""
         rows.append((name, s.op, verdict, s.planned_memory, mem,
                      f"{s.l1_estimate:,}" if s.l1_estimate is not None else "",
-                     f"{s.ttnn_op_peak_total:,}", f"{s.ttnn_peak_total:,}", flag))
+                     f"{s.ttnn_op_peak_total:,}",
+                     f"{s.live_estimate:,}" if s.live_estimate is not None else "",
+                     f"{s.ttnn_peak_total:,}", flag))
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(head))]
     lines = [f"verify {r.model} (batch {r.batch_size}, {r.input_size[0]}x{r.input_size[1]}"
              f"{'' if r.adapters else ', adapters disabled'}) on {r.device}, ttnn "

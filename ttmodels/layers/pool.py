@@ -20,7 +20,19 @@ class _Pool(Layer):
         mc = self.requested_memory_config()
         if mc is not None:
             kw["memory_config"] = mc
+        sl = cfg.get("slice")
+        if sl:
+            # DRAM-sliced pool (planner.plan_pool_sliced): the same Op2DSliceConfig as conv2d
+            from .conv2d import slice_config
+            kw["dram_slice_config"] = slice_config(tt, self.planned)
         return kw
+
+    def flat(self, y):
+        """ttnn's DRAM-sliced pool returns [N, OH, OW, C]; layers pass [1, 1, N*OH*OW, C]."""
+        s = self.out_shape
+        if len(y.shape) == 4 and int(y.shape[0]) * int(y.shape[1]) != 1:
+            return self.tt.reshape(y, [1, 1, s.rows, int(y.shape[-1])])
+        return y
 
 
 class MaxPool2d(_Pool):
@@ -28,13 +40,13 @@ class MaxPool2d(_Pool):
 
     def __call__(self, inputs):
         s, a = self.input_shape(0), self.attrs
-        return self.tt.max_pool2d(
+        return self.flat(self.tt.max_pool2d(
             input_tensor=inputs[0], batch_size=s.n, input_h=s.h, input_w=s.w, channels=s.c,
             kernel_size=[int(k) for k in a["kernel"]],
             stride=[int(v) for v in a.get("stride", a["kernel"])],
             padding=conv_padding(a.get("padding", (0, 0, 0, 0))),
             dilation=[int(v) for v in a.get("dilation", (1, 1))],
-            ceil_mode=bool(a.get("ceil_mode", False)), **self.common_kwargs())
+            ceil_mode=bool(a.get("ceil_mode", False)), **self.common_kwargs()))
 
 
 class AvgPool2d(_Pool):
@@ -42,14 +54,14 @@ class AvgPool2d(_Pool):
 
     def __call__(self, inputs):
         s, a = self.input_shape(0), self.attrs
-        return self.tt.avg_pool2d(
+        return self.flat(self.tt.avg_pool2d(
             input_tensor=inputs[0], batch_size=s.n, input_h=s.h, input_w=s.w, channels=s.c,
             kernel_size=[int(k) for k in a["kernel"]],
             stride=[int(v) for v in a.get("stride", a["kernel"])],
             padding=conv_padding(a.get("padding", (0, 0, 0, 0))),
             ceil_mode=bool(a.get("ceil_mode", False)),
             count_include_pad=bool(a.get("count_include_pad", True)),
-            compute_kernel_config=self.get_compute_config(), **self.common_kwargs())
+            compute_kernel_config=self.get_compute_config(), **self.common_kwargs()))
 
 
 class GlobalAvgPool(_Pool):

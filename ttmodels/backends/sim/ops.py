@@ -460,11 +460,28 @@ def max_pool2d(input_tensor, batch_size, input_h, input_w, channels, kernel_size
     else:
         y = F.max_pool2d(xin, k, s, (p[0], p[2]), d, ceil_mode=ceil_mode)
     y = y[:, :, :oh, :ow]
+    memory_config = _sliced_pool_memory(op, x, dram_slice_config, memory_config)
     out = _pool_finish(op, x, y, batch_size, oh, ow, channels, dtype, output_layout, memory_config,
                        applied_shard_scheme)
     if deallocate_input:
         x._allocated, x._data = False, None
     return out
+
+
+def _sliced_pool_memory(op, x, dram_slice_config, memory_config):
+    """pool2d with ``dram_slice_config`` (ttnn 0.81.1 generic_pools.cpp, the DRAM-sliced path):
+    the input is read from DRAM slice by slice and the output is written to DRAM interleaved
+    (seen on the mock device: a [N*H*W, C] DRAM input gives a DRAM-interleaved output in the
+    requested output_layout). The slices change only where the work happens, not the values.
+    ttnn returns that output as [N, OH, OW, C]; the sim keeps [1, 1, N*OH*OW, C], which the
+    pool layers reshape ttnn's result to."""
+    if dram_slice_config is None:
+        return memory_config
+    m = memspec(x.memory_config())
+    if m.buffer != "dram" or m.sharded:
+        raise _violation("pool2d.slice_input", f"{op}: a DRAM-sliced pool reads its input from "
+                         f"DRAM interleaved, got {m.short()}", op)
+    return T.MemoryConfig(T.TensorMemoryLayout.INTERLEAVED, T.BufferType.DRAM)
 
 
 def avg_pool2d(input_tensor, batch_size, input_h, input_w, channels, kernel_size, stride, padding,
@@ -495,6 +512,7 @@ def avg_pool2d(input_tensor, batch_size, input_h, input_w, channels, kernel_size
             ones = F.pad(torch.ones(1, 1, input_h, input_w), (p[2], p[3], p[0], p[1]))
             cnt = F.avg_pool2d(ones, k, s, 0, ceil_mode=ceil_mode, count_include_pad=True, divisor_override=1)
             y = ssum / cnt[:, :, :oh, :ow]
+    memory_config = _sliced_pool_memory(op, x, dram_slice_config, memory_config)
     out = _pool_finish(op, x, y, batch_size, oh, ow, channels, dtype, output_layout, memory_config,
                        applied_shard_scheme, global_pool=global_pool)
     if deallocate_input:

@@ -1,0 +1,232 @@
+"""Liveness-aware L1: which tensors are alive in L1 while each layer runs (executor order and
+deallocation points), the per-layer live figure, and spills when the bank is short."""
+import pytest
+import torch
+
+import ttmodels
+from ttmodels import liveness as lv
+from ttmodels.errors import LayoutError
+from ttmodels.graph import Graph, LayoutPolicy, Node, TensorShape
+from ttmodels.l1 import bank_bytes, l1_bank_bytes
+from ttmodels.layout import HEIGHT, INTERLEAVED, TILE_LAYOUT, MemSpec, TensorLayout
+from ttmodels.planner import check_plan, edge_mismatches, plan_graph
+
+from test_planner import conv
+
+
+def shape(h, c, n=1):
+    return TensorShape(n, h, h, c)
+
+
+def add(name, a, b, out):
+    return Node(name, "add", [a, b], dict(activation="relu"), out)
+
+
+def residual_block():
+    """x -> c1 -> c2 -> add(c2, x): x stays alive across c1 and c2 for the add."""
+    return Graph("res", {"x": shape(56, 64)}, [
+        conv("stem", "x", shape(56, 64), 64, 64, 3),
+        conv("c1", "stem", shape(56, 64), 64, 64, 3),
+        conv("c2", "c1", shape(56, 64), 64, 64, 3),
+        add("sum", "c2", "stem", shape(56, 64)),
+    ], {}, ["sum"])
+
+
+def test_last_uses_follow_the_executor():
+    g = residual_block()
+    assert lv.last_uses(g.nodes) == {"x": 0, "stem": 3, "c1": 2, "c2": 3, "sum": 3}
+
+
+def test_residual_shortcut_is_live_while_the_branch_runs():
+    plan = plan_graph(residual_block())
+    stem = plan.layer("stem")
+    held = bank_bytes(stem.output, 56 * 56, 64)
+    assert held > 0
+    # c1 reads stem itself: not "other"; c2 does not: stem is alive around it
+    assert "stem" not in plan.layer("c1").live_tensors
+    assert plan.layer("c2").live_tensors == {"stem": held}
+    c2 = plan.layer("c2")
+    assert c2.live_l1 == c2.l1_bytes_per_core + held
+    # the add reads it: its own estimate counts it; nothing else is alive then
+    assert plan.layer("sum").live_tensors == {}
+
+
+def test_tensor_with_three_consumers_lives_until_the_last():
+    g = Graph("fan", {"x": shape(28, 64)}, [
+        conv("p", "x", shape(28, 64), 64, 64, 3),
+        conv("a", "p", shape(28, 64), 64, 64, 1),
+        conv("b", "p", shape(28, 64), 64, 64, 1),
+        conv("q", "a", shape(28, 64), 64, 64, 3),
+        add("s1", "q", "b", shape(28, 64)),
+        add("s2", "s1", "p", shape(28, 64)),
+    ], {}, ["s2"])
+    plan = plan_graph(g)
+    p = bank_bytes(plan.layer("p").output, 28 * 28, 64)
+    assert "p" not in plan.layer("a").live_tensors                 # reads p
+    assert plan.layer("q").live_tensors.keys() == {"p", "b"}       # p (3rd reader later), b
+    assert plan.layer("s1").live_tensors == {"p": p}
+    assert plan.layer("s2").live_tensors == {}                     # p is its operand
+
+
+def test_fpn_merge_keeps_the_lateral_alive():
+    """Top-down FPN: the lateral of the shallow level waits while the deep level is upsampled."""
+    g = Graph("fpn", {"x": shape(32, 64)}, [
+        conv("c3", "x", shape(32, 128), 64, 128, 3),
+        conv("c4", "c3", shape(16, 256), 128, 256, 3, 2),
+        conv("lat3", "c3", shape(32, 64), 128, 64, 1),
+        conv("lat4", "c4", shape(16, 64), 256, 64, 1),
+        Node("up", "upsample", ["lat4"], dict(scale=(2, 2), mode="nearest"), shape(32, 64)),
+        add("merge", "lat3", "up", shape(32, 64)),
+    ], {}, ["merge", "c4"])
+    plan = plan_graph(g)
+    lat3 = bank_bytes(plan.layer("lat3").output, 32 * 32, 64)
+    up = plan.layer("up")
+    assert up.live_tensors.get("lat3") == lat3
+    # c4 is a graph output: kept alive to the end, so it is counted after its last reader too
+    assert "c4" in plan.layer("merge").live_tensors
+
+
+def test_bank_is_ttnn_bank_for_the_l1_small_size():
+    assert l1_bank_bytes("wormhole_b0", 32768) == 1_360_544
+    assert l1_bank_bytes("wormhole_b0", 0) == 1_393_312
+    g = residual_block()
+    assert plan_graph(g).l1_budget == 1_360_544
+    assert plan_graph(g, l1_small_size=0).l1_budget == 1_393_312
+
+
+def test_bank_bytes_interleaved_pages_round_robin():
+    t = TensorLayout(MemSpec(INTERLEAVED, "l1"), TILE_LAYOUT, "bfloat16")
+    # 98 x 2 tiles over 64 banks: 4 tiles per bank at most
+    assert bank_bytes(t, 3136, 64) == 4 * 2048
+    assert bank_bytes(TensorLayout(MemSpec(INTERLEAVED, "dram")), 3136, 64) == 0
+
+
+def big_residual(n=16, c=384):
+    """A bottleneck at resnet50 layer1's size, batch 16, 384 channels: the identity shortcut
+    (800x384 shard, 614,400 B/core) is alive while the branch runs; with it the branch's last
+    1x1 conv (which cannot be DRAM-sliced) does not fit the bank."""
+    s = lambda ch: TensorShape(n, 56, 56, ch)  # noqa: E731
+    pol = LayoutPolicy(HEIGHT, "l1")
+    return Graph("big", {"x": s(64)}, [
+        conv("stem", "x", s(c), 64, c, 1, layout=pol),
+        conv("c1", "stem", s(64), c, 64, 1, layout=pol),
+        conv("c2", "c1", s(64), 64, 64, 3, layout=pol),
+        conv("c3", "c2", s(c), 64, c, 1, layout=pol),
+        add("sum", "c3", "stem", s(c)),
+    ], {}, ["sum"])
+
+
+def test_over_budget_spills_the_shortcut_with_a_reason():
+    plan = plan_graph(big_residual())
+    assert check_plan(plan) == [] and edge_mismatches(plan) == []
+    assert plan.spills, str(plan)
+    sp = plan.spills[0]
+    assert sp.tensor == "stem" and sp.after == "c1" and sp.for_layer == "c3"
+    assert sp.to.memory == MemSpec(INTERLEAVED, "dram")
+    assert sp.reason == f"spill: frees {sp.frees:,} B/core for {sp.for_layer}"
+    assert sp.frees == bank_bytes(sp.before, 16 * 56 * 56, 384) == 614_400
+    for layer in plan.layers:
+        assert layer.live_l1 <= plan.l1_budget, layer.name
+    assert "stem" not in plan.layer(sp.for_layer).live_tensors
+    text = str(plan)
+    assert "spills (1):" in text and sp.reason in text
+    d = plan.to_dict()
+    assert d["spills"][0]["reason"] == sp.reason
+    assert d["layers"][2]["live_tensors"] == plan.layers[2].live_tensors
+
+
+def test_spill_runs_on_sim_and_matches_the_unspilled_result():
+    """The executor moves the spilled tensor to DRAM after its spill point; results are
+    bit-identical to running the same graph with the shortcut kept in L1."""
+    g_small = big_residual(n=1)
+    plan = plan_graph(big_residual(n=1))
+    assert not plan.spills
+    forced = plan_graph(big_residual(n=1))
+    stem = forced.layer("stem").output
+    forced.spills.append(lv.Spill("stem", "c1", stem, TensorLayout(MemSpec(INTERLEAVED, "dram"),
+                                                                      stem.layout, stem.dtype),
+                                  0, "c2"))
+    # the add now reads the shortcut from DRAM
+    add_layer = forced.layer("sum")
+    add_layer.inputs[1] = forced.spills[0].to
+    from ttmodels.backends import open_backend
+    from ttmodels.runtime import Executor
+    torch.manual_seed(1)
+    params = {n.name: {"weight": torch.randn(n.attrs["out_channels"], n.attrs["in_channels"],
+                                             *n.attrs["kernel"]) * 0.05,
+                       "bias": torch.randn(n.attrs["out_channels"]) * 0.1}
+              for n in g_small.nodes if n.op == "conv2d"}
+    x = torch.randn(1, 64, 56, 56)
+    outs = []
+    for p in (plan, forced):
+        with open_backend("sim") as be:
+            ex = Executor(p, params, be)
+            with be.record() as calls:
+                y = ex.run({"x": x})["sum"]
+            outs.append(be.tt.to_torch(y))
+            names = [c.name for c in calls]
+        if p is forced:
+            assert "to_memory_config" in names
+    assert torch.equal(outs[0], outs[1])
+
+
+def test_no_remedy_names_layer_live_tensors_and_bytes():
+    g = big_residual()
+    # nothing may move: every tensor in one explicit L1 layout and the add is too big anyway
+    g.nodes[1] = conv("c1", "stem", TensorShape(16, 56, 56, 2048), 256, 2048, 1,
+                      layout=LayoutPolicy(HEIGHT, "l1"))
+    g.nodes[2] = conv("c2", "c1", TensorShape(16, 56, 56, 64), 2048, 64, 3,
+                      layout=LayoutPolicy(HEIGHT, "l1"))
+    with pytest.raises(LayoutError) as e:
+        plan_graph(g)
+    msg = str(e.value)
+    assert "layer '" in msg and "B of L1 per core" in msg
+
+
+def test_resnet50_batch16_plan_fits_the_bank_with_live_tensors():
+    plan = ttmodels.plan("resnet50", batch_size=16)
+    assert all(l.live_l1 is not None and l.live_l1 <= plan.l1_budget for l in plan.layers)
+    assert check_plan(plan) == [] and edge_mismatches(plan) == []
+
+
+def test_pool_over_the_bank_is_dram_sliced_and_runs_on_sim():
+    """resnet50's stem at batch 32: the max pool alone needs 1.8 MB/core in L1, so it runs
+    DRAM-sliced (dram_slice_config), reading the sliced stem conv's DRAM output."""
+    g = Graph("pool", {"x": TensorShape(32, 112, 112, 64)}, [
+        Node("pool", "max_pool2d", ["x"], dict(kernel=(3, 3), stride=(2, 2),
+                                              padding=(1, 1, 1, 1), dilation=(1, 1)),
+             TensorShape(32, 56, 56, 64)),
+    ], {}, ["pool"])
+    plan = plan_graph(g)
+    pool = plan.layer("pool")
+    assert pool.config["slice"]["type"] == "height" and pool.config["slice"]["num_slices"] >= 2
+    assert pool.output.memory == pool.inputs[0].memory == MemSpec(INTERLEAVED, "dram")
+    assert pool.live_l1 <= plan.l1_budget
+    assert check_plan(plan) == [] and edge_mismatches(plan) == []
+    small = Graph("pool", {"x": TensorShape(2, 16, 16, 64)}, [
+        Node("pool", "max_pool2d", ["x"], dict(kernel=(3, 3), stride=(2, 2),
+                                              padding=(1, 1, 1, 1), dilation=(1, 1)),
+             TensorShape(2, 8, 8, 64)),
+    ], {}, ["pool"])
+    from ttmodels.backends import open_backend
+    from ttmodels.runtime import Executor
+    x = torch.randn(2, 64, 16, 16)
+    sliced = plan_graph(small)
+    sliced.layers[0].config["slice"] = {"type": "height", "num_slices": 2}
+    sliced.layers[0].config["applied_shard_scheme"] = None
+    sliced.layers[0].output = TensorLayout(MemSpec(INTERLEAVED, "dram"),
+                                           sliced.layers[0].output.layout,
+                                           sliced.layers[0].output.dtype)
+    outs = []
+    for p in (plan_graph(small), sliced):
+        with open_backend("sim") as be:
+            with be.record() as calls:
+                y = Executor(p, {}, be).run({"x": x})["pool"]
+            kw = next(c.kwargs for c in calls if c.name == "max_pool2d")
+            outs.append((be.tt.to_torch(y).reshape(-1, 64)[:128], kw.get("dram_slice_config"),
+                         y.memory_config()))
+    assert outs[0][1] is None and outs[1][1] is not None
+    assert "DRAM" in str(outs[1][2].buffer_type)
+    assert torch.equal(outs[0][0], outs[1][0])
+    ref = torch.nn.functional.max_pool2d(x, 3, 2, 1).permute(0, 2, 3, 1).reshape(-1, 64)
+    assert torch.allclose(outs[1][0].float(), ref, atol=0.02, rtol=0.01)
