@@ -304,7 +304,7 @@ class _Planner:
             conv_in = x
         else:
             pc = R.determine_parallel_config(kind, out_rows, c_in, c_out, self.grid,
-                                             channels_padding=not is_mm)
+                                             channels_padding=not is_mm, act_block_h=act_block_h)
             conv_in = TensorLayout(R.conv_memspec(kind, in_rows, c_in, pc), x.layout, x.dtype)
         # ttnn's output spec: output parallel config, then (matmul convs) only the cores that
         # hold output blocks (rules.conv_output_memspec)

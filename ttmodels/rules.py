@@ -365,20 +365,37 @@ class ParallelConfig:
     cores_c: int
 
 
+def closest_divisor_with_padding_mult(num: int, start: int, mult: int) -> int:
+    """conv2d_utils.cpp ``find_closest_largest_divisor_with_num_padding_and_mult``: as
+    ``closest_divisor_with_padding`` with ``num`` padded to multiples of d * mult (each core's
+    rows a whole number of act blocks)."""
+    d = max(1, start)
+    while d > 1:
+        padded = round_up(num, d * mult)
+        if padded - num < padded // d:
+            return d
+        d -= 1
+    return 1
+
+
 def determine_parallel_config(kind: str, rows_out: int, c_in: int, c_out: int,
                               device_grid: tuple[int, int] = (8, 8), *,
-                              channels_padding: bool = True) -> ParallelConfig:
+                              channels_padding: bool = True,
+                              act_block_h: int | None = None) -> ParallelConfig:
     """Mirror of conv2d_utils.cpp ``determine_parallel_config`` (ROW_MAJOR orientation, tiled
-    output, no act_block_h override): how many cores each sharding of a conv uses."""
+    output): how many cores each sharding of a conv uses. ``act_block_h`` (the override, rows)
+    makes every core's rows a multiple of it (ResNet50's stem at batch 16 with a 128-row act
+    block: 63 cores of 3200 rows, not 64 of 3136)."""
     gx, gy = device_grid
     nhw_tiles = round_up(rows_out, TILE) // TILE
     cin_tiles = -(-c_in // TILE)
     cout_tiles = -(-c_out // TILE)
+    mult = max(1, (act_block_h or 0) // TILE)
     if kind == HEIGHT:
-        n = closest_divisor_with_padding(nhw_tiles, gx * gy)
+        n = closest_divisor_with_padding_mult(nhw_tiles, gx * gy, mult)
         return ParallelConfig(HEIGHT, n, cores_to_grid(n, device_grid), n, 1)
     if kind == BLOCK:
-        nhw = closest_divisor_with_padding(nhw_tiles, gy)
+        nhw = closest_divisor_with_padding_mult(nhw_tiles, gy, mult)
         if channels_padding:
             cc = closest_divisor_with_padding2(cout_tiles, cin_tiles, gx)
         else:
@@ -1037,12 +1054,14 @@ def core_count(mem: MemSpec) -> int:
 
 def binary_output_source(a: TensorLayout, b: TensorLayout | None) -> TensorLayout:
     """The operand whose memory config a binary_ng output takes when no memory_config is given:
-    a's, except that when both are sharded the one on more cores wins (ties: a). Measured on
-    ttnn 0.81.1 (mock device): h25 + h49 -> h49, h49 + block56 -> block56, interleaved + h49 ->
-    a's interleaved; binary_ng_device_operation.cpp BinaryNgDeviceOperation::invoke /
+    a's, except that when both are sharded the one on more cores wins (ties: a), and a sharded b
+    wins over a DRAM-interleaved a. Measured on ttnn 0.81.1 (mock device): h25 + h49 -> h49,
+    h49 + block56 -> block56, L1-interleaved + h49 -> a's interleaved L1, DRAM + h49 -> h49,
+    DRAM + L1-interleaved -> DRAM; binary_ng_device_operation.cpp BinaryNgDeviceOperation::invoke /
     compute_output_specs (tt-metal #28085/#28087: "max of A & B grid" for mismatched shard specs)."""
-    if b is not None and a.memory.sharded and b.memory.sharded and \
-            core_count(b.memory) > core_count(a.memory):
+    if b is not None and b.memory.sharded and (
+            (a.memory.sharded and core_count(b.memory) > core_count(a.memory)) or
+            (not a.memory.sharded and a.memory.buffer == "dram")):
         return b
     return a
 
@@ -1096,7 +1115,7 @@ def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
             kind = attrs.get("shard_layout") or HEIGHT
             pc = attrs.get("parallel") or determine_parallel_config(
                 kind, out_rc[0], attrs.get("in_channels", out_rc[1]), out_rc[1], grid,
-                channels_padding=not is_mm)
+                channels_padding=not is_mm, act_block_h=attrs.get("act_block_h_override"))
             mem = conv_output_memspec(pc, *out_rc, is_mm=is_mm, device_grid=grid)
         else:
             mem = x.memory if x is not None else MemSpec()

@@ -329,7 +329,8 @@ def conv2d(*, input_tensor, weight_tensor, device, in_channels, out_channels, ba
     attrs = {"shard_layout": shard_layout, "output_layout": _layout_name(out_layout),
              "dtype": dtype_name(out_dtype), "is_mm_conv": is_mm, "in_channels": in_channels,
              "out_shape": (1, 1, rows_out, out_channels), "device_grid": DEVICE_GRID,
-             "override_sharding_config": cfg.override_sharding_config}
+             "override_sharding_config": cfg.override_sharding_config,
+             "act_block_h_override": cfg.act_block_h_override}
     if sliced is not None:
         attrs["slice"] = sliced
         attrs["output_hw"] = (oh, ow)
