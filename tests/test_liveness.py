@@ -230,3 +230,38 @@ def test_pool_over_the_bank_is_dram_sliced_and_runs_on_sim():
     assert torch.equal(outs[0][0], outs[1][0])
     ref = torch.nn.functional.max_pool2d(x, 3, 2, 1).permute(0, 2, 3, 1).reshape(-1, 64)
     assert torch.allclose(outs[1][0].float(), ref, atol=0.02, rtol=0.01)
+
+
+def bottleneck_with_downsample(c=320):
+    """stem -> c1 -> c2 -> c3, and a 1x1 downsample of the block input added to c3 (the spec's
+    order puts the downsample last, as torchvision's Bottleneck does). Where it stands, the
+    downsample's own buffers plus c3's waiting output do not fit the bank; right after the stem
+    nothing else is alive."""
+    s = lambda ch: TensorShape(16, 56, 56, ch)  # noqa: E731
+    pol = LayoutPolicy(HEIGHT, "l1")
+    return Graph("ds", {"x": s(64)}, [
+        conv("stem", "x", s(c), 64, c, 1, layout=pol),
+        conv("c1", "stem", s(64), c, 64, 1, layout=pol),
+        conv("c2", "c1", s(64), 64, 64, 3, layout=pol),
+        conv("c3", "c2", s(c), 64, c, 1, layout=pol),
+        conv("ds", "stem", s(c), c, c, 1, layout=pol),
+        add("sum", "c3", "ds", s(c)),
+    ], {}, ["sum"])
+
+
+def test_reorder_runs_the_downsample_before_the_branch():
+    g = bottleneck_with_downsample()
+    order = [n.name for n in g.nodes]
+    plan = plan_graph(g)
+    assert [n.name for n in g.nodes] == order                # the caller's graph is untouched
+    assert [l.name for l in plan.layers] == ["stem", "ds", "c1", "c2", "c3", "sum"]
+    assert [(r.layer, r.before) for r in plan.reordered] == [("ds", "c1")]
+    assert plan.spills == []                                 # reordering moves no bytes
+    assert all(l.live_l1 <= plan.l1_budget for l in plan.layers)
+    assert "ds" in plan.layer("c2").live_tensors and "stem" not in plan.layer("c2").live_tensors
+    assert check_plan(plan) == [] and edge_mismatches(plan) == []
+    assert "reorder: ds runs before c1" in str(plan)
+    assert plan.to_dict()["reordered"][0]["layer"] == "ds"
+    # without room to gain, nothing moves
+    small = plan_graph(bottleneck_with_downsample(c=64))
+    assert small.reordered == [] and [l.name for l in small.layers] == order

@@ -55,6 +55,8 @@ def plan_to_dict(plan) -> dict[str, Any]:
             "to": layout_dict(sp.to), "frees": sp.frees, "for_layer": sp.for_layer,
             "reason": sp.reason,
         } for sp in plan.spills],
+        "reordered": [{"layer": r.layer, "before": r.before, "reason": r.reason}
+                      for r in plan.reordered],
     }
 
 
@@ -98,6 +100,11 @@ def plan_table(plan) -> str:
     else:
         lines.append("")
         lines.append("adapters: none")
+    if plan.reordered:
+        lines.append("")
+        lines.append(f"execution order ({len(plan.reordered)} moved):")
+        for r in plan.reordered:
+            lines.append(f"  {r.reason}")
     if plan.spills:
         lines.append("")
         lines.append(f"spills ({len(plan.spills)}):")

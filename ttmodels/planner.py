@@ -34,7 +34,7 @@ from .errors import LayoutError
 from .graph import TILE, Graph, Node, TensorShape, round_up
 from .layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                      TensorLayout)
-from .plans import Adapter, Plan, PlannedLayer
+from .plans import Adapter, Plan, PlannedLayer, ReorderNote
 
 BFP = ("bfloat8_b", "bfloat4_b")
 POOLS = ("max_pool2d", "avg_pool2d", "global_avg_pool")
@@ -50,7 +50,8 @@ def _const_flat(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
 
 
 class _Planner:
-    def __init__(self, graph: Graph, arch: str, adapters: bool, l1_small_size: int = 32768):
+    def __init__(self, graph: Graph, arch: str, adapters: bool, l1_small_size: int = 32768,
+                 no_reorder: frozenset[str] = frozenset()):
         if arch not in l1m.ARCH_L1:
             raise LayoutError(f"unknown arch {arch!r}; known: {sorted(l1m.ARCH_L1)}")
         self.g, self.arch, self.with_adapters = graph, arch, adapters
@@ -62,6 +63,7 @@ class _Planner:
         self.spills: list[lv.Spill] = []
         self.last = lv.last_uses(graph.nodes)
         self.keep = set(graph.outputs) | set(graph.constants)
+        self.no_reorder = no_reorder if adapters else frozenset(n.name for n in graph.nodes)
         self.layouts: dict[str, TensorLayout] = {}
         self.flat: dict[str, tuple[int, int, int, int]] = {}
         self.adapters: list[Adapter] = []
@@ -155,6 +157,12 @@ class _Planner:
         fits = layer is not None and self.live_total(i, node, layer) <= self.budget
         if fits and not layer.config.get("slice"):
             return self.finish(i, node, layer)
+        # an earlier place in the order, where fewer tensors are alive (0 bytes moved): e.g. a
+        # bottleneck's downsample right after the block input, before the branch (plan_graph
+        # replans the reordered graph, and keeps the order only if that plan works)
+        earliest = self.earliest_position(i, node)
+        if earliest < i and node.name not in self.no_reorder:
+            raise _Reorder(node.name, earliest)
         # spills: tensors alive in L1 across this layer that a later layer reads again
         sliced = layer if fits else None
         sliced_moves = self.slice_bytes(node) if sliced is not None else None
@@ -197,6 +205,11 @@ class _Planner:
             f"tensors {sum(others.values()):,} B ({live or 'none'}); no spill or smaller "
             "blocking fits" + (f"; cannot write in place into operand a: {why}" if why else ""),
             layer=node.name)
+
+    def earliest_position(self, i: int, node: Node) -> int:
+        """The first index at which ``node`` could run: right after its last-produced input."""
+        pos = {n.name: k for k, n in enumerate(self.g.nodes)}
+        return max([pos[s] + 1 for s in node.inputs if s in pos] + [0])
 
     def live_total(self, i: int, node: Node, layer: PlannedLayer) -> int:
         return layer.l1_bytes_per_core + sum(self.others(i, node, layer.inputs).values())
@@ -662,6 +675,12 @@ class _Planner:
         ins = self.inputs_of(node)
         shapes = [self.flat[s] for s in node.inputs]
         swap = node.inputs[0] in self.g.constants and node.inputs[1] not in self.g.constants
+        if not swap and node.inputs[1] not in self.g.constants and \
+                ins[0].memory.buffer == "dram" and ins[1].memory.sharded:
+            # a DRAM operand (a spilled shortcut) next to a sharded one: binary_ng gives the
+            # output a sharded spec anyway (seen on the mock device), so make the sharded
+            # tensor operand a: the output follows it, and in place it is its buffer
+            swap = True
         ia, ib = (1, 0) if swap else (0, 1)
         a, b = ins[ia], ins[ib]
         if self.with_adapters:
@@ -847,11 +866,50 @@ class _Planner:
                              "l1_parts": est.parts})
 
 
+class _Reorder(Exception):
+    """Raised by the planner: layer ``name`` does not fit where it is; try it at ``index``."""
+
+    def __init__(self, name: str, index: int):
+        super().__init__(name, index)
+        self.name, self.index = name, index
+
+
+def moved(graph: Graph, name: str, index: int) -> Graph:
+    """A copy of ``graph`` with node ``name`` run at position ``index`` (still topological: the
+    planner only moves a node to right after its inputs). The caller's graph is not modified."""
+    nodes = [n for n in graph.nodes if n.name != name]
+    nodes.insert(index, graph.node(name))
+    return replace(graph, nodes=nodes)
+
+
 def plan_graph(graph: Graph, *, arch: str = "wormhole_b0", adapters: bool = True,
                l1_small_size: int = 32768) -> Plan:
     """Resolve every tensor's layout and insert adapters only on disagreeing edges. The L1
-    budget is the allocator's bank for a device opened with ``l1_small_size``."""
-    return _Planner(graph, arch, adapters, l1_small_size).run()
+    budget is the allocator's bank for a device opened with ``l1_small_size``.
+
+    Remedy "execution order": a layer that does not fit where it is may be moved to right after
+    its inputs (fewer tensors alive there); the plan of the reordered graph is kept when it
+    works, else the layer stays and the other remedies (spills) apply."""
+    frozen: frozenset[str] = frozenset()
+    current, moves = graph, []
+    for _ in range(len(graph.nodes) + 1):
+        try:
+            plan = _Planner(current, arch, adapters, l1_small_size, frozen).run()
+            plan.reordered = [ReorderNote(*m) for m in moves]
+            return plan
+        except _Reorder as r:
+            frozen = frozen | {r.name}
+            candidate = moved(current, r.name, r.index)
+            try:
+                _Planner(candidate, arch, adapters, l1_small_size, frozen).run()
+            except _Reorder:
+                pass                # the moved layer fitted; another one asks next
+            except LayoutError:
+                continue            # no better there: keep the order, spill instead
+            before = current.nodes[r.index].name
+            current = candidate
+            moves.append((r.name, before))
+    raise LayoutError("internal: the planner did not settle on an execution order")
 
 
 def check_plan(plan: Plan) -> list[tuple[str, R.Violation]]:

@@ -29,6 +29,18 @@ class Adapter:
         return f"{self.src} -> {self.dst}[{self.index}]"
 
 
+@dataclass(frozen=True)
+class ReorderNote:
+    """The planner ran ``layer`` right before ``before`` (not where the spec has it), so that
+    fewer tensors are alive in L1 while it runs (a remedy that moves no bytes)."""
+    layer: str
+    before: str
+
+    @property
+    def reason(self) -> str:
+        return f"reorder: {self.layer} runs before {self.before} (fewer live tensors)"
+
+
 @dataclass
 class PlannedLayer:
     node: Node
@@ -60,6 +72,7 @@ class Plan:
     # (l1.l1_bank_bytes: 1,360,544 B on Wormhole with l1_small_size=32768): the planner's budget.
     l1_budget: int = 1_360_544
     spills: list = field(default_factory=list)     # liveness.Spill, in execution order
+    reordered: list = field(default_factory=list)  # ReorderNote: layers moved by the planner
     l1_small_size: int = 32768
 
     @property
