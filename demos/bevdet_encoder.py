@@ -1,9 +1,18 @@
 #!/usr/bin/env python
-"""Run BEVDet-R50's image encoder (ResNet50 + CustomFPN) on six camera images through ttmodels.
+"""Run BEVDet-R50's image encoder (ResNet50 + CustomFPN) on six camera images, or with --bev its
+BEV encoder (CustomResNet + FPN_LSS) on a BEV feature map, through ttmodels.
 
     python demos/bevdet_encoder.py [--images CAM0 ... CAM5 | --dir DIR] [--weights random|FILE]
                                    [--backend auto|sim|ttnn] [--out features.png]
                                    [--input-size H W]
+    python demos/bevdet_encoder.py --bev [--bev-input FILE.npy] [--batch N] [--weights random|FILE]
+                                   [--backend auto|sim|ttnn] [--out bev_features.png]
+
+--bev runs bevdet_r50_bev_encoder on the view transformer's output, a [N, 64, 128, 128] BEV
+feature: a synthetic one (smooth random maps, --batch N of them, default 1) or --bev-input
+FILE.npy holding [64, H, W] or [N, 64, H, W] floats (H, W multiples of 8). The view transformer
+itself (depth net + BEV pooling) is not part of ttmodels. It prints the input, stage and neck
+shapes and the time, and saves a PNG with each sample's input and output channel-mean maps.
 
 Images, in BEVDet's camera order CAM_FRONT_LEFT, CAM_FRONT, CAM_FRONT_RIGHT, CAM_BACK_LEFT,
 CAM_BACK, CAM_BACK_RIGHT:
@@ -116,6 +125,125 @@ def save_figure(path: Path, cameras, previews, neck, title: str, plan=None) -> N
     plt.close(fig)
 
 
+BEV_CHANNELS = 64          # bevdet-r50 numC_Trans
+
+
+def load_bev_input(path: Path):
+    """[N, 64, H, W] float32 from a .npy file ([64, H, W] gets a batch of 1). Raises ValueError
+    with one line naming the file when it cannot be used."""
+    import numpy as np
+    import torch
+
+    try:
+        a = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"--bev-input {path}: cannot read a .npy array ({e})") from None
+    if a.ndim == 3:
+        a = a[None]
+    if a.ndim != 4 or a.shape[1] != BEV_CHANNELS:
+        raise ValueError(f"--bev-input {path}: expected [{BEV_CHANNELS}, H, W] or "
+                         f"[N, {BEV_CHANNELS}, H, W], got shape {list(a.shape)}")
+    if a.shape[2] % 8 or a.shape[3] % 8 or min(a.shape[2:]) < 8:
+        raise ValueError(f"--bev-input {path}: H and W must be multiples of 8, got "
+                         f"{a.shape[2]}x{a.shape[3]}")
+    if not np.issubdtype(a.dtype, np.number) or np.issubdtype(a.dtype, np.complexfloating):
+        raise ValueError(f"--bev-input {path}: dtype {a.dtype} is not a real number type")
+    t = torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32))
+    if not bool(torch.isfinite(t).all()):
+        raise ValueError(f"--bev-input {path}: contains NaN or infinite values")
+    return t
+
+
+def save_bev_figure(path: Path, bev, neck, title: str, max_samples: int = 4) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = min(bev.shape[0], max_samples)
+    fig, axes = plt.subplots(2, n, figsize=(3.6 * n, 6.6), squeeze=False)
+    for i in range(n):
+        for row, (t, what) in enumerate(((bev, f"input {tuple(bev.shape[1:])}"),
+                                         (neck, f"neck {tuple(neck.shape[1:])}"))):
+            m = t[i].float().mean(dim=0)
+            im = axes[row, i].imshow(m.numpy(), cmap="viridis", origin="lower")
+            axes[row, i].set_title(f"sample {i}: {what} channel mean", fontsize=8)
+            fig.colorbar(im, ax=axes[row, i], fraction=0.046, pad=0.02)
+            axes[row, i].set_xticks([])
+            axes[row, i].set_yticks([])
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def bev_main(args) -> int:
+    import ttmodels
+    from ttmodels.weights import random_state_dict, synthetic_images
+
+    spec = "bevdet_r50_bev_encoder"
+    if args.images or args.dir:
+        print("error: --bev takes a BEV feature (--bev-input FILE.npy), not camera images",
+              file=sys.stderr)
+        return 2
+    if args.bev_input:
+        try:
+            x = load_bev_input(Path(args.bev_input))
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        source = Path(args.bev_input).name
+    else:
+        if args.batch < 1:
+            print(f"error: --batch {args.batch}: must be at least 1", file=sys.stderr)
+            return 2
+        x = synthetic_images(args.batch, BEV_CHANNELS, 128, 128, seed=2024)
+        source = "synthetic BEV feature"
+    batch, size = x.shape[0], tuple(x.shape[2:])
+    if args.weights != "random" and not Path(args.weights).is_file():
+        print(f"error: weights file not found: {args.weights}", file=sys.stderr)
+        return 2
+    try:
+        t0 = time.perf_counter()
+        if args.weights == "random":
+            # BN calibration on 4 synthetic maps: the default (sized for 224x224 images) would
+            # run 25 128x128 maps through the float32 reference
+            weights = random_state_dict(ttmodels.load_graph(spec, input_size=size), calibration_batch=4)
+        else:
+            weights = args.weights
+        model = ttmodels.build(spec, weights=weights, backend=args.backend, batch_size=batch,
+                               input_size=size)
+        build_s = time.perf_counter() - t0
+    except ttmodels.Error as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
+        t0 = time.perf_counter()
+        outputs = model.run(x)
+        run_s = time.perf_counter() - t0
+    finally:
+        model.close()
+    neck = outputs["neck"]
+    print(f"backend: {model.backend_name}   weights: {model.weights_info or args.weights}")
+    print(f"input: {tuple(x.shape)} ({source})")
+    for name, t in outputs.items():
+        print(f"  {name:<8} {tuple(t.shape)}  mean {float(t.float().mean()):+.4f}  "
+              f"std {float(t.float().std()):.4f}")
+    if args.weights == "random":
+        print("NOTE: random weights - these features are meaningless (only shapes and the "
+              "pipeline are real).")
+    print(f"time: {run_s:.2f} s for batch {batch} (build {build_s:.2f} s)")
+    out = Path(args.out or "bev_features.png")
+    try:
+        save_bev_figure(out, x, neck, f"BEVDet-R50 BEV encoder, {model.backend_name} backend\n"
+                        f"{'random weights' if args.weights == 'random' else Path(args.weights).name}, "
+                        f"{source}")
+    except OSError as e:
+        print(f"error: cannot write {out}: {e}", file=sys.stderr)
+        return 2
+    print(f"saved {out}")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  epilog=__doc__.split("\n\n", 2)[2],
@@ -127,10 +255,22 @@ def main(argv=None) -> int:
     ap.add_argument("--weights", default="random",
                     help="random | FILE (.pth BEVDet checkpoint or .safetensors). Default: random")
     ap.add_argument("--backend", default="auto", choices=("auto", "sim", "ttnn"))
-    ap.add_argument("--out", default="features.png", help="PNG to write (default features.png)")
+    ap.add_argument("--out", default=None,
+                    help="PNG to write (default features.png, with --bev bev_features.png)")
+    ap.add_argument("--bev", action="store_true",
+                    help="run the BEV encoder (CustomResNet + FPN_LSS) instead of the image encoder")
+    ap.add_argument("--bev-input", metavar="FILE.npy",
+                    help="with --bev: the BEV feature [64, H, W] or [N, 64, H, W] (default: synthetic)")
+    ap.add_argument("--batch", type=int, default=1,
+                    help="with --bev and no --bev-input: how many synthetic BEV maps (default 1)")
     ap.add_argument("--input-size", nargs=2, type=int, metavar=("H", "W"), default=(256, 704),
                     help="network input size (default 256 704, BEVDet-R50's)")
     args = ap.parse_args(argv)
+    if args.bev:
+        return bev_main(args)
+    if args.bev_input:
+        print("error: --bev-input needs --bev", file=sys.stderr)
+        return 2
     size = tuple(args.input_size)
     if min(size) < 32:
         print(f"error: --input-size {size[0]} {size[1]}: both must be at least 32", file=sys.stderr)
@@ -188,7 +328,7 @@ def main(argv=None) -> int:
               f"{float(f.min()):9.4f} {float(f.max()):9.4f}")
     print(f"time: {run_s:.2f} s for 6 cameras (build {build_s:.2f} s)")
 
-    out = Path(args.out)
+    out = Path(args.out or "features.png")
     previews = [camera_preview(im, size) for im in images]
     weights_note = "random weights: features meaningless" if args.weights == "random" \
         else f"weights {Path(args.weights).name}"

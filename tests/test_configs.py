@@ -18,7 +18,7 @@ RESNETS = {"resnet18": 512, "resnet34": 512, "resnet50": 2048, "resnet101": 2048
 
 
 def test_shipped_configs_are_listed():
-    assert set(CONFIGS) == set(RESNETS) | {"bevdet_r50_encoder"}
+    assert set(CONFIGS) == set(RESNETS) | {"bevdet_r50_encoder", "bevdet_r50_bev_encoder"}
     assert set(CONFIGS) <= set(registry.list_models())
 
 
@@ -29,7 +29,7 @@ def test_each_block_is_defined_once_and_configs_define_none():
             assert name not in seen, f"{name} in {f.name} and {seen[name]}"
             seen[name] = f.name
     assert {"conv_bn_act", "basic_block", "bottleneck", "resnet_trunk", "fpn_lateral_merge",
-            "custom_fpn2"} <= set(seen)
+            "custom_fpn2", "bev_basic_block", "custom_resnet", "fpn_lss"} <= set(seen)
     for c in CONFIGS:
         assert "blocks" not in yaml.safe_load((PKG / "configs" / f"{c}.yaml").read_text())
 

@@ -60,8 +60,12 @@ def _parse_nb(text: str) -> inspect.Signature:
     return inspect.Signature(params)
 
 
+# Python-level ttnn functions that only forward (*args, **kwargs) to a nanobind function.
+_FORWARDED = {"prepare_grid_sample_grid": lambda: ttnn._ttnn.operations.pool.prepare_grid_sample_grid}
+
+
 def real_signatures(name: str) -> list[inspect.Signature]:
-    obj = getattr(ttnn, name)
+    obj = _FORWARDED[name]() if name in _FORWARDED else getattr(ttnn, name)
     if isinstance(obj, type):
         return [_parse_nb(o[0]) for o in obj.__init__.__nb_signature__]
     target = getattr(obj, "function", obj)
@@ -129,7 +133,7 @@ _OPS = {"conv2d", "max_pool2d", "avg_pool2d", "global_avg_pool2d", "add", "multi
         "deallocate", "from_torch", "to_torch", "reshape", "to_device", "from_device",
         "open_device", "close_device", "synchronize_device", "copy_host_to_device_tensor",
         "begin_trace_capture", "end_trace_capture", "execute_trace", "release_trace",
-        "prepare_conv_weights", "prepare_conv_bias"}
+        "prepare_conv_weights", "prepare_conv_bias", "grid_sample", "prepare_grid_sample_grid"}
 # Host-side builders that run for real (they need no device).
 _REAL_FUNCTIONS = {"init_device_compute_kernel_config", "num_cores_to_corerangeset",
                    "create_sharded_memory_config"}
@@ -484,3 +488,27 @@ def test_pool_layers_real_enums():
     assert c1.kwargs["padding"] == [1, 1] and c1.kwargs["batch_size"] == 2
     assert c2.kwargs["kernel_size"] == [7, 7] and c2.kwargs["input_h"] == 7
     assert isinstance(c2.kwargs["compute_kernel_config"], ttnn.WormholeComputeKernelConfig)
+
+
+def test_align_corners_upsample_calls_bind_to_real_ttnn():
+    """The grid_sample lowering of an align_corners upsample (BEVDet's FPN_LSS): the host grid
+    preparation, its move to the device and grid_sample itself bind to the real signatures, and
+    the memory configs are real ttnn objects."""
+    from ttmodels.spec import load_graph
+    graph = load_graph({"inputs": {"x": {"channels": 64, "size": [8, 8]}},
+                        "layers": [{"name": "c", "op": "conv2d", "out": 64, "kernel": 3, "padding": 1},
+                                   {"name": "up", "op": "upsample", "scale": 4, "mode": "bilinear",
+                                    "align_corners": True}]}, batch_size=2)
+    plan = _plan(graph)
+    params = {"c": {"weight": torch.randn(64, 64, 3, 3) * 0.05}}
+    be = realtypes_backend()
+    Executor(plan, params, be).run({"x": torch.randn(2, 64, 8, 8)})
+    calls = recorded(be)
+    by = {c.name: c for c in calls}
+    assert {"prepare_grid_sample_grid", "grid_sample", "to_device"} <= set(by)
+    _assert_all_bind(calls)
+    gs = by["grid_sample"].kwargs
+    assert gs["use_precomputed_grid"] is True and gs["align_corners"] is True
+    assert isinstance(gs["memory_config"], ttnn.MemoryConfig)
+    prep = by["prepare_grid_sample_grid"]
+    assert prep.args[1] == [2, 8, 8, 64] and prep.kwargs["output_dtype"] == ttnn.bfloat16

@@ -44,7 +44,10 @@ def _resnet50_1x1_convs():
 TRUNK = _resnet50_1x1_convs()
 FPN = [("neck.lateral0", B * 16 * 44, 1024, 512, False, 1),
        ("neck.lateral1", B * 8 * 22, 2048, 512, False, 1)]
-STRIDE1 = [c for c in TRUNK + FPN if c[5] == 1]
+# BEVDet's BEV encoder neck (FPN_LSS) out_conv, up2.4, on the 128x128 BEV grid at batch 1: the
+# seed probe's shape [12] (bevdet_r50_bev_encoder, tests/test_bevdet_bev.py).
+BEV = [("img_bev_encoder_neck.up2.4", 128 * 128, 256, 256, False, 1)]
+STRIDE1 = [c for c in TRUNK + FPN + BEV if c[5] == 1]
 SHAPES = sorted({(M, K, N, relu) for _, M, K, N, relu, _ in STRIDE1})
 
 
@@ -55,6 +58,18 @@ def test_shape_list_is_the_bevdet_r50_encoder():
     assert ("layer1.0.downsample.0", 67584, 64, 256, False, 1) in TRUNK
     assert (B * 64 * 176, 64, 256, False) in SHAPES
     assert (4224, 1024, 512, False) in SHAPES and (1056, 2048, 512, False) in SHAPES
+    assert (16384, 256, 256, False) in SHAPES
+
+
+def test_bev_encoder_out_conv_config():
+    """M=16384, K=256, N=256 (FPN_LSS up2.4): tall and narrow -> 1D in1 multicast, 256 rows of
+    the BEV grid per core on all 64 cores, all of K in one block (conv2d's 1x1 blocking)."""
+    cfg = solve(16384, 256, 256)
+    pc = to_ttnn(ttnn, cfg)
+    check_config(cfg, pc, 16384, 256, 256, fp32=False, relu=False)
+    assert cfg.kind == KIND_1D and cfg.in0_memory.num_cores == 64
+    assert (pc.per_core_M, pc.per_core_N, pc.in0_block_w) == (8, 8, 8)
+    assert cfg.in0_memory.shard_shape == (256, 256) and cfg.out_memory.shard_shape == (256, 256)
 
 
 def _tiles(x):

@@ -454,6 +454,8 @@ def test_keywords_exist_in_real_ttnn(ttnn, name):
         real = _real_keywords(getattr(ttnn._ttnn.operations.conv, name))
     if name == "interleaved_to_sharded":
         real |= {"input_tensor"}
+    if name == "prepare_grid_sample_grid":      # a Python wrapper of the nanobind function
+        real = _real_keywords(ttnn._ttnn.operations.pool.prepare_grid_sample_grid)
     ours = _sim_keywords(getattr(tt, name)) - _DOCUMENTED_EXTRA.get(name, set())
     missing = ours - real
     assert not missing, f"sim {name} accepts keywords ttnn does not: {sorted(missing)}"

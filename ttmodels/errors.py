@@ -26,11 +26,17 @@ class LayoutError(Error):
     """No memory layout satisfies a layer (L1 budget, shard grid, op rules), or an op's layout rule
     was violated at run time (sim backend). Names the layer and, for budgets, the bytes."""
 
-    def __init__(self, message: str, *, layer: str | None = None, rule: str | None = None):
-        self.layer, self.rule, self.reason = layer, rule, message
-        prefix = f"layer '{layer}': " if layer else ""
+    def __init__(self, message: str, *, layer: str | None = None, rule: str | None = None,
+                 loc: str | None = None):
+        self.layer, self.rule, self.reason, self.loc = layer, rule, message, loc
+        where = [w for w in (loc, f"layer '{layer}'" if layer else None) if w]
+        prefix = f"{', '.join(where)}: " if where else ""
         suffix = f" [rule {rule}]" if rule else ""
         super().__init__(f"{prefix}{message}{suffix}")
+
+    def located(self, loc: str) -> "LayoutError":
+        """The same error with the spec location (``file:line``) of its layer in front."""
+        return LayoutError(self.reason, layer=self.layer, rule=self.rule, loc=loc)
 
 
 class WeightsError(Error):

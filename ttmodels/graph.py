@@ -112,7 +112,8 @@ class Node:
 #   avg_pool2d:   kernel, stride, padding (t, b, l, r), ceil_mode, count_include_pad
 #   global_avg_pool: {}
 #   linear:       in_features, out_features, bias (bool), activation
-#   upsample:     scale (sh, sw) ints, mode ("nearest" | "bilinear")
+#   upsample:     scale (sh, sw) ints, mode ("nearest" | "bilinear"), align_corners (True; only
+#                 present when set, bilinear only: lowered to ttnn.grid_sample)
 #   concat:       {}  -- channel concat of >= 2 inputs with equal N, H, W
 #   pad:          padding (t, b, l, r), value (float)
 OPS = ("conv2d", "add", "multiply", "relu", "max_pool2d", "avg_pool2d", "global_avg_pool",

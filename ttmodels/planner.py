@@ -119,14 +119,20 @@ class _Planner:
             fn = getattr(self, f"plan_{node.op}", None)
             if fn is None:
                 raise LayoutError(f"no planning rule for op '{node.op}'", layer=node.name)
-            layer = self.plan_live(i, node, fn)
-            self.layers.append(layer)
-            self.layouts[node.name] = layer.output
-            self.flat[node.name] = _flat(node.shape)
-            if self.with_adapters:
-                vs = R.check(self.rule_op(node), layer.inputs, self.check_attrs(layer),
-                             None, shapes=[self.flat[s] for s in node.inputs])
-                R.raise_if_violations(vs, node.name)
+            try:
+                layer = self.plan_live(i, node, fn)
+                self.layers.append(layer)
+                self.layouts[node.name] = layer.output
+                self.flat[node.name] = _flat(node.shape)
+                if self.with_adapters:
+                    vs = R.check(self.rule_op(node), layer.inputs, self.check_attrs(layer),
+                                 None, shapes=[self.flat[s] for s in node.inputs])
+                    R.raise_if_violations(vs, node.name)
+            except LayoutError as e:
+                # name the spec file and line of the layer (issue 10), not only its name
+                if e.loc is None and node.loc is not None:
+                    raise e.located(str(node.loc)) from None
+                raise
         return Plan(self.g, self.layers, self.adapters, self.input_layouts,
                     self.constant_layouts, self.arch, self.grid, self.budget,
                     spills=self.spills, l1_small_size=self.l1_small_size)
@@ -256,7 +262,7 @@ class _Planner:
 
     @staticmethod
     def rule_op(node: Node) -> str:
-        return node.op
+        return rule_op(node)
 
     @staticmethod
     def check_attrs(layer: PlannedLayer) -> dict:
@@ -810,15 +816,78 @@ class _Planner:
 
     # ---- upsample / concat / pad -----------------------------------------------------------
     def plan_upsample(self, node: Node) -> PlannedLayer:
+        if node.attrs.get("align_corners"):
+            return self.plan_grid_sample(node)
         x = self.layouts[node.inputs[0]]
+        mode = node.attrs.get("mode", "nearest")
         if self.with_adapters:
-            if x.memory.memory_layout == WIDTH:
-                x = self.to_interleaved(node, 0, x, "upsample takes no width-sharded input")
-            if x.memory.sharded and x.layout != ROW_MAJOR:
-                x = self.to_row_major(node, 0, x, "sharded upsample needs ROW_MAJOR")
-        attrs = {"mode": node.attrs.get("mode", "nearest"), "out_shape": _flat(node.shape)}
+            if mode == "bilinear":
+                rows, c = self.rc(node.inputs[0])
+                x = self.to_row_major_height(
+                    node, 0, x, R.bilinear_upsample_memspec(rows, c, self.grid), "bfloat16",
+                    "bilinear upsample needs bfloat16 ROW_MAJOR height shards (ttnn's autoshard)")
+            else:
+                if x.memory.memory_layout == WIDTH:
+                    x = self.to_interleaved(node, 0, x, "upsample takes no width-sharded input")
+                if x.memory.sharded and x.layout != ROW_MAJOR:
+                    x = self.to_row_major(node, 0, x, "sharded upsample needs ROW_MAJOR")
+        attrs = {"mode": mode, "out_shape": _flat(node.shape), "lowering": "upsample"}
         out = R.output_layout("upsample", [x], attrs, None, [self.flat[node.inputs[0]]])
         rows, c = self.rc(node.inputs[0])
+        est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=node.shape.rows, c=c)
+        return PlannedLayer(node, [x], out, est.total, {**attrs, "l1_parts": est.parts})
+
+    def to_row_major_height(self, node: Node, idx: int, x: TensorLayout, want: MemSpec,
+                            dtype: str, reason: str) -> TensorLayout:
+        """Adapters that bring ``x`` to ``want`` (height shards), ROW_MAJOR, ``dtype``: typecast
+        (TILE), out of width/block shards (and out of height shards whose channels are not
+        whole tiles), to ROW_MAJOR, then reshard / interleaved_to_sharded. Whatever the producer
+        (interleaved, any sharding, a graph input) the chain ends at exactly ``want``."""
+        _, c = self.rc(node.inputs[idx])
+        if x.dtype != dtype:
+            x = self.adapt(node, idx, x, "typecast", replace(x, dtype=dtype), f"{reason}: {x.dtype} in")
+        if x.memory.sharded and (x.memory.memory_layout != HEIGHT or
+                                 (x.layout == TILE_LAYOUT and c % TILE)):
+            x = self.to_interleaved(node, idx, x, f"{reason}: leave {x.memory.memory_layout} shards")
+        if x.layout != ROW_MAJOR:
+            x = self.to_row_major(node, idx, x, reason)
+        if x.memory != want:
+            kind = "reshard" if x.memory.sharded else "interleaved_to_sharded"
+            x = self.adapt(node, idx, x, kind, replace(x, memory=want), reason)
+        return x
+
+    def plan_grid_sample(self, node: Node) -> PlannedLayer:
+        """Bilinear upsample with align_corners=True as ttnn.grid_sample with a precomputed grid
+        (docs/spec.md): input ROW_MAJOR bfloat16/float32, interleaved or height sharded; the grid
+        ([N, Ho, Wo, 6] bfloat16, prepared at build) in DRAM; the output interleaved (DRAM unless
+        the layer's policy says ``interleaved l1``): with an interleaved grid and output the
+        kernel splits the output pixels over the cores itself (split_work_to_cores)."""
+        src = node.inputs[0]
+        x = self.layouts[src]
+        rows, c = self.rc(src)
+        if self.with_adapters:
+            if x.dtype not in ("bfloat16", "float32"):
+                x = self.adapt(node, 0, x, "typecast", replace(x, dtype="bfloat16"),
+                               "grid_sample takes bfloat16 or float32")
+            if x.memory.memory_layout not in (INTERLEAVED, HEIGHT) or (
+                    x.memory.sharded and x.layout == TILE_LAYOUT and c % TILE):
+                x = self.to_interleaved(node, 0, x, "grid_sample takes interleaved or height-sharded input")
+            if x.layout != ROW_MAJOR:
+                x = self.to_row_major(node, 0, x, "grid_sample takes ROW_MAJOR input")
+        p = node.layout
+        if p.kind in (HEIGHT, WIDTH, BLOCK):
+            raise LayoutError(f"policy {p.kind}: the grid_sample lowering of an align_corners "
+                              "upsample writes an interleaved output (use interleaved [dram|l1] "
+                              "or auto)", layer=node.name, rule="grid_sample.output")
+        out_mem = MemSpec(INTERLEAVED, (p.buffer or "dram") if p.kind == INTERLEAVED else "dram")
+        n = node.shape.n
+        grid = TensorLayout(MemSpec(INTERLEAVED, "dram"), ROW_MAJOR, "bfloat16")
+        attrs = {"mode": "bilinear", "align_corners": True, "use_precomputed_grid": True,
+                 "padding_mode": "zeros", "lowering": "grid_sample", "grid": grid,
+                 "grid_memory": grid.memory, "grid_shape": (n, node.shape.h, node.shape.w, 6),
+                 "batch": n, "grid_batch": n, "out_shape": _flat(node.shape),
+                 "memory_config": out_mem}
+        out = R.output_layout("grid_sample", [x], attrs, out_mem, [self.flat[src]])
         est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=node.shape.rows, c=c)
         return PlannedLayer(node, [x], out, est.total, {**attrs, "l1_parts": est.parts})
 
@@ -864,6 +933,14 @@ class _Planner:
                             {"padding": node.attrs.get("padding"), "value": node.attrs.get("value", 0.0),
                              "memory_config": requested, "out_shape": attrs["out_shape"],
                              "l1_parts": est.parts})
+
+
+def rule_op(node: Node) -> str:
+    """The ttnn op whose rules a node's layer obeys: ``grid_sample`` for an align_corners
+    upsample (its lowering), else the node's op."""
+    if node.op == "upsample" and node.attrs.get("align_corners"):
+        return "grid_sample"
+    return node.op
 
 
 class _Reorder(Exception):
@@ -930,7 +1007,7 @@ def check_plan(plan: Plan) -> list[tuple[str, R.Violation]]:
     for layer in plan.layers:
         attrs = dict(layer.config)
         attrs.setdefault("dtype", layer.output.dtype)
-        for v in R.check(layer.node.op, layer.inputs, attrs, None,
+        for v in R.check(rule_op(layer.node), layer.inputs, attrs, None,
                          shapes=[flat[s] for s in layer.node.inputs]):
             out.append((layer.name, v))
     return out

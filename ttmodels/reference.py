@@ -263,7 +263,8 @@ class ReferenceModel:
             if mode == "nearest":
                 return F.interpolate(x, size=size, mode="nearest")
             if mode == "bilinear":
-                return F.interpolate(x, size=size, mode="bilinear", align_corners=False)
+                return F.interpolate(x, size=size, mode="bilinear",
+                                     align_corners=bool(a.get("align_corners", False)))
             raise Error(f"layer '{node.name}': upsample mode '{mode}' is not supported")
         if op == "pad":
             t, b, l, r = _pads(a["padding"])

@@ -53,6 +53,8 @@ _BNG_U = "ttnn/cpp/ttnn/operations/eltwise/binary_ng/device/binary_ng_utils.cpp"
 _POOL = "ttnn/cpp/ttnn/operations/pool/generic/device/pool_op.cpp"
 _POOL_API = "ttnn/cpp/ttnn/operations/pool/generic/generic_pools.cpp"
 _UP = "ttnn/cpp/ttnn/operations/pool/upsample/device/upsample_device_operation.cpp"
+_UP_API = "ttnn/cpp/ttnn/operations/pool/upsample/upsample.cpp"
+_GS = "ttnn/cpp/ttnn/operations/pool/grid_sample/device/grid_sample_device_operation.cpp"
 _CAT = "ttnn/cpp/ttnn/operations/data_movement/concat/device/concat_device_operation.cpp"
 _PAD = "ttnn/cpp/ttnn/operations/data_movement/pad/device/pad_device_operation.cpp"
 _MM = "ttnn/cpp/ttnn/operations/matmul/device/matmul_device_operation.cpp"
@@ -204,6 +206,11 @@ _RULE_LIST = [
          "output dtype and layout are arguments (dtype=bfloat16, output_layout=ROW_MAJOR by "
          "default); a bfloat8_b output needs output_layout=TILE",
          f"{_POOL_API}: max_pool2d/avg_pool2d signatures (dtype, output_layout)"),
+    Rule("pool2d.slice_input", "max_pool2d|avg_pool2d",
+         "a DRAM-sliced pool (dram_slice_config) reads its input from DRAM interleaved and writes "
+         "a DRAM-interleaved output",
+         f"{_POOL_API}: pool2d DRAM-sliced path (observed on the mock device with ttnn 0.81.1; "
+         "the sim raises it, see backends/sim/ops.py _sliced_pool_memory)"),
     # --- matmul / linear --------------------------------------------------------------------
     Rule("linear.tile", "linear",
          "matmul operands must be TILE layout",
@@ -224,8 +231,34 @@ _RULE_LIST = [
          f"{_UP}: UpsampleDeviceOperation::validate (sharded input memory layout)"),
     Rule("upsample.layout", "upsample",
          "nearest upsample on a sharded input needs ROW_MAJOR; bilinear needs bfloat16 ROW_MAJOR "
-         "height sharded",
-         f"{_UP}: UpsampleDeviceOperation::validate ('Bilinear upsample requires BFLOAT16 input')"),
+         "height sharded (the planner shards it as ttnn's own bilinear autoshard does: "
+         "min(64, rows) cores row-wise, shard height ceil(rows / cores), whole channels)",
+         f"{_UP}: UpsampleDeviceOperation::validate ('Bilinear upsample requires BFLOAT16 input', "
+         "'Bilinear upsample requires HEIGHT_SHARDED input tensor'); "
+         f"{_UP_API}: compute_bilinear_autoshard_memory_config"),
+    # --- grid_sample (bilinear upsample with align_corners=True, docs/spec.md) ---------------
+    Rule("grid_sample.input", "grid_sample",
+         "the input is a 4D NHWC tensor, bfloat16 or float32, ROW_MAJOR, INTERLEAVED or "
+         "HEIGHT_SHARDED, with channels a multiple of 32",
+         f"{_GS}: GridSampleOperation::validate_on_program_cache_miss ('Input tensor must be "
+         "BFLOAT16 or FLOAT32', 'Input tensor must be ROW_MAJOR layout', 'Input tensor must have "
+         "INTERLEAVED or HEIGHT_SHARDED memory layout', 'Input tensor last dimension must be "
+         "divisible by TILE_WIDTH')"),
+    Rule("grid_sample.grid", "grid_sample",
+         "the grid is ROW_MAJOR, INTERLEAVED or HEIGHT_SHARDED, has the input's batch and 6*K "
+         "values per point when precomputed (then bfloat16 only), 2*K otherwise (bfloat16 or "
+         "float32); nearest mode needs a precomputed grid",
+         f"{_GS}: GridSampleOperation::validate_on_program_cache_miss ('Grid tensor must be "
+         "ROW_MAJOR layout', 'Precomputed grid tensor must be BFLOAT16', 'Batch size mismatch', "
+         "'Grid tensor must have INTERLEAVED or HEIGHT_SHARDED memory layout', "
+         "'use_precomputed_grid = false is not supported with mode = 'nearest'')"),
+    Rule("grid_sample.output", "grid_sample",
+         "the output is ROW_MAJOR in the input's dtype, INTERLEAVED or HEIGHT_SHARDED; its memory "
+         "config is memory_config, else the grid's; bilinear with an interleaved grid and an "
+         "interleaved memory config writes interleaved",
+         f"{_GS}: GridSampleOperation::validate_on_program_cache_miss ('Output tensor must have "
+         "INTERLEAVED or HEIGHT_SHARDED memory layout'), compute_output_specs, invoke "
+         "(memory_config.value_or(grid.memory_config()))"),
     # --- concat -----------------------------------------------------------------------------
     Rule("concat.sharded", "concat",
          "sharded inputs: all inputs sharded with the same memory layout; only width or height "
@@ -277,6 +310,8 @@ RULES: dict[str, Rule] = {r.id: r for r in _RULE_LIST}
 
 GRAPH_OPS = ("conv2d", "add", "multiply", "relu", "max_pool2d", "avg_pool2d", "global_avg_pool",
              "linear", "upsample", "concat", "pad")
+# ttnn ops a graph op may be lowered to (upsample with align_corners=True -> grid_sample)
+LOWERED_OPS = ("grid_sample",)
 ADAPTER_OPS = ("to_memory_config", "sharded_to_interleaved", "interleaved_to_sharded", "reshard",
                "to_layout", "typecast")
 BFP = ("bfloat8_b", "bfloat4_b")
@@ -928,8 +963,86 @@ def _c_upsample(inputs, attrs, output, shapes):
     mode = attrs.get("mode", "nearest")
     if x.memory.sharded and x.layout != ROW_MAJOR:
         vs.append(_v("upsample.layout", f"sharded {mode} upsample needs ROW_MAJOR, got {x.layout}"))
-    if mode == "bilinear" and (x.dtype != "bfloat16" or x.memory.memory_layout != HEIGHT):
-        vs.append(_v("upsample.layout", "bilinear upsample needs bfloat16 height-sharded input"))
+    if mode == "bilinear":
+        # say which requirement fails: the input is often bfloat16 already and only the
+        # memory layout is wrong (issue 10)
+        if x.dtype != "bfloat16":
+            vs.append(_v("upsample.layout", f"bilinear upsample needs a bfloat16 input, got {x.dtype}"))
+        if x.memory.memory_layout != HEIGHT:
+            vs.append(_v("upsample.layout", "bilinear upsample needs a height-sharded input, got "
+                         f"{x.memory.short()}"))
+    return vs
+
+
+def split_work_to_cores(units: int, device_grid: tuple[int, int] = (8, 8)) -> tuple[int, int]:
+    """tt-metal ``split_work_to_cores(grid, units)``: (cores used, units of the first group) =
+    (min(cores, units), ceil(units / cores))."""
+    n = max(1, min(device_grid[0] * device_grid[1], units))
+    return n, -(-units // n)
+
+
+def bilinear_upsample_memspec(rows: int, c: int, device_grid: tuple[int, int] = (8, 8)) -> MemSpec:
+    """The height sharding ttnn.upsample gives an interleaved input of bilinear mode
+    (upsample.cpp ``compute_bilinear_autoshard_memory_config``): min(cores, rows) shards laid out
+    row-wise, shard height round_up(rows, shards) / shards, the whole (row-major) channel width.
+    Its halo step is built for exactly these shards, so the planner's adapter produces them."""
+    n = min(device_grid[0] * device_grid[1], rows)
+    return MemSpec(HEIGHT, "l1", cores_to_grid(n, device_grid), n, (round_up(rows, n) // n, c))
+
+
+def grid_sample_points(grid_c: int, precomputed: bool, mode: str = "bilinear") -> int:
+    """Values per grid point: 6 (precomputed bilinear: h0, w0 and four weights), 2 (precomputed
+    nearest: h, w; or normalized x, y)."""
+    return 6 if precomputed and mode == "bilinear" else 2
+
+
+def _c_grid_sample(inputs, attrs, output, shapes):
+    """Input 0: the NHWC input; input 1 (or attrs ``grid`` = TensorLayout and ``grid_shape``):
+    the grid. attrs: ``mode``, ``use_precomputed_grid``, ``padding_mode``."""
+    vs = []
+    x = inputs[0]
+    g = inputs[1] if len(inputs) > 1 else attrs.get("grid")
+    xs = shapes[0] if shapes else None
+    gs = shapes[1] if shapes and len(shapes) > 1 and shapes[1] is not None else attrs.get("grid_shape")
+    if x is None:
+        return [_v("grid_sample.input", "grid_sample input is missing")]
+    if x.dtype not in ("bfloat16", "float32"):
+        vs.append(_v("grid_sample.input", f"grid_sample input must be bfloat16 or float32, got {x.dtype}"))
+    if x.layout != ROW_MAJOR:
+        vs.append(_v("grid_sample.input", f"grid_sample input must be ROW_MAJOR, got {x.layout}"))
+    if x.memory.memory_layout not in (INTERLEAVED, HEIGHT):
+        vs.append(_v("grid_sample.input", "grid_sample input must be interleaved or height sharded, "
+                     f"got {x.memory.short()}"))
+    if xs is not None and xs[3] % TILE:
+        vs.append(_v("grid_sample.input", f"grid_sample input channels {xs[3]} are not a multiple of 32"))
+    mode = attrs.get("mode", "bilinear")
+    pre = bool(attrs.get("use_precomputed_grid", False))
+    if attrs.get("padding_mode", "zeros") != "zeros":
+        vs.append(_v("grid_sample.grid", "grid_sample supports padding_mode 'zeros' only"))
+    if mode == "nearest" and not pre:
+        vs.append(_v("grid_sample.grid", "nearest grid_sample needs a precomputed grid"))
+    if g is None:
+        vs.append(_v("grid_sample.grid", "grid_sample grid is missing"))
+        return vs
+    if g.layout != ROW_MAJOR:
+        vs.append(_v("grid_sample.grid", f"grid must be ROW_MAJOR, got {g.layout}"))
+    if pre and g.dtype != "bfloat16":
+        vs.append(_v("grid_sample.grid", f"a precomputed grid must be bfloat16, got {g.dtype}"))
+    elif g.dtype not in ("bfloat16", "float32"):
+        vs.append(_v("grid_sample.grid", f"grid must be bfloat16 or float32, got {g.dtype}"))
+    if g.memory.memory_layout not in (INTERLEAVED, HEIGHT):
+        vs.append(_v("grid_sample.grid", f"grid must be interleaved or height sharded, got {g.memory.short()}"))
+    if gs is not None:
+        per = grid_sample_points(gs[3], pre, mode)
+        if gs[3] % per or gs[3] < per:
+            vs.append(_v("grid_sample.grid", f"grid has {gs[3]} values per point, expected a multiple of {per}"))
+        xn = attrs.get("batch")
+        gn = attrs.get("grid_batch")
+        if xn is not None and gn is not None and xn != gn:
+            vs.append(_v("grid_sample.grid", f"batch size mismatch: input {xn}, grid {gn}"))
+    if output is not None and output.memory_layout not in (INTERLEAVED, HEIGHT):
+        vs.append(_v("grid_sample.output", f"grid_sample output must be interleaved or height sharded, "
+                     f"got {output.short()}"))
     return vs
 
 
@@ -1024,6 +1137,7 @@ _CHECKS = {
     "conv2d": _c_conv, "add": _c_binary, "multiply": _c_binary, "relu": _c_relu,
     "max_pool2d": _c_pool, "avg_pool2d": _c_pool, "global_avg_pool": _c_pool,
     "linear": _c_linear, "upsample": _c_upsample, "concat": _c_concat, "pad": _c_pad,
+    "grid_sample": _c_grid_sample,
     "interleaved_to_sharded": _c_i2s, "sharded_to_interleaved": _c_s2i, "reshard": _c_reshard,
     "to_layout": _c_to_layout, "typecast": _c_typecast, "to_memory_config": _c_tmc,
 }
@@ -1144,6 +1258,13 @@ def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
         b = inputs[1] if len(inputs) > 1 else None
         mem = requested if requested is not None else fit(binary_output_source(a, b).memory, a.layout)
         return TensorLayout(mem, a.layout, dtype)
+    if op == "upsample" and attrs.get("mode") == "bilinear" and requested is None and \
+            x.memory.memory_layout == HEIGHT and out_rc is not None and x.memory.shard_shape:
+        # upsample_common.cpp compute_integer_output_mem_config (bilinear): the haloed input's
+        # cores, shard height round_up(out rows, cores) / cores, the input's shard width
+        n = x.memory.num_cores or x.memory.grid[0] * x.memory.grid[1]
+        return TensorLayout(replace(x.memory, shard_shape=(round_up(out_rc[0], n) // n,
+                                                           x.memory.shard_shape[1])), x.layout, dtype_in)
     if op == "upsample" and requested is None and x.memory.sharded and out_rc is not None \
             and shapes[0] is not None:
         factor = out_rc[0] // _rows_c(tuple(shapes[0]))[0]
@@ -1152,6 +1273,27 @@ def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
         mem = requested if requested is not None else (fit(x.memory, x.layout) if x.memory.sharded
                                                        else x.memory)
         return TensorLayout(mem, x.layout, dtype_in)
+    if op == "grid_sample":
+        # invoke: memory_config.value_or(grid's); compute_output_specs: bilinear with an
+        # interleaved grid and an interleaved config stays interleaved; a config with a shard spec
+        # (grid interleaved) is used as is; otherwise height shards over split_work_to_cores of
+        # the grid points. Output ROW_MAJOR in the input's dtype.
+        g = inputs[1] if len(inputs) > 1 and inputs[1] is not None else attrs.get("grid")
+        mem = requested if requested is not None else (g.memory if g is not None else x.memory)
+        grid_sharded = g is not None and g.memory.sharded
+        if attrs.get("mode", "bilinear") == "bilinear" and not grid_sharded and not mem.sharded:
+            pass
+        elif mem.sharded and mem.shard_shape is not None and not grid_sharded:
+            pass
+        elif grid_sharded:
+            n = g.memory.num_cores or g.memory.grid[0] * g.memory.grid[1]
+            mem = MemSpec(HEIGHT, "l1", g.memory.grid, n,
+                          (g.memory.shard_shape[0], out_rc[1] if out_rc else x.memory.shard_shape[1]))
+        elif out_rc is not None:
+            cores, per = split_work_to_cores(out_rc[0], tuple(attrs.get("device_grid", (8, 8))))
+            mem = MemSpec(HEIGHT, "l1", cores_to_grid(cores, tuple(attrs.get("device_grid", (8, 8)))),
+                          cores, (per, out_rc[1]))
+        return TensorLayout(mem, ROW_MAJOR, dtype_in)
     if op == "pad":
         # pad.cpp pad_impl: memory_config.value_or(input's), shard spec *not* refitted to the
         # padded rows (only width padding of a height-sharded input gets a recomputed config);

@@ -56,7 +56,7 @@ OP_FIELDS = {
     "avg_pool2d": ("kernel", "stride", "padding", "ceil_mode", "count_include_pad"),
     "global_avg_pool": (),
     "linear": ("out", "bias", "act", "weights", "in_features"),
-    "upsample": ("scale", "size_of", "mode"),
+    "upsample": ("scale", "size_of", "mode", "align_corners"),
     "concat": (),
     "pad": ("padding", "value"),
 }
@@ -1126,6 +1126,10 @@ class _Compiler:
                                  f"factor to the size {tgt.h}x{tgt.w} of '{ref}'", "size_of")
                 sc = (tgt.h // x.h, tgt.w // x.w)
             attrs = dict(scale=sc, mode=mode)
+            if f.bool("align_corners", False):
+                if mode != "bilinear":
+                    raise f.fail("align_corners needs mode: bilinear", "align_corners")
+                attrs["align_corners"] = True   # runs as ttnn.grid_sample (docs/spec.md)
             shape = TensorShape(x.n, x.h * sc[0], x.w * sc[1], x.c)
         elif op == "concat":
             shapes = [self.tensor_shape(f, t, op) for t in ins]

@@ -30,7 +30,9 @@ class _Pool(Layer):
     def flat(self, y):
         """ttnn's DRAM-sliced pool returns [N, OH, OW, C]; layers pass [1, 1, N*OH*OW, C]."""
         s = self.out_shape
-        if len(y.shape) == 4 and int(y.shape[0]) * int(y.shape[1]) != 1:
+        # only the sliced path reshapes (an unsliced pool is already flat): the output is not
+        # inspected otherwise
+        if self.config.get("slice") and len(y.shape) == 4 and int(y.shape[0]) * int(y.shape[1]) != 1:
             return self.tt.reshape(y, [1, 1, s.rows, int(y.shape[-1])])
         return y
 

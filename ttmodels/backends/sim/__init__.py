@@ -21,9 +21,9 @@ from .device import SimDevice, close_device, open_device, synchronize_device  # 
 from .tensor import (SimTensor, deallocate, from_device, from_torch, interleaved_to_sharded,  # noqa: F401
                      layer_scope, memory_config_of, memspec, permute, reshape, reshard,
                      sharded_to_interleaved, to_device, to_layout, to_memory_config, to_torch, typecast)
-from .ops import (adaptive_avg_pool2d, add, avg_pool2d, concat, conv2d, global_avg_pool2d, linear,  # noqa: F401
-                  matmul, max_pool2d, multiply, pad, prepare_conv_bias, prepare_conv_weights, relu,
-                  upsample)
+from .ops import (adaptive_avg_pool2d, add, avg_pool2d, concat, conv2d, global_avg_pool2d, grid_sample,  # noqa: F401
+                  linear, matmul, max_pool2d, multiply, pad, prepare_conv_bias, prepare_conv_weights,
+                  prepare_grid_sample_grid, relu, upsample)
 
 Tensor = SimTensor
 Device = SimDevice
@@ -33,8 +33,9 @@ TILE_SIZE = 32
 #: Functions and classes mirrored from ttnn (checked against the real signatures by the tests).
 TTNN_FUNCTIONS = ("conv2d", "prepare_conv_weights", "prepare_conv_bias", "max_pool2d", "avg_pool2d",
                   "global_avg_pool2d", "adaptive_avg_pool2d", "add", "multiply", "relu", "linear", "matmul",
-                  "upsample", "concat", "pad", "to_memory_config", "sharded_to_interleaved",
-                  "interleaved_to_sharded", "reshard", "to_layout", "typecast", "reshape", "permute",
+                  "upsample", "grid_sample", "prepare_grid_sample_grid", "concat", "pad",
+                  "to_memory_config", "sharded_to_interleaved", "interleaved_to_sharded", "reshard",
+                  "to_layout", "typecast", "reshape", "permute",
                   "from_torch", "to_torch", "to_device", "from_device", "deallocate", "open_device",
                   "close_device", "synchronize_device", "create_sharded_memory_config",
                   "num_cores_to_corerangeset", "init_device_compute_kernel_config")
