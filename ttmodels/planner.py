@@ -365,9 +365,10 @@ class _Planner:
             tuple(a["padding"]) == (0, 0, 0, 0) and a.get("groups", 1) == 1
 
     def conv_candidate(self, node: Node, kind: str, x: TensorLayout, act_block_h: int | None,
-                       follow_input: bool, dims: tuple[int, int, int] | None = None):
+                       follow_input: bool, dims: tuple[int, int, int] | None = None,
+                       slice_hw: tuple[int, int, int, int] | None = None):
         """One conv layout and its L1 estimate; ``dims`` = (input rows, input width, output rows)
-        of one DRAM slice instead of the whole tensors."""
+        and ``slice_hw`` = (ih, iw, oh, ow) of one DRAM slice instead of the whole tensors."""
         a = node.attrs
         in_shape = self.g.shape_of(node.inputs[0])
         in_rows, _ = self.rc(node.inputs[0])
@@ -379,25 +380,30 @@ class _Planner:
         is_mm = tuple(a["kernel"]) == (1, 1) and tuple(a["stride"]) == (1, 1) and \
             tuple(a["padding"]) == (0, 0, 0, 0) and a.get("groups", 1) == 1
         if follow_input:
-            m = x.memory
-            n = m.num_cores or m.grid[0] * m.grid[1]
-            pc = R.ParallelConfig(m.memory_layout, n, m.grid,
-                                  m.grid[1] if kind == BLOCK else (1 if kind == WIDTH else n),
-                                  m.grid[0] if kind == BLOCK else (n if kind == WIDTH else 1))
+            pc = R.parallel_config_of(x.memory)
             conv_in = x
         else:
             pc = R.determine_parallel_config(kind, out_rows, c_in, c_out, self.grid,
-                                             channels_padding=not is_mm)
+                                             channels_padding=not is_mm, act_block_h=act_block_h)
             conv_in = TensorLayout(R.conv_memspec(kind, in_rows, c_in, pc), x.layout, x.dtype)
-        out_pc = R.conv_output_parallel_config(pc, c_out, self.grid, is_mm_conv=is_mm)
-        out_mem = R.conv_memspec(kind, out_rows, c_out, out_pc)
+        # ttnn's output spec: output parallel config, then (matmul convs) only the cores that
+        # hold output blocks (rules.conv_output_memspec)
+        out_mem = R.conv_output_memspec(pc, out_rows, c_out, is_mm=is_mm, device_grid=self.grid)
         out = TensorLayout(out_mem, TILE_LAYOUT, node.precision.activations)
+        ih, iw, oh, ow = slice_hw or (in_shape.h, in_shape.w, node.shape.h, node.shape.w)
+        geo = l1m.ConvGeometry(in_shape.n, ih, iw, oh, ow, tuple(a["kernel"]), tuple(a["stride"]),
+                               tuple(a["padding"]))
+        # what the layer receives (alive throughout): a sharded producer is resharded to conv_in
+        # by an adapter (plan_conv2d), an interleaved one is read as it is; a DRAM slice reads DRAM
+        received = None if follow_input or x.memory.sharded else (
+            x if dims is None else TensorLayout(MemSpec(INTERLEAVED, "dram"), x.layout, x.dtype))
         est = l1m.conv_l1(kind=kind, in_layout=conv_in, out_layout=out, in_rows=in_rows,
                           in_w=in_w, c_in=c_in, out_rows=out_rows, c_out=c_out,
                           kernel=tuple(a["kernel"]), cores_nhw=pc.cores_nhw, cores_c=pc.cores_c,
                           num_cores=pc.num_cores, weights_dtype=node.precision.weights,
                           fp32_accum=node.precision.fp32_accum, act_block_h=act_block_h,
-                          bias=a.get("bias", True))
+                          bias=bool(a.get("bias") or node.bn), geometry=geo, is_mm=is_mm,
+                          received=received)
         return dict(kind=kind, pc=pc, conv_in=conv_in, out=out, est=est, is_mm=is_mm,
                     act_block_h=act_block_h or 0)
 
@@ -456,6 +462,25 @@ class _Planner:
             chosen = self.auto_pick(cands)
         else:
             chosen = cands[0] if cands else None
+        if follow and policy.kind == "auto" and chosen is not None:
+            # Following the input is ttnn's own choice, but matmul convs shrink their output grid
+            # to the cores holding blocks (rules.conv_output_memspec), and a chain of them can
+            # leave a stage on a couple of cores (ResNet50 layer4 at batch 1: 2 cores of
+            # 32x2048 shards). Reshard to ttnn's fresh auto choice when that spreads the conv
+            # over at least twice the cores for less L1.
+            fresh = []
+            for k in (HEIGHT, BLOCK, WIDTH):
+                if k == WIDTH and self.is_mm(node):
+                    continue
+                try:
+                    fresh.append(self.conv_candidate(node, k, x, None, False))
+                except (ValueError, ZeroDivisionError):
+                    continue
+            if len(fresh) >= 2:
+                pick = self.auto_pick(fresh)
+                if pick["pc"].num_cores >= 2 * chosen["pc"].num_cores and \
+                        pick["est"].total < chosen["est"].total:
+                    chosen, cands, follow = pick, fresh, False
         if chosen is None:
             raise LayoutError("no shard layout fits this conv", layer=node.name)
         tried = [chosen] + [c for c in cands if c is not chosen]
@@ -511,8 +536,9 @@ class _Planner:
         }
         return PlannedLayer(node, [cin], out, c["est"].total, config)
 
-    def slice_dims(self, node: Node, slice_type: str, num_slices: int) -> tuple[int, int, int]:
-        """(input rows, input width, output rows) of the largest of ``num_slices`` slices."""
+    def slice_dims(self, node: Node, slice_type: str, num_slices: int):
+        """((input rows, input width, output rows), (in h, in w, out h, out w)) of the largest
+        of ``num_slices`` slices."""
         a = node.attrs
         s_in, s_out = self.g.shape_of(node.inputs[0]), node.shape
         kh, kw = a["kernel"]
@@ -528,16 +554,16 @@ class _Planner:
             oh, ow = s_out.h, o
             ih, iw = s_in.h, min(s_in.w, (ow - 1) * sw + dw * (kw - 1) + 1)
         n = s_out.n
-        return (n * ih * iw, iw, n * oh * ow)
+        return (n * ih * iw, iw, n * oh * ow), (ih, iw, oh, ow)
 
     def slice_candidate(self, node: Node, x: TensorLayout, slice_type: str, num_slices: int):
         """The best conv layout for the largest of ``num_slices`` DRAM slices (op_slicing.cpp
         compute_L1_usage_for_slice_config takes the max over slices; the first is the largest)."""
-        dims = self.slice_dims(node, slice_type, num_slices)
+        dims, hw = self.slice_dims(node, slice_type, num_slices)
         cands = []
         for k in (HEIGHT, BLOCK, WIDTH):
             try:
-                cands.append(self.conv_candidate(node, k, x, None, False, dims))
+                cands.append(self.conv_candidate(node, k, x, None, False, dims, hw))
             except (ValueError, ZeroDivisionError):
                 continue
         if not cands:
@@ -546,7 +572,7 @@ class _Planner:
             else cands[0]
         tried = [chosen] + [c for c in cands if c is not chosen]
         for c in tried:
-            for cand in [c] + [self.conv_candidate(node, c["kind"], x, abh, False, dims)
+            for cand in [c] + [self.conv_candidate(node, c["kind"], x, abh, False, dims, hw)
                                for abh in (128, 64, 32)]:
                 if cand["est"].total <= self.op_budget:
                     return cand
@@ -592,8 +618,8 @@ class _Planner:
         for kind in (HEIGHT, BLOCK, WIDTH):
             for abh in (None, 32):
                 try:
-                    dims = self.slice_dims(node, st, k)
-                    t = self.conv_candidate(node, kind, x, abh, False, dims)["est"].total
+                    dims, hw = self.slice_dims(node, st, k)
+                    t = self.conv_candidate(node, kind, x, abh, False, dims, hw)["est"].total
                 except (ValueError, ZeroDivisionError):
                     continue
                 best = t if best is None else min(best, t)
@@ -734,7 +760,9 @@ class _Planner:
                                         out_tiled=out_layout == TILE_LAYOUT, device_grid=self.grid)
             pool_in = replace(x, memory=R.pool_input_memspec(pc, in_rows, c, in_tiled=in_tiled))
         out = R.output_layout(node.op, [x], attrs, None, [self.flat[node.inputs[0]]])
-        est = l1m.pool_l1(in_layout=pool_in, out_layout=out, in_rows=in_rows, in_w=in_shape.w,
+        # the global pool reduces the input as it is (no pool2d sharding of it)
+        est = l1m.pool_l1(in_layout=x if node.op == "global_avg_pool" else pool_in,
+                          out_layout=out, in_rows=in_rows, in_w=in_shape.w,
                           c=c, out_rows=node.shape.rows, kernel=kernel, num_cores=pc.num_cores,
                           global_pool=node.op == "global_avg_pool")
         config = {"applied_shard_scheme": attrs["applied_shard_scheme"],
@@ -822,16 +850,20 @@ class _Planner:
                     and a.memory != b.memory:
                 cost_a = R.tensor_bytes(a, *self.rc(node.inputs[ia]))
                 cost_b = R.tensor_bytes(b, *self.rc(node.inputs[ib]))
-                if cost_a < cost_b:
+                # move the operand on fewer cores onto the other's grid: that is where ttnn
+                # puts the output anyway (rules.binary_output_source), and it keeps the stage
+                # on the wider grid; equal core counts: the cheaper move (ties: b)
+                na, nb = R.core_count(a.memory), R.core_count(b.memory)
+                if na < nb or (na == nb and cost_a < cost_b):
                     a = self.adapt(node, ia, a, "reshard", replace(a, memory=b.memory),
                                    f"shard specs differ ({a.memory.short()} vs {b.memory.short()}); "
-                                   f"moving a costs {cost_a} B < {cost_b} B; same spec = native "
-                                   "L1-sharded binary_ng")
+                                   f"a on {na} cores, b on {nb}; moving a costs {cost_a} B "
+                                   f"(b: {cost_b} B); same spec = native L1-sharded binary_ng")
                 else:
                     b = self.adapt(node, ib, b, "reshard", replace(b, memory=a.memory),
                                    f"shard specs differ ({a.memory.short()} vs {b.memory.short()}); "
-                                   f"moving b costs {cost_b} B <= {cost_a} B; same spec = native "
-                                   "L1-sharded binary_ng")
+                                   f"a on {na} cores, b on {nb}; moving b costs {cost_b} B "
+                                   f"(a: {cost_a} B); same spec = native L1-sharded binary_ng")
         req = self.requested_memory(node, node.shape.rows, node.shape.c)
         dtype = node.precision.activations if self.with_adapters else a.dtype
         attrs = {"dtype": dtype, "out_shape": _flat(node.shape)}
@@ -922,7 +954,8 @@ class _Planner:
         dtype = node.precision.activations
         out = TensorLayout(MemSpec(INTERLEAVED, "l1"), TILE_LAYOUT, dtype)
         est = l1m.linear_l1(in_layout=x, out_layout=out, rows=rows, k=k, n=node.shape.c,
-                            weights_dtype=node.precision.weights)
+                            weights_dtype=node.precision.weights,
+                            bias=bool(node.attrs.get("bias", True)))
         return PlannedLayer(node, [x], out, est.total,
                             {"dtype": dtype, "memory_config": out.memory, "program_config": None,
                              "activation": node.attrs.get("activation"), "l1_parts": est.parts})

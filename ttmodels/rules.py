@@ -421,20 +421,37 @@ class ParallelConfig:
     cores_c: int
 
 
+def closest_divisor_with_padding_mult(num: int, start: int, mult: int) -> int:
+    """conv2d_utils.cpp ``find_closest_largest_divisor_with_num_padding_and_mult``: as
+    ``closest_divisor_with_padding`` with ``num`` padded to multiples of d * mult (each core's
+    rows a whole number of act blocks)."""
+    d = max(1, start)
+    while d > 1:
+        padded = round_up(num, d * mult)
+        if padded - num < padded // d:
+            return d
+        d -= 1
+    return 1
+
+
 def determine_parallel_config(kind: str, rows_out: int, c_in: int, c_out: int,
                               device_grid: tuple[int, int] = (8, 8), *,
-                              channels_padding: bool = True) -> ParallelConfig:
+                              channels_padding: bool = True,
+                              act_block_h: int | None = None) -> ParallelConfig:
     """Mirror of conv2d_utils.cpp ``determine_parallel_config`` (ROW_MAJOR orientation, tiled
-    output, no act_block_h override): how many cores each sharding of a conv uses."""
+    output): how many cores each sharding of a conv uses. ``act_block_h`` (the override, rows)
+    makes every core's rows a multiple of it (ResNet50's stem at batch 16 with a 128-row act
+    block: 63 cores of 3200 rows, not 64 of 3136)."""
     gx, gy = device_grid
     nhw_tiles = round_up(rows_out, TILE) // TILE
     cin_tiles = -(-c_in // TILE)
     cout_tiles = -(-c_out // TILE)
+    mult = max(1, (act_block_h or 0) // TILE)
     if kind == HEIGHT:
-        n = closest_divisor_with_padding(nhw_tiles, gx * gy)
+        n = closest_divisor_with_padding_mult(nhw_tiles, gx * gy, mult)
         return ParallelConfig(HEIGHT, n, cores_to_grid(n, device_grid), n, 1)
     if kind == BLOCK:
-        nhw = closest_divisor_with_padding(nhw_tiles, gy)
+        nhw = closest_divisor_with_padding_mult(nhw_tiles, gy, mult)
         if channels_padding:
             cc = closest_divisor_with_padding2(cout_tiles, cin_tiles, gx)
         else:
@@ -472,22 +489,6 @@ def select_conv_shard_layout(rows_out: int, c_in: int, c_out: int, *, is_mm_conv
     return kind
 
 
-def conv_output_parallel_config(pc: ParallelConfig, c_out: int, device_grid: tuple[int, int] = (8, 8),
-                                *, is_mm_conv: bool = False) -> ParallelConfig:
-    """conv2d_utils.cpp ``determine_output_parallel_config``: the output keeps the input's row
-    cores, but (not for matmul convs) its channel cores are recomputed for the output channels:
-    width sharding over the closest divisor (with little padding) of the output channel tiles
-    up to all cores, block sharding (ROW_MAJOR orientation) up to the grid's columns."""
-    if is_mm_conv or pc.kind not in (WIDTH, BLOCK):
-        return pc
-    tiles = -(-c_out // TILE)
-    if pc.kind == WIDTH:
-        n = closest_divisor_with_padding(tiles, device_grid[0] * device_grid[1])
-        return ParallelConfig(WIDTH, n, cores_to_grid(n, device_grid), 1, n)
-    cc = closest_divisor_with_padding(tiles, device_grid[0])
-    return ParallelConfig(BLOCK, cc * pc.cores_nhw, (cc, pc.cores_nhw), pc.cores_nhw, cc)
-
-
 def conv_memspec(kind: str, rows: int, c: int, pc: ParallelConfig) -> MemSpec:
     """Sharded memory config of a [rows, c] conv tensor under parallel config ``pc`` (conv2d_utils
     ``create_sharded_memory_config_from_parallel_config``)."""
@@ -496,6 +497,70 @@ def conv_memspec(kind: str, rows: int, c: int, pc: ParallelConfig) -> MemSpec:
     if kind == WIDTH:
         return MemSpec(WIDTH, "l1", pc.grid, pc.num_cores, width_shard_shape(rows, c, pc.num_cores))
     return MemSpec(BLOCK, "l1", pc.grid, pc.num_cores, block_shard_shape(rows, c, pc.grid))
+
+
+def parallel_config_of(mem: MemSpec) -> ParallelConfig:
+    """The parallel config of an already sharded conv input (conv2d_utils.cpp
+    get_conv_padded_input_shape_and_mem_config: with reshard_if_not_optimal=False a sharded input's
+    shard grid *is* the conv's parallel config; get_num_cores_nhw / get_num_cores_channels)."""
+    gx, gy = mem.grid
+    if mem.memory_layout == BLOCK:
+        return ParallelConfig(BLOCK, gx * gy, mem.grid, gy, gx)
+    n = mem.num_cores or gx * gy
+    if mem.memory_layout == WIDTH:
+        return ParallelConfig(WIDTH, n, mem.grid, 1, n)
+    return ParallelConfig(HEIGHT, n, mem.grid, n, 1)
+
+
+def conv_output_parallel_config(pc: ParallelConfig, c_out: int, *, is_mm: bool,
+                                device_grid: tuple[int, int] = (8, 8)) -> ParallelConfig:
+    """conv2d_utils.cpp ``determine_output_parallel_config``: a matmul (1x1) conv keeps the input's
+    parallel config; otherwise width sharding re-spreads the *output* channel tiles over
+    closest_divisor_with_padding(cout_tiles, grid cores) cores and block sharding keeps the
+    input's row cores with closest_divisor_with_padding(cout_tiles, grid x) channel cores; height
+    sharding keeps the input's cores."""
+    if is_mm:
+        return pc
+    cout_tiles = -(-c_out // TILE)
+    gx, gy = device_grid
+    if pc.kind == WIDTH:
+        n = closest_divisor_with_padding(cout_tiles, gx * gy)
+        return ParallelConfig(WIDTH, n, cores_to_grid(n, device_grid), 1, n)
+    if pc.kind == BLOCK:
+        cc = closest_divisor_with_padding(cout_tiles, gx)
+        return ParallelConfig(BLOCK, cc * pc.cores_nhw, (cc, pc.cores_nhw), pc.cores_nhw, cc)
+    return pc
+
+
+def conv_output_memspec(pc: ParallelConfig, rows_out: int, c_out: int, *, is_mm: bool,
+                        device_grid: tuple[int, int] = (8, 8)) -> MemSpec:
+    """The memory config ttnn 0.81.1 gives a conv2d output, ``pc`` being the conv's (input)
+    parallel config.
+
+    conv2d.cpp conv2d_L1: ``conv_out_memory_config = create_sharded_memory_config_from_parallel_config(
+    [1, 1, rows, round_up(c_out, cores_c * 32)], output_parallel_config, 32)`` (shard height
+    round_up(rows, cores_nhw * 32) / cores_nhw) on the output parallel config
+    (``conv_output_parallel_config``). A non-matmul conv's output is exactly that, every core of
+    the grid included even when trailing shards are empty (49 cores for 784 rows of 32-row shards).
+    A matmul conv runs ttnn::matmul with per_core_M/N = that shard shape in tiles, and
+    matmul_device_operation.cpp compute_output_specs keeps only the cores that hold blocks:
+    1D (height): num_cores_to_corerangeset(ceil(M / per_core_M)) row-wise; 2D (block): a
+    ceil(N / per_core_N) x ceil(M / per_core_M) range, M being the tile-padded rows and N the
+    prepared weights' (channel-core padded) width. E.g. 3136 rows on 56 cores: shards of 64
+    rows, output on 49 cores."""
+    opc = conv_output_parallel_config(pc, c_out, is_mm=is_mm, device_grid=device_grid)
+    mem = conv_memspec(opc.kind, rows_out, c_out, opc)
+    if not is_mm:
+        return mem
+    sh, _ = mem.shard_shape
+    m_blocks = -(-(-(-rows_out // TILE)) // (sh // TILE))
+    # N is the prepared weights' width, out channels padded to cores_c tiles: every channel core
+    # keeps a block (a 128-channel output on 8 channel cores stays 8 wide)
+    n_blocks = opc.cores_c if opc.kind == BLOCK else 1
+    if opc.kind == BLOCK:
+        return replace(mem, grid=(n_blocks, m_blocks), num_cores=n_blocks * m_blocks)
+    n = m_blocks * n_blocks
+    return replace(mem, grid=cores_to_grid(n, device_grid), num_cores=n)
 
 
 def reshape_memspec(mem: MemSpec, rows: int, c: int, layout: str = TILE_LAYOUT) -> MemSpec:
@@ -1172,6 +1237,36 @@ def _out_shape(op: str, attrs: dict, shapes: list[Shape4 | None]) -> tuple[int, 
     return None
 
 
+def core_count(mem: MemSpec) -> int:
+    """Cores a sharded tensor occupies (0 for interleaved)."""
+    if not mem.sharded:
+        return 0
+    return mem.num_cores or mem.grid[0] * mem.grid[1]
+
+
+def binary_output_source(a: TensorLayout, b: TensorLayout | None) -> TensorLayout:
+    """The operand whose memory config a binary_ng output takes when no memory_config is given:
+    a's, except that when both are sharded the one on more cores wins (ties: a), and a sharded b
+    wins over a DRAM-interleaved a. Measured on ttnn 0.81.1 (mock device): h25 + h49 -> h49,
+    h49 + block56 -> block56, L1-interleaved + h49 -> a's interleaved L1, DRAM + h49 -> h49,
+    DRAM + L1-interleaved -> DRAM; binary_ng_device_operation.cpp BinaryNgDeviceOperation::invoke /
+    compute_output_specs (tt-metal #28085/#28087: "max of A & B grid" for mismatched shard specs)."""
+    if b is not None and b.memory.sharded and (
+            (a.memory.sharded and core_count(b.memory) > core_count(a.memory)) or
+            (not a.memory.sharded and a.memory.buffer == "dram")):
+        return b
+    return a
+
+
+def upsample_output_memspec(mem: MemSpec, factor: int) -> MemSpec:
+    """upsample_device_operation.cpp compute_output_specs: a sharded output keeps the input's grid
+    and shard width; its shard height is the input's times scale_h * scale_w (each input shard
+    becomes its own upscaled rows, not a re-split of the output: 160-row shards -> 640 at 2x).
+    ``factor`` = scale_h * scale_w = output rows / input rows."""
+    h, w = mem.shard_shape
+    return replace(mem, shard_shape=(h * factor, w))
+
+
 def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
                   requested: MemSpec | None, shapes: list[Shape4 | None] | None) -> TensorLayout:
     """What ``op`` produces, as ttnn 0.81 does (``requested`` = the memory_config argument).
@@ -1200,24 +1295,20 @@ def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
             # conv2d_DRAM writes every slice into a DRAM interleaved output (memory_config ignored)
             return TensorLayout(MemSpec(INTERLEAVED, "dram"),
                                 attrs.get("output_layout", TILE_LAYOUT), dtype)
+        is_mm = bool(attrs.get("is_mm_conv", False))
         if requested is not None:
             mem = requested
         elif x is not None and x.memory.sharded and out_rc is not None:
-            mem = fit(x.memory)
-            if x.memory.memory_layout in (WIDTH, BLOCK) and not attrs.get("is_mm_conv", False):
-                m = x.memory
-                n = m.num_cores or m.grid[0] * m.grid[1]
-                nhw = m.grid[1] if m.memory_layout == BLOCK else 1
-                pc_in = ParallelConfig(m.memory_layout, n, m.grid, nhw,
-                                       m.grid[0] if m.memory_layout == BLOCK else n)
-                mem = conv_memspec(m.memory_layout, out_rc[0], out_rc[1],
-                                   conv_output_parallel_config(pc_in, out_rc[1], grid))
+            # a sharded input is used as it is (reshard_if_not_optimal=False): its grid is the
+            # conv's parallel config
+            mem = conv_output_memspec(parallel_config_of(x.memory), *out_rc, is_mm=is_mm,
+                                      device_grid=grid)
         elif out_rc is not None:
             kind = attrs.get("shard_layout") or HEIGHT
             pc = attrs.get("parallel") or determine_parallel_config(
                 kind, out_rc[0], attrs.get("in_channels", out_rc[1]), out_rc[1], grid,
-                channels_padding=not attrs.get("is_mm_conv", False))
-            mem = conv_memspec(kind, out_rc[0], out_rc[1], pc)
+                channels_padding=not is_mm, act_block_h=attrs.get("act_block_h_override"))
+            mem = conv_output_memspec(pc, *out_rc, is_mm=is_mm, device_grid=grid)
         else:
             mem = x.memory if x is not None else MemSpec()
         return TensorLayout(mem, attrs.get("output_layout", TILE_LAYOUT), dtype)
@@ -1225,6 +1316,12 @@ def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
         out_layout = attrs.get("output_layout", ROW_MAJOR)
         if requested is not None:
             mem = requested
+        elif op == "global_avg_pool" or attrs.get("global_pool"):
+            # ttnn 0.81.1 runs an avg_pool2d whose window is the whole (unpadded) map as a
+            # reduction -- sharded_to_interleaved, untilize_with_unpadding, reduce (mean) -- whose
+            # output is interleaved in L1 (observed in its graph capture on the mock device;
+            # pool/global_avg_pool/global_avg_pool.cpp pool_2d is the same reduce path)
+            mem = MemSpec(INTERLEAVED, "l1")
         elif x is not None and out_rc is not None:
             pc = pool_parallel_config_of(x.memory) if x.memory.sharded else pool_parallel_config(
                 attrs.get("applied_shard_scheme") or HEIGHT, out_rc[0], out_rc[1],
@@ -1236,7 +1333,8 @@ def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
         return TensorLayout(mem, out_layout, attrs.get("dtype") or "bfloat16")
     if op in ("add", "multiply"):
         a = x
-        mem = requested if requested is not None else fit(a.memory, a.layout)
+        b = inputs[1] if len(inputs) > 1 else None
+        mem = requested if requested is not None else fit(binary_output_source(a, b).memory, a.layout)
         return TensorLayout(mem, a.layout, dtype)
     if op == "upsample" and attrs.get("mode") == "bilinear" and requested is None and \
             x.memory.memory_layout == HEIGHT and out_rc is not None and x.memory.shard_shape:
@@ -1245,6 +1343,10 @@ def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
         n = x.memory.num_cores or x.memory.grid[0] * x.memory.grid[1]
         return TensorLayout(replace(x.memory, shard_shape=(round_up(out_rc[0], n) // n,
                                                            x.memory.shard_shape[1])), x.layout, dtype_in)
+    if op == "upsample" and requested is None and x.memory.sharded and out_rc is not None \
+            and shapes[0] is not None:
+        factor = out_rc[0] // _rows_c(tuple(shapes[0]))[0]
+        return TensorLayout(upsample_output_memspec(x.memory, factor), x.layout, dtype_in)
     if op in ("relu", "upsample"):
         mem = requested if requested is not None else (fit(x.memory, x.layout) if x.memory.sharded
                                                        else x.memory)

@@ -160,6 +160,33 @@ def _ttnn_layout_str(tensor) -> str:
     return f"{lay} {dt}"
 
 
+def l1_bytes_per_core(tt, tensor) -> int:
+    """Bytes of L1 one core (bank) holds of a device tensor: a shard's pages, or an interleaved
+    L1 tensor's pages spread round-robin over the L1 banks (the allocator reserves the same range
+    in every bank, so the first bank's share is what each pays); 0 in DRAM or on the host.
+    Computed from the tensor itself: graph-capture tensor ids are not unique across a run (ids of
+    freed tensors are reused), so looking inputs up in the timeline by id can pick another
+    tensor's buffer."""
+    try:
+        if not tensor.is_allocated():
+            return 0
+        mc = tensor.memory_config()
+    except Exception:          # host tensors have no memory config
+        return 0
+    if "L1" not in str(mc.buffer_type).upper():
+        return 0
+    page = int(tensor.buffer_aligned_page_size())
+    if mc.shard_spec is not None:
+        sh, sw = (int(v) for v in mc.shard_spec.shape)
+        if "TILE" in str(tensor.layout).upper():
+            t = tensor.tile.tile_shape if hasattr(tensor.tile, "tile_shape") else (32, 32)
+            return -(-sh // t[0]) * -(-sw // t[1]) * page
+        return sh * page
+    banks = tensor.device().compute_with_storage_grid_size()
+    n = banks.x * banks.y
+    return -(-int(tensor.buffer_num_pages()) // n) * page
+
+
 def split_error(e: BaseException) -> tuple[str, str | None]:
     """(first line of ttnn's message, ``file:line`` of its TT_FATAL) for an exception."""
     from .mock_device import first_line
@@ -244,7 +271,7 @@ def _run(tt, dev, plan, *, system, adapters, version, bank, l1_small_size) -> Ve
                           plan.l1_budget, mesh=mesh_dict(plan) if plan.mesh else None)
     be = Backend("ttnn-mock", tt, dev, {"l1_small_size": l1_small_size}, mesh=plan.mesh)
     checks: dict[tuple[str, str], StepCheck] = {}
-    inner_input_bytes: dict[tuple[str, str], list[int]] = {}
+    inner_input_bytes: dict[tuple[str, str], int] = {}
     inner_peaks: dict[tuple[str, str], Any] = {}
 
     def standin(flat, t: TensorLayout):
@@ -278,7 +305,7 @@ def _run(tt, dev, plan, *, system, adapters, version, bank, l1_small_size) -> Ve
         check.planned_layout = _layout_str(expected)
         key = (check.kind, check.name)
         checks[key] = check
-        inner_input_bytes[key] = [getattr(t, "tensor_id", None) for t in ins]
+        inner_input_bytes[key] = sum(l1_bytes_per_core(tt, t) for t in ins)
         tt.graph.track_function_start(f"{l1_timeline.MARKER}{check.kind}::{check.name}")
         tt.graph.begin_graph_capture(tt.graph.RunMode.NO_DISPATCH)
         out, err = None, None
@@ -322,8 +349,7 @@ def _run(tt, dev, plan, *, system, adapters, version, bank, l1_small_size) -> Ve
         c = checks[key]
         c.ttnn_peak_cb, c.ttnn_peak_l1, c.ttnn_peak_total = step.peak.cb, step.peak.l1, \
             step.peak.total
-        ins = sum(timeline.tensor_bytes.get(tid, 0) for tid in inner_input_bytes[key]
-                  if tid is not None)
+        ins = inner_input_bytes[key]
         c.ttnn_op_peak_total = int(inner_peaks[key].peak_total) + ins
     report.steps = list(checks.values())
     return report

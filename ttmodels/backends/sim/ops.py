@@ -500,12 +500,13 @@ def _pool_out_hw(h, w, k, s, p, d, ceil_mode):
     return one(h, k[0], s[0], p[0], p[1], d[0]), one(w, k[1], s[1], p[2], p[3], d[1])
 
 
-def _pool_finish(op, x, y_nchw, n, oh, ow, c, dtype, output_layout, memory_config, applied_shard_scheme):
+def _pool_finish(op, x, y_nchw, n, oh, ow, c, dtype, output_layout, memory_config, applied_shard_scheme,
+                 global_pool=False):
     rows = n * oh * ow
     y = y_nchw.permute(0, 2, 3, 1).reshape(1, 1, rows, c)
     attrs = {"output_layout": _layout_name(output_layout), "dtype": dtype_name(dtype),
              "out_shape": (1, 1, rows, c), "applied_shard_scheme": _shard_scheme_name(applied_shard_scheme),
-             "device_grid": DEVICE_GRID}
+             "device_grid": DEVICE_GRID, "global_pool": global_pool}
     lay = _out_layout(op if op != "global_avg_pool" else op, [x], attrs, memory_config, [x._flat4()])
     owned = y.untyped_storage().data_ptr() != x._data.untyped_storage().data_ptr()
     from ... import rules
@@ -568,7 +569,8 @@ def avg_pool2d(input_tensor, batch_size, input_h, input_w, channels, kernel_size
     _check(op, [x], {"output_layout": _layout_name(output_layout), "dtype": dtype_name(dtype)})
     xin = _pool_input(x, op, batch_size, input_h, input_w, channels)
     oh, ow = _pool_out_hw(input_h, input_w, k, s, p, (1, 1), ceil_mode)
-    if (k[0], k[1]) == (input_h, input_w) and p == (0, 0, 0, 0) and (oh, ow) == (1, 1):
+    global_pool = (k[0], k[1]) == (input_h, input_w) and p == (0, 0, 0, 0) and (oh, ow) == (1, 1)
+    if global_pool:
         y = xin.mean(dim=(2, 3), keepdim=True) if divisor_override is None else \
             xin.sum(dim=(2, 3), keepdim=True) / divisor_override
     else:
@@ -585,7 +587,7 @@ def avg_pool2d(input_tensor, batch_size, input_h, input_w, channels, kernel_size
             y = ssum / cnt[:, :, :oh, :ow]
     memory_config = _sliced_pool_memory(op, x, dram_slice_config, memory_config)
     out = _pool_finish(op, x, y, batch_size, oh, ow, channels, dtype, output_layout, memory_config,
-                       applied_shard_scheme)
+                       applied_shard_scheme, global_pool=global_pool)
     if deallocate_input:
         x._allocated, x._data = False, None
     return out
