@@ -14,8 +14,8 @@ test: setup
 	$(PY) -m pytest -q $(ARGS)
 
 bench: setup
-	$(PY) benchmarks/bench_resnet50.py
-	$(PY) benchmarks/bench_bevdet_encoder.py
+	$(PY) benchmarks/bench_sim.py $(ARGS)
+	$(PY) benchmarks/bench_planning.py
 
 clean-venv:
 	rm -rf .venv

@@ -1,4 +1,4 @@
-"""Shared by the benchmarks: resident-set measurement in a clean spawned process."""
+"""Shared by the benchmarks: resident-set measurement (call it in a clean spawned process)."""
 from __future__ import annotations
 
 import sys
@@ -24,19 +24,3 @@ def rss_mb() -> tuple[float, float]:
         peak = peak / 2**20 if sys.platform == "darwin" else peak / 1024
         return peak, peak
     return vals.get("VmRSS", vals["VmHWM"]), vals["VmHWM"]
-
-
-def peak_rss_worker(make, make_args, x, q) -> None:
-    """Spawned: import torch (+torchvision, which both sides load), note the RSS, build the model
-    with ``make(*make_args)``, run it once on ``x``, and put {"peak", "growth"} (MB) on ``q``."""
-    try:
-        import torch
-        import torchvision  # noqa: F401  (both sides import it: count it in the baseline)
-        base, _ = rss_mb()
-        m = make(*make_args)
-        with torch.no_grad():
-            m(x)
-        _, peak = rss_mb()
-        q.put({"peak": peak, "growth": peak - base})
-    except BaseException as e:  # report, don't hang the parent
-        q.put({"peak": float("nan"), "growth": float("nan"), "error": repr(e)})

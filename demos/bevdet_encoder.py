@@ -4,7 +4,7 @@ BEV encoder (CustomResNet + FPN_LSS) on a BEV feature map, through ttmodels.
 
     python demos/bevdet_encoder.py [--images CAM0 ... CAM5 | --dir DIR] [--weights random|FILE]
                                    [--backend auto|sim|ttnn] [--out features.png]
-                                   [--input-size H W]
+                                   [--input-size H W] [--mesh n300|RxC]
     python demos/bevdet_encoder.py --bev [--bev-input FILE.npy] [--batch N] [--weights random|FILE]
                                    [--backend auto|sim|ttnn] [--out bev_features.png]
 
@@ -265,6 +265,9 @@ def main(argv=None) -> int:
                     help="with --bev and no --bev-input: how many synthetic BEV maps (default 1)")
     ap.add_argument("--input-size", nargs=2, type=int, metavar=("H", "W"), default=(256, 704),
                     help="network input size (default 256 704, BEVDet-R50's)")
+    ap.add_argument("--mesh", default=None,
+                    help="data parallel over the chips of n300 (3 cameras per chip) or ROWSxCOLS; "
+                         "the six cameras must divide over them (default: one chip)")
     args = ap.parse_args(argv)
     if args.bev:
         return bev_main(args)
@@ -299,7 +302,7 @@ def main(argv=None) -> int:
     try:
         t0 = time.perf_counter()
         model = ttmodels.build("bevdet_r50_encoder", weights=args.weights, backend=args.backend,
-                               batch_size=len(CAMERA_ORDER), input_size=size)
+                               batch_size=len(CAMERA_ORDER), input_size=size, mesh=args.mesh)
         build_s = time.perf_counter() - t0
     except ttmodels.Error as e:
         print(f"error: {e}", file=sys.stderr)
@@ -326,6 +329,8 @@ def main(argv=None) -> int:
         f = neck[i].float()
         print(f"{cam:<16} {paths[i].name[:28]:<28} {float(f.mean()):9.4f} {float(f.std()):9.4f} "
               f"{float(f.min()):9.4f} {float(f.max()):9.4f}")
+    if model.mesh is not None:
+        print(f"mesh: {model.mesh.describe()}, {model.plan.per_chip_batch} cameras per chip")
     print(f"time: {run_s:.2f} s for 6 cameras (build {build_s:.2f} s)")
 
     out = Path(args.out or "features.png")

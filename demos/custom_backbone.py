@@ -4,6 +4,7 @@ ttmodels with the weights of an equivalent torch module, compared output by outp
 
     python demos/custom_backbone.py [--spec examples/my_backbone/backbone.yaml]
                                     [--input-size H W] [--batch N] [--backend auto|sim|ttnn]
+                                    [--mesh n300|t3000|RxC]
 
 The torch module (examples/my_backbone/torch_model.py) names its parts its own way (``body.*``,
 ``fpn.*``); its ``KEY_MAP`` renames them to the spec's layer names. Walkthrough: docs/custom_backbones.md.
@@ -28,6 +29,9 @@ def main(argv=None) -> int:
     ap.add_argument("--input-size", type=int, nargs=2, default=(128, 128), metavar=("H", "W"))
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--backend", default="auto", choices=("auto", "sim", "ttnn"))
+    ap.add_argument("--mesh", default=None,
+                    help="data parallel over n300, t3000 or ROWSxCOLS chips (--batch is the whole "
+                         "batch and must divide by the chip count)")
     args = ap.parse_args(argv)
     size = tuple(args.input_size)
 
@@ -37,7 +41,7 @@ def main(argv=None) -> int:
     try:
         ttmodels.register("my_backbone", Path(args.spec))
         print(f"registered my_backbone -> {args.spec}")
-        plan = ttmodels.plan("my_backbone", batch_size=args.batch, input_size=size)
+        plan = ttmodels.plan("my_backbone", batch_size=args.batch, input_size=size, mesh=args.mesh)
         print(f"plan: {len(plan.graph.nodes)} layers, {len(plan.adapters)} adapters, "
               f"outputs {plan.graph.outputs}")
 
@@ -52,9 +56,12 @@ def main(argv=None) -> int:
 
         t0 = time.perf_counter()
         model = ttmodels.build("my_backbone", weights=module, key_map=KEY_MAP,
-                               backend=args.backend, batch_size=args.batch, input_size=size)
+                               backend=args.backend, batch_size=args.batch, input_size=size,
+                               mesh=args.mesh)
         print(f"built on {model.backend_name} in {time.perf_counter() - t0:.1f} s; "
               f"weights: {model.weights_info}")
+        if model.mesh is not None:
+            print(f"mesh: {model.mesh.describe()}, {plan.per_chip_batch} per chip")
         x = torch.randn(args.batch, 3, *size, generator=torch.Generator().manual_seed(0))
         t0 = time.perf_counter()
         outputs = model.run(x)

@@ -70,7 +70,7 @@ def test_backend_auto_is_sim_without_card(caplog):
 
 
 def test_build_rejects_wrong_input_shape():
-    torch = pytest.importorskip("torch")
+    import torch
     spec = {"name": "tiny", "inputs": {"x": {"channels": 3, "size": [16, 16]}},
             "layers": [{"name": "c", "op": "conv2d", "out": 8, "kernel": 3, "padding": 1}]}
     with ttmodels.build(spec, weights="random", backend="sim") as m:
@@ -88,7 +88,7 @@ def test_cli_compare_prints_per_layer_table_and_plot(tmp_path, capsys):
             {pl.name for pl in plan.layers}]
     assert len(rows) == len(plan.layers)
     pccs = [float(r.split()[3]) for r in rows]
-    assert all(0.9 < p <= 1.0 for p in pccs)
+    assert all(0.99 <= p <= 1.0 for p in pccs), pccs      # the default threshold: exit status 0
     assert png.stat().st_size > 1000 and png.read_bytes()[:4] == b"\x89PNG"
 
 
@@ -103,7 +103,7 @@ def test_compare_marks_first_layer_below_threshold():
 
 
 def test_model_accepts_backend_tensors():
-    torch = pytest.importorskip("torch")
+    import torch
     spec = {"name": "tiny2", "inputs": {"x": {"channels": 3, "size": [16, 16]}},
             "layers": [{"name": "c", "op": "conv2d", "out": 16, "kernel": 3, "padding": 1,
                         "act": "relu"},
@@ -114,4 +114,7 @@ def test_model_accepts_backend_tensors():
         tx = m.executor.input_tensor("x", x)     # [1, 1, N*H*W, C] in the plan's input layout
         got = m(tx)
         assert torch.equal(got, want) and got.shape == (1, 16, 8, 8)
-        assert "tiny2" in m.summary() and "p" in m.summary()
+        summary = m.summary().splitlines()
+        assert summary[0].startswith("model tiny2: backend sim, weights random")
+        rows = {line.split()[0]: line.split() for line in summary if line.split()}
+        assert rows["c"][1] == "conv2d" and rows["p"][1:3] == ["max_pool2d", "1x8x8x16"]

@@ -17,7 +17,7 @@ import re
 import pytest
 import torch
 
-ttnn = pytest.importorskip("ttnn")
+import ttnn  # noqa: E402  (a pinned dependency: a broken import must fail, not skip)
 
 from ttmodels.backends import Backend, Call, common  # noqa: E402
 from ttmodels.graph import Constant, Graph, Node, Precision, TensorShape  # noqa: E402
@@ -240,7 +240,7 @@ def all_ops_graph(precision: Precision = Precision()) -> tuple[Graph, dict]:
 
 
 def _plan(graph):
-    planner = pytest.importorskip("ttmodels.planner")
+    from ttmodels import planner
     return planner.plan_graph(graph)
 
 
@@ -251,7 +251,7 @@ def _assert_all_bind(calls: list[Call]):
 
 def test_sim_run_calls_bind_to_real_ttnn():
     """(a) on the sim backend: the whole graph runs; every recorded call binds."""
-    sim = pytest.importorskip("ttmodels.backends.sim")
+    from ttmodels.backends import sim
     graph, params = all_ops_graph()
     plan = _plan(graph)
     assert plan.adapters, "the graph should exercise adapters"
@@ -362,9 +362,23 @@ def test_conv_layer_builds_real_configs(kind, mem):
     assert list(mc.shard_spec.shape) == list(mem.shard_shape)
     assert mc.shard_spec.orientation == ttnn.ShardOrientation.ROW_MAJOR
     assert mc.shard_spec.grid.num_cores() == mem.num_cores
-    # The first call's prepared weights are what the second call passes (TT's ResNet pattern).
-    first_w = convs[0].kwargs["weight_tensor"]
-    assert first_w.what == "from_torch"
+    # Weights are prepared at build time (prepare_conv_weights/prepare_conv_bias, bound against
+    # the real signatures) with the conv's own geometry and the plan's input layout; every call
+    # passes the prepared tensors, and later calls what conv2d handed back.
+    calls = recorded(be)
+    pw = next(c for c in calls if c.name == "prepare_conv_weights").kwargs
+    pb = next(c for c in calls if c.name == "prepare_conv_bias").kwargs
+    assert calls.index(next(c for c in calls if c.name == "prepare_conv_weights")) < \
+        calls.index(convs[0])
+    assert pw["weight_tensor"].what == "from_torch" and pb["bias_tensor"].what == "from_torch"
+    assert pw["weights_format"] == "OIHW" and pw["has_bias"] is True
+    for key in ("in_channels", "out_channels", "batch_size", "input_height", "input_width",
+                "kernel_size", "stride", "padding", "dilation", "groups"):
+        assert pw[key] == k[key] and pb[key] == k[key], key
+    assert pw["conv_config"] is cfg and pw["input_memory_config"].memory_layout == \
+        common.tensor_memory_layout(ttnn, kind)
+    assert convs[0].kwargs["weight_tensor"].what == "prepare_conv_weights"
+    assert convs[0].kwargs["bias_tensor"].what == "prepare_conv_bias"
     assert convs[1].kwargs["weight_tensor"].what == "prepared weight"
     assert convs[1].kwargs["bias_tensor"].what == "prepared bias"
     ft = [c for c in recorded(be) if c.name == "from_torch"]

@@ -68,8 +68,7 @@ def test_backend_closes_once_and_records():
 
 
 def test_trace_helper_replays_on_sim():
-    pytest.importorskip("ttmodels.backends.sim")
-    planner = pytest.importorskip("ttmodels.planner")
+    from ttmodels import planner
     from ttmodels.runtime import Executor, to_torch_nchw
     g, params = _conv_relu_pool_graph(Precision("bfloat16", "bfloat16", "HiFi4"))
     with open_backend("sim") as be:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-ttnn = pytest.importorskip("ttnn")
+import ttnn  # noqa: E402  (a pinned dependency: a broken import must fail, not skip)
 
 from ttmodels import formats  # noqa: E402
 from ttmodels.errors import Error  # noqa: E402
@@ -251,6 +251,31 @@ def test_fast_path_matches_integer_model(dtype):
     x = raw.to(torch.int32).view(torch.float32)
     exact = formats._bfp_groups_exact(bits(x), formats._BFP_MANTISSA_BITS[dtype])
     assert torch.equal(bits(quantize_2d(x, dtype)), exact)
+
+
+@pytest.mark.parametrize("dtype", BFP)
+def test_zero_and_subnormal_groups_take_the_fast_path_exactly(dtype):
+    # groups whose largest exponent field is 0 (zero padding, +-0, subnormals) are not sent to
+    # the integer model; they must still give what it gives (all +0.0), alone or next to others
+    g = torch.Generator().manual_seed(10)
+    sub = torch.randint(0, 1 << 23, (64, 16), generator=g, dtype=torch.int32)
+    sub |= torch.randint(0, 2, (64, 16), generator=g, dtype=torch.int32) << 31       # random signs
+    rows = torch.cat([sub, torch.zeros(8, 16, dtype=torch.int32),
+                      torch.full((8, 16), -(1 << 31), dtype=torch.int32),
+                      bits(torch.randn(8, 16, generator=g))])
+    x = rows.view(torch.float32)
+    exact = formats._bfp_groups_exact(rows, formats._BFP_MANTISSA_BITS[dtype])
+    assert torch.equal(bits(quantize_2d(x, dtype)), exact)
+    assert torch.equal(bits(formats.quantize_owned_(x.clone(), dtype)), exact)
+
+
+def test_quantize_owned_writes_in_place_and_matches():
+    x = wide_range((6, 64), seed=11)
+    for dtype in ALL:
+        y = x.clone()
+        out = formats.quantize_owned_(y, dtype)
+        assert torch.equal(bits(out), bits(quantize(x, dtype)))
+        assert out.data_ptr() == y.data_ptr()
 
 
 def test_quantize_2d_matches_quantize():

@@ -25,24 +25,48 @@ def test_per_core_bytes():
 def test_conv_estimate_parts_and_weights_dominate_height_sharding():
     e = _conv(HEIGHT, 784, 512, 512, 3)
     assert e.total == sum(e.parts.values())
-    # height sharding: every core holds all 3x3x512x512 weights in bfloat8_b
-    assert e.parts["weights_cb"] == (512 * 9 // 32) * (512 // 32) * 1088
-    assert e.total > WORMHOLE_L1_BYTES_PER_CORE
+    # get_cb_info: height sharding streams one kernel row of weights (per_core_N x act_block_w
+    # = 16 x 48 tiles of bfloat8_b) when the core's rows are one act block
+    assert e.parts["weights_cb"] == 16 * (512 * 3 // 32) * 1088
     b = _conv(BLOCK, 784, 512, 512, 3)
-    assert b.parts["weights_cb"] < e.parts["weights_cb"] and b.total < WORMHOLE_L1_BYTES_PER_CORE
+    assert b.parts["weights_cb"] < e.parts["weights_cb"] and b.total < e.total
 
 
-def test_smaller_act_block_uses_less():
+def test_several_act_blocks_buffer_all_weight_rows():
     full = _conv(HEIGHT, 12544, 64, 64, 3)
     small = _conv(HEIGHT, 12544, 64, 64, 3, act_block_h=32)
-    assert small.total < full.total
-    assert small.parts["weights_cb"] == full.parts["weights_cb"]
+    assert small.parts["act_cb"] < full.parts["act_cb"]
+    assert small.parts["weights_cb"] == 3 * full.parts["weights_cb"]
 
 
-def test_fp32_accum_doubles_partials():
+def test_partials_only_when_their_dtype_is_not_the_outputs():
     a = _conv(HEIGHT, 3136, 64, 64, 3)
     b = _conv(HEIGHT, 3136, 64, 64, 3, fp32_accum=True)
-    assert b.parts["partials_cb"] == 2 * a.parts["partials_cb"]
+    assert "partials_cb" not in a.parts      # bfloat16 partials sit on the bfloat16 output
+    assert b.parts["partials_cb"] == 2 * 2 * 4096   # per_core_M x per_core_N float32 tiles
+
+
+def test_halo_span_of_a_3x3_conv():
+    # 56x56x64, 3x3/1 pad 1, 49 cores of 64 output rows: the first core reads from padded
+    # input pixel (0, 0) to (3, 9): 3 rows of 58 plus 10 = 184 sticks (ttnn 0.81.1: 23552 B)
+    g = l1.ConvGeometry(1, 56, 56, 56, 56, (3, 3), (1, 1), (1, 1, 1, 1))
+    assert l1.halo_sticks_per_core(g, 64, 49) == 184
+    # stride 2 (ResNet50 layer2.0.conv2): 241 sticks of 128 channels = 61696 B in ttnn
+    g2 = l1.ConvGeometry(1, 56, 56, 28, 28, (3, 3), (2, 2), (1, 1, 1, 1))
+    assert l1.halo_sticks_per_core(g2, 32, 49) == 241
+
+
+def test_matmul_conv_cbs():
+    # ResNet50 layer4.1.conv1 at batch 1 (block 8x2, K 2048 -> 8 tiles per core, N 64 per core):
+    # in0 2 x 1 x 8 bf16 tiles, in1 2 x 8 x 2 bfloat8_b tiles, bias 2 tiles
+    pc = R.ParallelConfig(BLOCK, 16, (8, 2), 2, 8)
+    inp = TensorLayout(R.conv_memspec(BLOCK, 49, 2048, pc))
+    out = TensorLayout(R.conv_output_memspec(pc, 49, 512, is_mm=True))
+    e = l1.conv_l1(kind=BLOCK, in_layout=inp, out_layout=out, in_rows=49, in_w=7, c_in=2048,
+                   out_rows=49, c_out=512, kernel=(1, 1), cores_nhw=2, cores_c=8, num_cores=16,
+                   is_mm=True)
+    assert e.parts == {"input": 16384, "output": 4096, "in1_cb": 34816, "in0_cb": 32768,
+                       "bias_cb": 2176}
 
 
 def test_pool_and_eltwise():

@@ -5,8 +5,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-sim = pytest.importorskip("ttmodels.backends.sim")
-planner = pytest.importorskip("ttmodels.planner")
+from ttmodels import planner  # noqa: E402
+from ttmodels.backends import sim  # noqa: E402
 
 from ttmodels.backends import open_backend  # noqa: E402
 from ttmodels.errors import LayoutError, WeightsError  # noqa: E402
@@ -178,9 +178,8 @@ def test_layer_errors_name_layer_and_key(be):
         make_layer(pl, {}, be, input_shapes=[S(1, 8, 8, 3)])
     with pytest.raises(WeightsError, match=r"shape \(8, 3, 5, 5\), expected \(8, 3, 3, 3\)"):
         make_layer(pl, {"weight": torch.zeros(8, 3, 5, 5)}, be, input_shapes=[S(1, 8, 8, 3)])
-    layer = make_layer(pl, {"weight": torch.zeros(8, 3, 3, 3)}, be)
-    with pytest.raises(LayoutError, match="input_shapes"):
-        layer([None])
+    with pytest.raises(LayoutError, match="input_shapes"):   # weights are prepared at build
+        make_layer(pl, {"weight": torch.zeros(8, 3, 3, 3)}, be)
     with pytest.raises(Exception, match="unknown model input"):
         Executor(planner.plan_graph(Graph("g", {"x": S(1, 8, 8, 3)}, [node], {}, ["stem"])),
                  {"stem": {"weight": torch.zeros(8, 3, 3, 3)}}, be).run(

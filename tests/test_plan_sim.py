@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import ttmodels
+from ttmodels import rules as R
 from ttmodels import weights as W
 from ttmodels.backends import open_backend
 from ttmodels.errors import LayoutError
@@ -68,17 +69,29 @@ def test_shipped_plans_pass_every_rule(name, batch, size):
         layer = plan.layer(dst)
         if layer.node.op == "conv2d":
             assert all(a.kind == "reshard" for a in ads), dst
-            # first block of a stage, or the FPN's output conv after the merge add
-            assert ".0." in dst or (pre and not dst.startswith(pre)), dst
+            # first block of a stage, the FPN's output conv after the merge add, or a conv
+            # whose input grid collapsed (a chain of matmul convs keeps only the cores holding
+            # blocks): resharded onto at least twice the cores
+            assert ".0." in dst or (pre and not dst.startswith(pre)) or all(
+                R.core_count(a.after.memory) >= 2 * R.core_count(a.before.memory)
+                for a in ads), dst
         elif layer.node.op == "linear":
+            # only a sharded input needs a move: ttnn's global pool already gives interleaved L1
             assert [a.kind for a in ads] == ["sharded_to_interleaved"]
+            assert ads[0].before.memory.sharded
         elif layer.node.op == "upsample":
             assert [a.kind for a in ads] == ["to_layout"] and ads[0].after.layout == ROW_MAJOR
         else:
             assert layer.node.op == "add", dst
-    assert len(plan.adapters) <= 8
+    # at most one reshard per residual add (a matmul conv's trimmed output grid onto the
+    # shortcut's), the rest at stage boundaries and in the head/neck
+    adds = [l for l in plan.layers if l.node.op == "add"]
+    assert all(len(plan.adapters_into(l.name)) <= 2 for l in adds)
+    assert len(plan.adapters) <= len(adds) + 8
     if name.startswith("resnet"):
-        assert [a.kind for a in plan.adapters_into("logits")] == ["sharded_to_interleaved"]
+        # the global average pool is a reduction to interleaved L1 (ttnn 0.81.1): no move
+        assert plan.adapters_into("logits") == []
+        assert plan.layer("avgpool").output.memory == MemSpec(INTERLEAVED, "l1")
         assert not any(a.kind in ("typecast", "to_layout") for a in plan.adapters)
 
 
@@ -102,12 +115,13 @@ def assert_adapters_only_where_layouts_disagree(plan):
 
 def test_bevdet_batch6_acceptance_plan():
     """``ttmodels plan bevdet_r50_encoder --batch 6 --input-size 256 704``: every layer within
-    L1, the stem DRAM-sliced, layer1's residual adds (3 x 540 KB shards out of place) in place."""
+    L1 by ttnn's own per-op figure (the stem: 1.0 MB, so no DRAM slicing), layer1's residual
+    adds (3 x 540 KB shards out of place) in place."""
     plan = ttmodels.plan("bevdet_r50_encoder", batch_size=6, input_size=(256, 704))
     assert check_plan(plan) == [] and edge_mismatches(plan) == []
     assert all(l.l1_bytes_per_core <= l.live_l1 <= plan.l1_budget for l in plan.layers)
     assert_adapters_only_where_layouts_disagree(plan)
-    assert [l.name for l in plan.layers if l.config.get("slice")] == ["img_backbone.conv1"]
+    assert [l.name for l in plan.layers if l.config.get("slice")] == []
     inplace = [l.name for l in plan.layers if l.config.get("inplace")]
     assert inplace == [f"img_backbone.layer1.{i}.relu" for i in range(3)]
     for name in inplace:
@@ -117,9 +131,8 @@ def test_bevdet_batch6_acceptance_plan():
         # written out of place it would not fit: that is the only reason to go in place
         assert add.l1_bytes_per_core + a_shard > plan.l1_budget
         assert plan.layer(add.node.inputs[0]).output == add.output
-    # the only DRAM activation is the sliced stem's output
-    assert [l.name for l in plan.layers if l.output.memory.buffer == "dram"] == \
-        ["img_backbone.conv1"]
+    # no DRAM activation
+    assert [l.name for l in plan.layers if l.output.memory.buffer == "dram"] == []
     text = str(plan)
     assert "img_backbone.layer1.0.relu" in text and "adapters (" in text
 
@@ -132,7 +145,7 @@ def test_cli_plan_prints_the_batch6_bevdet_table(capsys):
     assert "L1 B/core" in out and "adapters (" in out
     rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("img_backbone.")}
     assert rows["img_backbone.layer1.0.relu"].rstrip().endswith("in place (output_tensor=a)")
-    assert "dram-sliced" in rows["img_backbone.conv1"]
+    assert "dram-sliced" not in rows["img_backbone.conv1"]
     assert "in place" not in rows["img_backbone.layer2.0.relu"]
 
 
@@ -223,7 +236,11 @@ def test_pad_of_height_shards_is_given_a_refitted_memory_config():
     assert m.grid == up.output.memory.grid and m.num_cores == up.output.memory.num_cores
     assert m.num_cores * m.shard_shape[0] >= pd.node.shape.rows > \
         m.num_cores * up.output.memory.shard_shape[0]
-    assert c1.inputs[0] == pd.output and plan.adapters_into("c1") == []
+    # c1 takes the padded shards, spread back over more cores: upsample keeps its input's 4
+    # cores (each shard grows 4x), so the conv reshards onto its own, wider grid
+    ads = plan.adapters_into("c1")
+    assert [a.kind for a in ads] == ["reshard"] and ads[0].before == pd.output
+    assert R.core_count(c1.inputs[0].memory) >= 2 * R.core_count(pd.output.memory)
 
 
 def test_global_pool_on_interleaved_input_matches_pool2d_sharding():
@@ -231,9 +248,8 @@ def test_global_pool_on_interleaved_input_matches_pool2d_sharding():
     gap = plan.layer("gap")
     assert gap.inputs[0].memory.memory_layout == INTERLEAVED
     assert gap.config["applied_shard_scheme"] in (HEIGHT, WIDTH, BLOCK)
-    if gap.config["applied_shard_scheme"] == WIDTH:
-        # 32 channels = one channel tile: pool2d's exact-divisor width split uses one core
-        assert gap.output.memory.num_cores == 1 and gap.output.memory.shard_shape == (32, 32)
+    # ttnn 0.81.1 runs a whole-map avg_pool2d as a reduction: interleaved L1 output
+    assert gap.output.memory == MemSpec(INTERLEAVED, "l1")
     assert gap.output.layout == TILE_LAYOUT         # linear consumes it
 
 
@@ -276,8 +292,8 @@ def test_plan_without_adapters_fails_on_sim_with_rule(key, layer, rule):
         assert e.value.rule == rule and e.value.layer == layer
     finally:
         be.close()
-    # with adapters the same graph runs
-    assert plan_graph(g).adapters
+    # with adapters the same graph is valid
+    assert check_plan(plan_graph(g)) == []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -291,11 +307,13 @@ STEM = {"name": "stem", "inputs": {"x": {"channels": 3, "size": [256, 704]}},
                     "padding": 1}]}
 
 
+STEM_CONV = {**STEM, "layers": STEM["layers"][:1]}
+
+
 def test_stem_conv_is_dram_sliced_when_l1_is_short():
-    from ttmodels import rules as R
     from ttmodels.layout import MemSpec, TensorLayout
-    # BEVDet's stem at batch 6, 256x704: ~3.1 MB/core unsliced
-    plan = plan_graph(load_graph(STEM, batch_size=6))
+    # BEVDet's stem conv at batch 12, 256x704: ~2 MB/core unsliced (ttnn's own per-op figure)
+    plan = plan_graph(load_graph(STEM_CONV, batch_size=12))
     conv = plan.layer("conv1")
     sl = conv.config["slice"]
     assert sl["type"] in ("height", "width") and sl["num_slices"] >= 2
@@ -306,7 +324,7 @@ def test_stem_conv_is_dram_sliced_when_l1_is_short():
     assert conv.l1_bytes_per_core <= plan.l1_budget
     assert check_plan(plan) == [] and edge_mismatches(plan) == []
     # the smallest count that fits: one slice fewer (along the same dimension) does not
-    p = plan_graph(load_graph(STEM, batch_size=6))
+    p = plan_graph(load_graph(STEM_CONV, batch_size=12))
     from ttmodels.planner import _Planner
     pl = _Planner(p.graph, "wormhole_b0", True)
     pl.seed()
@@ -328,7 +346,7 @@ def test_stem_conv_is_dram_sliced_when_l1_is_short():
     assert R.output_layout("conv2d", conv.inputs, attrs, None, None).memory == dram
 
 
-@pytest.mark.parametrize("batch,sliced", [(1, []), (2, []), (16, ["conv1"])])
+@pytest.mark.parametrize("batch,sliced", [(1, []), (2, []), (16, [])])
 def test_resnet50_slices_only_where_l1_is_short(batch, sliced):
     plan = plan_graph(load_graph("resnet50", batch_size=batch))
     assert [l.name for l in plan.layers if l.config.get("slice")] == sliced

@@ -26,7 +26,7 @@ def spec(text: str) -> str:
 
 @pytest.fixture(scope="module")
 def tv_resnet50():
-    torchvision = pytest.importorskip("torchvision")
+    import torchvision
     return torchvision.models.resnet50(weights=None).eval()
 
 
@@ -199,7 +199,7 @@ def test_default_input_is_previous_layer_and_last_layer_is_output():
 @pytest.mark.parametrize("padding,want", [(2, (2, 2, 2, 2)), ([1, 3], (1, 1, 3, 3)),
                                           ([0, 1, 2, 3], (0, 1, 2, 3))])
 def test_conv_padding_forms_and_shapes_match_torch(padding, want):
-    torch = pytest.importorskip("torch")
+    import torch
     import torch.nn.functional as F
     g = load_graph({"inputs": {"x": {"channels": 4, "size": [17, 23]}},
                     "layers": [{"name": "c", "op": "conv2d", "out": 6, "kernel": [3, 5],
@@ -219,7 +219,7 @@ def test_conv_padding_forms_and_shapes_match_torch(padding, want):
     (15, 3, 2, 1, True), (16, 3, 2, 1, True), (14, 3, 2, 0, True), (7, 2, 2, 1, True),
     (15, 3, 2, 1, False), (10, 4, 3, 2, True)])
 def test_pool_shapes_match_torch(op, size, kernel, stride, padding, ceil):
-    torch = pytest.importorskip("torch")
+    import torch
     import torch.nn.functional as F
     g = load_graph({"inputs": {"x": {"channels": 2, "size": [size, size + 1]}},
                     "layers": [{"name": "p", "op": op, "kernel": kernel, "stride": stride,

@@ -118,10 +118,15 @@ def test_non_float_and_non_finite_values_are_rejected():
     sd["conv1.weight"] = sd["conv1.weight"].clone()
     sd["conv1.weight"][0, 0, 0, 0] = float("nan")
     sd["b_bn2.running_var"] = -sd["b_bn2.running_var"]
-    with pytest.raises(WeightsError, match="3 mis-shaped") as ei:
+    with pytest.raises(WeightsError, match=r"\): 3 with invalid values\n") as ei:
         W.load_state_dict(sd, graph)
     msg = str(ei.value)
-    assert "not floating point" in msg and "NaN" in msg and "b_bn2.running_var" in msg
+    assert "mis-shaped" not in msg and ei.value.mismatched == []
+    assert dict(ei.value.invalid) == {
+        "fc.bias": "dtype torch.int64 is not floating point",
+        "conv1.weight": "contains NaN or Inf",
+        "b_bn2.running_var": "negative BatchNorm variance"}
+    assert "invalid values (3): " in msg
 
 
 def test_corrupt_and_truncated_files(tmp_path):
@@ -490,7 +495,8 @@ def test_cache_postprocess_is_stored(tmp_path):
 def test_prepared_parameters_for_the_builder(tmp_path):
     graph, net = small_graph(), small_net()
     params, info = W.prepared_parameters(graph, net.state_dict(), cache=str(tmp_path))
-    assert "16 tensors" in info or "tensors" in info
+    n = len(expected_parameters(graph))
+    assert info == f"state dict ({len(net.state_dict())} keys): {n} tensors", info
     params2, info2 = W.prepared_parameters(graph, net, cache=str(tmp_path))
     assert params2.cache_hit and info2.endswith("[cached]")
     _same(dict(params), dict(params2))
@@ -498,11 +504,11 @@ def test_prepared_parameters_for_the_builder(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------
-# the shipped specs (skipped until ttmodels.spec exists)
+# the shipped specs
 # --------------------------------------------------------------------------------------------
 
 def _spec_graph(name):
-    spec = pytest.importorskip("ttmodels.spec")
+    from ttmodels import spec
     from ttmodels.errors import SpecError
     try:
         return spec.load_graph(name, batch_size=1)

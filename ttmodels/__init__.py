@@ -24,25 +24,33 @@ def load_graph(spec, *, batch_size: int = 1, input_size=None, profile: str | Non
 
 
 def plan(spec, *, batch_size: int = 1, input_size=None, profile: str | None = None,
-         arch: str = "wormhole_b0"):
+         arch: str = "wormhole_b0", mesh=None):
     """Plan a spec: every tensor's memory layout resolved, adapters inserted where needed.
 
-    ``spec`` is a registered or shipped config name, a path, YAML text or a dict."""
-    from .planner import plan_graph
-    graph = load_graph(spec, batch_size=batch_size, input_size=input_size, profile=profile)
-    return plan_graph(graph, arch=arch)
+    ``spec`` is a registered or shipped config name, a path, YAML text or a dict. ``mesh``
+    (None, "n150", "n300", "t3000" or (rows, cols)) plans data parallel: the plan is for each
+    chip's ``batch_size / chips`` (which must divide) and shows the mesh."""
+    from .builder import make_plan
+    return make_plan(spec, batch_size=batch_size, input_size=input_size, profile=profile,
+                     arch=arch, mesh=mesh)
 
 
 def build(spec, *, weights=None, backend: str = "auto", batch_size: int = 1, input_size=None,
-          profile: str | None = None, key_map=None, cache: bool | str = True):
+          profile: str | None = None, key_map=None, cache: bool | str = True, mesh=None,
+          keep_params: bool = False):
     """Build a runnable Model: spec -> plan -> prepared weights -> layers on a backend.
 
     ``weights``: None or "random" (seeded, BatchNorm calibrated), "pretrained", a state dict, an
     ``nn.Module``, or a path to ``.safetensors`` / ``.pth``. ``backend``: "auto", "sim" or "ttnn".
+    ``mesh``: None (one chip), "n150", "n300", "t3000" or (rows, cols): one replica per chip, the
+    batch split over the chips; ``model(x)`` still takes and returns the whole batch.
+    Weights are prepared for the backend during the build; the BN-folded float32 host copies
+    are then dropped unless ``keep_params`` (layers' ``params``).
     """
     from .builder import build as _build
     return _build(spec, weights=weights, backend=backend, batch_size=batch_size,
-                  input_size=input_size, profile=profile, key_map=key_map, cache=cache)
+                  input_size=input_size, profile=profile, key_map=key_map, cache=cache, mesh=mesh,
+                  keep_params=keep_params)
 
 
 def register(name: str, spec) -> None:

@@ -4,28 +4,44 @@ from __future__ import annotations
 import time
 
 
+def make_plan(spec, *, batch_size=1, input_size=None, profile=None, arch="wormhole_b0", mesh=None,
+              adapters=True):
+    """Graph and plan for one chip's share of ``batch_size`` on ``mesh`` (None: one chip)."""
+    from .mesh import per_chip_batch, resolve_mesh
+    from .planner import plan_graph
+    from .spec import load_graph
+
+    m = resolve_mesh(mesh)
+    chip_batch = batch_size if m is None else per_chip_batch(batch_size, m)
+    graph = load_graph(spec, batch_size=chip_batch, input_size=input_size, profile=profile)
+    plan = plan_graph(graph, arch=arch, adapters=adapters)
+    plan.mesh = m
+    return plan
+
+
 def build(spec, *, weights=None, backend="auto", batch_size=1, input_size=None, profile=None,
-          key_map=None, cache=True):
+          key_map=None, cache=True, mesh=None, keep_params=False):
     from .backends import open_backend
     from .model import Model
-    from .planner import plan_graph
     from .runtime import Executor
-    from .spec import load_graph
     from .weights import prepared_parameters
 
+    # build_seconds: spec to layers with prepared weights (weights are prepared here, not on the
+    # first call), imports excluded
     t0 = time.perf_counter()
-    graph = load_graph(spec, batch_size=batch_size, input_size=input_size, profile=profile)
-    plan = plan_graph(graph)
+    plan = make_plan(spec, batch_size=batch_size, input_size=input_size, profile=profile, mesh=mesh)
+    graph = plan.graph
     params, info = prepared_parameters(graph, "random" if weights is None else weights,
                                        key_map=key_map, cache=cache)
-    be = open_backend(backend)
+    be = open_backend(backend, mesh=plan.mesh)
     if be.name == "ttnn-mock":
         # Device tensors may only be made inside a NO_DISPATCH capture on a mock device (pool2d
         # takes "no L1 allocated" to mean capture), so Model.run builds the layers per run.
         return Model(plan, None, be, weights_info=info, build_seconds=time.perf_counter() - t0,
                      params=params)
+    params.consumable = True        # ours alone: the executor frees each layer's host copy
     try:
-        executor = Executor(plan, params, be)
+        executor = Executor(plan, params, be, keep_params=keep_params)
     except BaseException:
         be.close()
         raise

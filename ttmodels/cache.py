@@ -277,6 +277,7 @@ class PreparedParameters(dict):
     cache_path: Path | None = None
     info: str = ""
     report: Any = None
+    consumable: bool = False    # the Executor may pop entries (set by the builder that owns it)
 
 
 def _resolve_cache(cache) -> WeightCache | None:
@@ -321,11 +322,13 @@ def cached_prepare(graph: "Graph", source, precision=None, *, cache=True, key_ma
             return out
     sd = load_state_dict(source, graph, key_map=key_map, seed=seed, select_prefix=select_prefix,
                          ignore_prefixes=ignore_prefixes, strict=strict)
-    params = prepare_parameters(graph, sd)
+    report = getattr(sd, "report", None)
+    params = prepare_parameters(graph, sd, consume=True)     # sd: our fresh copies
+    del sd
     if postprocess is not None:
         params = postprocess(params)
     out = PreparedParameters(params)
-    out.report = getattr(sd, "report", None)
+    out.report = report
     out.info = out.report.summary() if out.report is not None else ""
     out.cache_key = key
     if store is not None:

@@ -10,6 +10,9 @@ import sys
 from .errors import Error
 
 
+SPEC_HELP = "a shipped or registered model name (see `ttmodels list`) or a YAML spec file"
+
+
 def _add_shape_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
     p.add_argument("--input-size", type=int, nargs=2, metavar=("H", "W"),
@@ -17,44 +20,62 @@ def _add_shape_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", help="precision profile defined in the spec (e.g. tt-perf)")
 
 
+def _add_mesh_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--mesh", help="data parallel over a mesh of chips: n150, n300, t3000 or ROWSxCOLS "
+                                  "(--batch is the whole batch; it must divide by the chip count)")
+
+
 def _parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     ap = argparse.ArgumentParser(prog="ttmodels", description=__doc__.splitlines()[0])
+    ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     p = sub.add_parser("plan", help="show the layout plan of a spec")
-    p.add_argument("spec", help="shipped/registered config name or path to a YAML spec")
+    p.add_argument("spec", help=SPEC_HELP)
     _add_shape_args(p)
-    p.add_argument("--format", choices=("table", "json"), default="table")
+    _add_mesh_arg(p)
+    p.add_argument("--format", choices=("table", "json"), default="table",
+                   help="table: one row per layer and adapter; json: the whole plan "
+                        "(default: %(default)s)")
     p.add_argument("--plot", metavar="PNG",
                    help="also draw the plan (L1 per core, layouts, adapters) into this .png")
 
     p = sub.add_parser("validate", help="check a spec; exit 0 if valid, print the error and exit 2")
-    p.add_argument("spec")
+    p.add_argument("spec", help=SPEC_HELP)
     _add_shape_args(p)
+    _add_mesh_arg(p)
 
     sub.add_parser("list", help="list shipped and registered model names")
 
     p = sub.add_parser("compare", help="per-layer PCC of the sim backend against a torch reference")
-    p.add_argument("spec")
+    p.add_argument("spec", help=SPEC_HELP)
     _add_shape_args(p)
     p.add_argument("--image", help="image file (default: the sample photo shipped with matplotlib)")
-    p.add_argument("--weights", default="random", help="random | pretrained | FILE")
-    p.add_argument("--threshold", type=float, default=0.99, help="PCC below this is marked")
-    p.add_argument("--plot", metavar="PNG", help="draw PCC per layer into this PNG file")
+    p.add_argument("--weights", default="random",
+                   help="random | pretrained | FILE (default: %(default)s)")
+    p.add_argument("--threshold", type=float, default=0.99,
+                   help="PCC below this is marked, and makes the exit status 1 "
+                        "(default: %(default)s)")
+    p.add_argument("--plot", metavar="PNG", help="draw PCC per layer into this PNG file "
+                   "(.png is added when the name has no extension)")
 
     p = sub.add_parser("verify", help="run the plan through the installed ttnn on a mock device "
                        "(no card): ttnn's own validation, memory configs and L1 figures per layer")
-    p.add_argument("spec")
+    p.add_argument("spec", help=SPEC_HELP)
     _add_shape_args(p)
     p.add_argument("--no-adapters", action="store_true",
                    help="plan without adapters, so ttnn's own rejections show")
-    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--format", choices=("table", "json"), default="table",
+                   help="output format (default: %(default)s)")
     p.add_argument("--system", default="n150", help="mock system (default n150)")
+    _add_mesh_arg(p)
     p.add_argument("--plot", metavar="PNG", help="also draw the plan with ttnn's peak_total per "
                    "layer (rejected / mismatched layers in red) into this .png")
 
     p = sub.add_parser("probe-1x1", help="time 1x1-conv lowerings on a card (device only)")
-    p.add_argument("spec")
+    p.add_argument("spec", help=SPEC_HELP)
     _add_shape_args(p)
     p.add_argument("--out", default="probe-1x1.json", help="JSON report path")
     p.add_argument("--write-spec", metavar="YAML", help="write the spec with the winning lowerings")
@@ -74,6 +95,12 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # `ttmodels plan ... | head`: the reader left. Point stdout at /dev/null so the flush at
+        # exit does not raise again, and exit as a process killed by SIGPIPE would (128 + 13).
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 def _run(args) -> int:
@@ -85,17 +112,20 @@ def _run(args) -> int:
             print(name)
         return 0
     if args.cmd == "validate":
-        graph = ttmodels.load_graph(args.spec, batch_size=args.batch, input_size=size,
-                                    profile=args.profile)
-        from .planner import plan_graph
-        plan_graph(graph)
-        print(f"{graph.source}: valid ({len(graph.nodes)} layers, outputs: {', '.join(graph.outputs)})")
+        plan = ttmodels.plan(args.spec, batch_size=args.batch, input_size=size, profile=args.profile,
+                             mesh=args.mesh)
+        graph = plan.graph
+        on = (f"; batch {plan.batch_size} = {plan.per_chip_batch} per chip on "
+              f"{plan.mesh.describe()}") if plan.mesh else ""
+        print(f"{graph.source}: valid ({len(graph.nodes)} layers, outputs: {', '.join(graph.outputs)}"
+              f"{on})")
         return 0
     if args.cmd == "plan":
         if args.plot:
             from .plan_plot import check_plot_path
             check_plot_path(args.plot)          # a bad path fails before any planning
-        plan = ttmodels.plan(args.spec, batch_size=args.batch, input_size=size, profile=args.profile)
+        plan = ttmodels.plan(args.spec, batch_size=args.batch, input_size=size, profile=args.profile,
+                             mesh=args.mesh)
         print(plan.to_json() if args.format == "json" else str(plan))
         if args.plot:
             plan.plot(args.plot)
@@ -108,16 +138,19 @@ def _run(args) -> int:
                            plot=args.plot)
     if args.cmd == "verify":
         from .verify import verify
+        if args.mesh and args.system not in ("n150", args.mesh):
+            raise Error(f"--system {args.system} and --mesh {args.mesh} disagree: --mesh opens "
+                        "the mock system of that name")
         plan = None
         if args.plot:
+            from .builder import make_plan
             from .plan_plot import check_plot_path
-            from .planner import plan_graph
             check_plot_path(args.plot)          # a bad path fails before any planning
-            plan = plan_graph(ttmodels.load_graph(args.spec, batch_size=args.batch,
-                                                  input_size=size, profile=args.profile),
-                              adapters=not args.no_adapters)
+            plan = make_plan(args.spec, batch_size=args.batch, input_size=size,
+                             profile=args.profile, mesh=args.mesh, adapters=not args.no_adapters)
         report = verify(args.spec, batch_size=args.batch, input_size=size, profile=args.profile,
-                        adapters=not args.no_adapters, system=args.system, plan=plan)
+                        adapters=not args.no_adapters, system=args.system, plan=plan,
+                        mesh=args.mesh)
         print(report.to_json() if args.format == "json" else str(report))
         if args.plot:
             from .plan_plot import plot_plan

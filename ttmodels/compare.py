@@ -46,7 +46,7 @@ def compare_layers(spec, *, weights="random", image=None, batch_size=1, input_si
     plan = plan_graph(graph)
     be = open_backend(backend)
     try:
-        ex = Executor(plan, prepare_parameters(graph, sd), be)
+        ex = Executor(plan, prepare_parameters(graph, sd), be, keep_params=True)
         got = ex.run({name: x}, keep_all=True)
         rows = []
         for pl in plan.layers:
@@ -111,8 +111,16 @@ def plot_pcc(rows: list[LayerDiff], path: str, threshold: float) -> None:
 
 def run_compare(spec, *, batch_size=1, input_size=None, profile=None, image=None, weights="random",
                 threshold=0.99, plot=None) -> int:
+    """Print the table (and draw the plot); exit status 0 when every layer's PCC is at or above
+    ``threshold``, 1 when one falls below it, 2 for bad input."""
     from .images import ImageError
 
+    if plot:
+        plot = plot_path(plot)
+        problem = unwritable(plot)
+        if problem:      # say so before minutes of comparison, not after
+            print(f"error: --plot {plot}: {problem}", file=sys.stderr)
+            return 2
     try:
         rows = compare_layers(spec, weights=weights, image=image, batch_size=batch_size,
                               input_size=input_size, profile=profile)
@@ -123,4 +131,27 @@ def run_compare(spec, *, batch_size=1, input_size=None, profile=None, image=None
     if plot:
         plot_pcc(rows, plot, threshold)
         print(f"wrote {plot}")
-    return 0
+    return 1 if any(r.pcc < threshold for r in rows) else 0
+
+
+def plot_path(plot: str) -> str:
+    """The file the plot goes to: matplotlib's savefig adds .png to a name without extension."""
+    from pathlib import Path
+    return plot if Path(plot).suffix or Path(plot).is_dir() else plot + ".png"
+
+
+def unwritable(path: str) -> str | None:
+    """Why ``path`` cannot be written (None when it can), without creating or changing it."""
+    import os
+    from pathlib import Path
+    p = Path(path)
+    if p.is_dir():
+        return "is a directory"
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        return f"directory {parent} does not exist"
+    if p.exists() and not os.access(p, os.W_OK):
+        return "is not writable"
+    if not p.exists() and not os.access(parent, os.W_OK | os.X_OK):
+        return f"directory {parent} is not writable"
+    return None

@@ -50,8 +50,9 @@ empirically, ttnn 0.81.1's host conversion (older tt-metal rounded half-up; 0.81
 ties to even, and flushes subnormal inputs, which the sources read here do not).
 
 Implementation: groups whose shared exponent is in [24, 254] (finite, |max| >= 2**-103) use
-exact float arithmetic (scale by 2**(150 - s), trunc, scale by 2**-(24 - M), round-half-even,
-clamp, scale back); the rest go through an integer replica of the C++ (``_bfp_groups_exact``).
+four exact float32 passes (``_bfp_chunk``: truncating division by the aligned last bit's weight,
+a magic-number addition that rounds to nearest even, a clamp, the scale back); the rest go
+through an integer replica of the C++ (``_bfp_groups_exact``).
 """
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ if TYPE_CHECKING:  # torch is imported lazily so that ``import ttmodels`` stays 
     import torch
 
 __all__ = ["SUPPORTED_DTYPES", "BLOCK_FLOAT_DTYPES", "supported_dtypes", "is_block_float",
-           "quantize", "quantize_2d"]
+           "quantize", "quantize_2d", "quantize_owned_"]
 
 SUPPORTED_DTYPES: tuple[str, ...] = ("float32", "bfloat16", "bfloat8_b", "bfloat4_b")
 # dtype -> bits of magnitude stored per value (the leading one included, see module docstring)
@@ -136,21 +137,47 @@ def quantize_2d(t2d: "torch.Tensor", dtype: str) -> "torch.Tensor":
     if pad:
         x = torch.nn.functional.pad(x, (0, pad))
     groups = x.contiguous().reshape(-1, _BLOCK)
-    out = torch.empty_like(groups)
-    m_bits = _BFP_MANTISSA_BITS[dtype]
-    step = _CHUNK // _BLOCK
-    for start in range(0, groups.shape[0], step):
-        _bfp_chunk(groups[start:start + step], m_bits, out[start:start + step])
+    out = _bfp_groups(groups, dtype, torch.empty_like(groups))
     out = out.reshape(rows, cols + pad)
     return out[:, :cols].contiguous() if pad else out
 
 
-def _bfloat16(x: "torch.Tensor") -> "torch.Tensor":
-    """float32 -> bfloat16 (round to nearest, ties to even) -> float32; every NaN -> 0x7FC00000."""
+def quantize_owned_(t: "torch.Tensor", dtype: str) -> "torch.Tensor":
+    """``quantize(t, dtype)`` written into ``t`` itself when it is a contiguous float32 tensor
+    whose rows are whole exponent groups (last dim a multiple of 16, or bfloat16/float32, which
+    have no groups); otherwise ``quantize(t, dtype)``. For fresh results nobody else holds: it
+    saves the allocation (and the page faults) of a second tensor. Same values, bit for bit."""
+    import torch
+
+    _check_dtype(dtype)
+    if t.dtype != torch.float32 or not t.is_contiguous() or t.numel() == 0 or t.dim() < 2:
+        return quantize(t, dtype)
+    if dtype == "float32":
+        return t
+    if dtype == "bfloat16":
+        return _bfloat16(t, out=t)
+    if t.shape[-1] % _BLOCK:
+        return quantize(t, dtype)
+    groups = t.view(-1, _BLOCK)
+    _bfp_groups(groups, dtype, groups)
+    return t
+
+
+def _bfp_groups(groups: "torch.Tensor", dtype: str, out: "torch.Tensor") -> "torch.Tensor":
+    m_bits = _BFP_MANTISSA_BITS[dtype]
+    step = _CHUNK // _BLOCK
+    for start in range(0, groups.shape[0], step):
+        _bfp_chunk(groups[start:start + step], m_bits, out[start:start + step])
+    return out
+
+
+def _bfloat16(x: "torch.Tensor", out: "torch.Tensor | None" = None) -> "torch.Tensor":
+    """float32 -> bfloat16 (round to nearest, ties to even) -> float32; every NaN -> 0x7FC00000.
+    ``out``: a contiguous float32 tensor of ``x``'s size to write into (may be ``x``)."""
     import torch
 
     flat = x.contiguous().reshape(-1)
-    out = torch.empty_like(flat)
+    out = torch.empty_like(flat) if out is None else out.view(-1)
     for start in range(0, flat.numel(), _CHUNK):
         o = out[start:start + _CHUNK]
         o.copy_(flat[start:start + _CHUNK].to(torch.bfloat16))
@@ -161,31 +188,42 @@ def _bfloat16(x: "torch.Tensor") -> "torch.Tensor":
 
 
 def _bfp_chunk(x: "torch.Tensor", m_bits: int, out: "torch.Tensor") -> None:
-    """Round trip of float32 groups ``x [g, 16]`` (one shared exponent per row) into ``out``.
+    """Round trip of float32 groups ``x [g, 16]`` (one shared exponent per row) into ``out``
+    (which may be ``x`` itself).
 
-    Float arithmetic for groups whose shared exponent is in [24, 254], where every step is exact;
-    the integer model (``_bfp_groups_exact``) for the rare rest (NaN/inf, or |max| < 2**-103)."""
+    A few passes over the values for groups whose shared exponent ``s`` is in [24, 254], each step
+    exact in float32 (T = 2**(s - 150), the weight of the aligned significand's last bit, is a
+    normal float there):
+    1. ``z = trunc(x / T)``: the sign and the 24-bit significand aligned to ``s``, the bits shifted
+       out dropped (values 24+ binades under the max, zeros and subnormals give 0);
+    2. ``t = z + C`` with C = 1.5 * 2**(47 - M): the sum lies in [2**(46 - M), 2**(47 - M)),
+       whose spacing is 2**(24 - M), so float addition rounds z to the kept M bits, to nearest
+       with ties to even (C's own bits are even there);
+    3. clamp t to C -+ (2**M - 1) * 2**(24 - M): saturation instead of a carry into the exponent;
+    4. ``(t - C) * T``: q * 2**(s - 127 - (M - 1)); q == 0 gives +0.0 whatever the sign.
+    The shared exponent is read from the bits of the row's largest magnitude (an integer max
+    over the sign-cleared bits). The rare rest (inf/NaN, or 0 < |max| < 2**-103) goes through
+    the integer model of the C++ (``_bfp_groups_exact``)."""
     import torch
 
-    torch.abs(x, out=out)
-    shared = (out.amax(dim=1, keepdim=True).view(torch.int32) >> 23) & 0xFF
-    odd = (shared < 24) | (shared == 255)
-    s = shared.clamp(24, 254)
-    # z = |x| * 2**(150 - s) is the 24-bit significand aligned to the shared exponent; exact, and
-    # below 1 (so truncated to 0) for zeros, subnormals and values 24+ binades under the max.
-    up = ((277 - s) << 23).view(torch.float32)
-    down = ((s - (m_bits - 1)) << 23).view(torch.float32)       # 2**(s - 127 - (m_bits - 1))
-    qmax = float((1 << m_bits) - 1)
-    torch.mul(x, up, out=out)
-    out.trunc_()                                  # bits shifted out by the alignment are dropped
-    out.mul_(2.0 ** -(24 - m_bits))
-    out.round_()                                  # then round to nearest, ties to even
-    out.clamp_(-qmax, qmax)                       # saturate instead of carrying into the exponent
-    out.mul_(down)
-    out.add_(0.0)                                 # -0.0 -> +0.0: the sign is dropped when q == 0
-    if bool(odd.any()):
+    # |x| as int32 bits orders like |x| as a float (NaN above inf): its max's exponent field
+    shared = torch.bitwise_and(x.view(torch.int32), 0x7FFFFFFF).amax(dim=1, keepdim=True) >> 23
+    # shared == 0 (all zeros/subnormals, e.g. padding) needs no special case: clamped to 24,
+    # x / T < 1 truncates to 0 and the group comes back as +0.0, as the integer model gives.
+    odd = ((shared > 0) & (shared < 24)) | (shared == 255)
+    step = ((shared.clamp_(24, 254) - 23) << 23).view(torch.float32)       # T = 2**(s - 150)
+    c = 1.5 * 2.0 ** (47 - m_bits)
+    qmax = float((1 << m_bits) - 1) * 2.0 ** (24 - m_bits)
+    exact = None
+    if bool(odd.any()):                           # before ``out`` (maybe ``x``) is overwritten
         rows = odd.reshape(-1).nonzero().reshape(-1)
-        out[rows] = _bfp_groups_exact(x[rows].view(torch.int32), m_bits).view(torch.float32)
+        exact = _bfp_groups_exact(x[rows].view(torch.int32), m_bits).view(torch.float32)
+    torch.div(x, step, rounding_mode="trunc", out=out)
+    out.add_(c)
+    out.clamp_(c - qmax, c + qmax)
+    out.sub_(c).mul_(step)
+    if exact is not None:
+        out[rows] = exact
 
 
 def _bfp_groups_exact(bits: "torch.Tensor", m_bits: int) -> "torch.Tensor":

@@ -49,11 +49,6 @@ class TensorShape:
     def rows(self) -> int:
         return self.n * self.h * self.w
 
-    @property
-    def padded_flat(self) -> tuple[int, int, int, int]:
-        """``flat`` with the last two dims padded to whole 32x32 tiles (TILE layout)."""
-        return (1, 1, round_up(self.rows, TILE), round_up(self.c, TILE))
-
     def __str__(self) -> str:
         return f"[{self.n}, {self.h}, {self.w}, {self.c}]"
 
@@ -143,11 +138,30 @@ class Graph:
     source: str = "<string>"
     input_precision: Precision = field(default_factory=Precision)
 
-    def node(self, name: str) -> Node:
+    # Name -> node and name -> consumers indexes, built on first use so planning stays linear
+    # in the number of layers (a linear scan per lookup made it quadratic). Rebuilt when the
+    # node list changes length (graphs built node by node in tests append to ``nodes``).
+    _by_name: dict[str, Node] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _readers: dict[str, list[Node]] = field(default_factory=dict, init=False, repr=False,
+                                            compare=False)
+    _indexed: int = field(default=-1, init=False, repr=False, compare=False)
+
+    def _index(self) -> None:
+        if self._indexed == len(self.nodes):
+            return
+        self._by_name = {n.name: n for n in self.nodes}
+        self._readers = {}
         for n in self.nodes:
-            if n.name == name:
-                return n
-        raise KeyError(name)
+            for src in dict.fromkeys(n.inputs):
+                self._readers.setdefault(src, []).append(n)
+        self._indexed = len(self.nodes)
+
+    def node(self, name: str) -> Node:
+        self._index()
+        n = self._by_name.get(name)
+        if n is None or n.name != name:
+            raise KeyError(name)
+        return n
 
     def shape_of(self, name: str) -> TensorShape:
         if name in self.inputs:
@@ -155,4 +169,5 @@ class Graph:
         return self.node(name).shape
 
     def consumers(self, name: str) -> list[Node]:
-        return [n for n in self.nodes if name in n.inputs]
+        self._index()
+        return list(self._readers.get(name, ()))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .graph import TILE, round_up
+from .graph import TILE
 
 # Wormhole: 1,499,136 B of L1 per Tensix core usable by ops (tt-metal's allocator reports
 # l1_size_per_core minus the firmware/unreserved base); 8x8 worker grid on an n150/n300.
@@ -71,7 +71,3 @@ class TensorLayout:
 
     def short(self) -> str:
         return f"{self.memory.short()} {self.layout} {self.dtype}"
-
-
-def tile_rows(rows: int) -> int:
-    return round_up(rows, TILE)

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import DeviceError
+from .mesh import SYSTEMS
 
 log = logging.getLogger("ttmodels")
 
@@ -46,11 +47,12 @@ log = logging.getLogger("ttmodels")
 TESTED_TTNN_VERSIONS = ("0.81.1",)
 
 DATA = Path(__file__).resolve().parent / "data"
-# System name -> (tt-umd cluster descriptor shipped in ttmodels/data, mesh shape (rows, cols)).
+# System name -> (tt-umd cluster descriptor shipped in ttmodels/data, mesh shape (rows, cols));
+# the mesh shapes are ttmodels.mesh.SYSTEMS' (what a ttnn MeshDevice of that system is opened as).
 MOCK_SYSTEMS: dict[str, tuple[str, tuple[int, int]]] = {
-    "n150": ("wormhole_n150_mock_cluster.yaml", (1, 1)),
-    "n300": ("wormhole_n300_mock_cluster.yaml", (1, 2)),
-    "t3000": ("t3000_mock_cluster.yaml", (2, 4)),
+    "n150": ("wormhole_n150_mock_cluster.yaml", SYSTEMS["n150"]),
+    "n300": ("wormhole_n300_mock_cluster.yaml", SYSTEMS["n300"]),
+    "t3000": ("t3000_mock_cluster.yaml", SYSTEMS["t3000"]),
 }
 
 ENV_ROOT = "TT_METAL_RUNTIME_ROOT"
@@ -221,6 +223,28 @@ def open_device(system: str = "n150", *, l1_small_size: int, trace_region_size: 
     # Per-op sub-graphs in ttnn.graph captures need the slow runtime path: with fast runtime
     # mode ttnn records only its FastOperation summaries (ttnn/graph.py begin_graph_capture).
     ttnn.CONFIG.enable_fast_runtime_mode = False
+    return ttnn, dev
+
+
+def open_mesh_device(mesh, *, l1_small_size: int, trace_region_size: int = 0):
+    """``(ttnn, mesh_device)``: every chip of the mock system ``mesh`` (a ``MeshSpec`` of one of
+    ``MOCK_SYSTEMS``, e.g. "n300", "t3000") opened as one ttnn MeshDevice of its shape, through
+    the same ``ttnn_backend.open_mesh`` a card uses. Failures are DeviceErrors."""
+    system = mesh.name
+    if system not in MOCK_SYSTEMS or MOCK_SYSTEMS[system][1] != mesh.shape:
+        shipped = ", ".join(f"{k} {r}x{c}" for k, (_, (r, c)) in MOCK_SYSTEMS.items())
+        raise DeviceError(f"no mock cluster descriptor for a {mesh.describe()} mesh; shipped: "
+                          f"{shipped}")
+    prepare(system)
+    from .backends.ttnn_backend import open_mesh
+    try:
+        ttnn, dev = open_mesh(mesh, l1_small_size=l1_small_size,
+                              trace_region_size=trace_region_size)
+    except DeviceError as e:
+        raise DeviceError(f"mock {system}: {e}" + (_TOO_LATE if "sfpi not found" in str(e)
+                                                   else "")) from e
+    _OPENED_OTHER.add(system)
+    ttnn.CONFIG.enable_fast_runtime_mode = False   # per-op sub-graphs, as in open_device
     return ttnn, dev
 
 

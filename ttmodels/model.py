@@ -31,7 +31,8 @@ class Model:
     ``model(x)`` takes a float NCHW torch tensor (or a dict of them by input name, or backend
     tensors already in TTNN's ``[1, 1, N*H*W, C]`` convention) and returns the first output as a
     float torch tensor: ``[N, classes]`` for a classifier head, NCHW for feature maps.
-    ``model.run(x)`` returns every named output.
+    ``model.run(x)`` returns every named output. Built with ``mesh=``, ``x`` is the whole batch
+    (``model.batch_size``) and so is the result: chip i computes samples i*n .. i*n+n-1.
     """
 
     def __init__(self, plan, executor, backend, *, weights_info: str = "", build_seconds: float = 0.0,
@@ -72,13 +73,21 @@ class Model:
         import torch
 
         if not isinstance(x, torch.Tensor):
-            return  # a backend tensor: the executor checks it
+            tensor_type = getattr(self.backend._base_tt, "Tensor", None)
+            if isinstance(tensor_type, type) and isinstance(x, tensor_type):
+                return  # a backend tensor: the executor checks it
+            from .errors import Error
+            raise Error(f"input '{name}' is a {type(x).__name__}; the model takes a float NCHW "
+                        f"torch tensor (e.g. torch.from_numpy(a).float()) or a {self.backend_name} "
+                        "backend tensor in the plan's [1, 1, N*H*W, C] input layout")
         s = self.graph.inputs[name]
-        expected = (s.n, s.c, s.h, s.w)
+        chips = self.plan.num_chips
+        expected = (s.n * chips, s.c, s.h, s.w)
         if tuple(x.shape) != expected:
             from .errors import Error
+            on = f" on {self.plan.mesh.describe()}, {s.n} per chip" if chips > 1 else ""
             raise Error(f"input '{name}' has shape {tuple(x.shape)}, the plan expects NCHW "
-                        f"{expected} (batch_size={s.n}, input_size=({s.h}, {s.w}))")
+                        f"{expected} (batch_size={s.n * chips}{on}, input_size=({s.h}, {s.w}))")
 
     def run(self, x) -> dict[str, Any]:
         """All named outputs as float torch tensors."""
@@ -95,7 +104,7 @@ class Model:
             shape = self.graph.shape_of(name)
             t = to_torch_nchw(self.backend, raw[name], shape)
             if name in self.graph.inputs or self.graph.node(name).op == "linear":
-                t = t.reshape(shape.n, shape.c) if shape.h == shape.w == 1 else t
+                t = t.reshape(t.shape[0], shape.c) if shape.h == shape.w == 1 else t
             out[name] = t
         return out
 
@@ -113,6 +122,16 @@ class Model:
 
     def __call__(self, x):
         return self.run(x)[self.graph.outputs[0]]
+
+    @property
+    def mesh(self):
+        """The ``MeshSpec`` the model runs data parallel on, or None (one chip)."""
+        return self.plan.mesh
+
+    @property
+    def batch_size(self) -> int:
+        """The whole batch ``model(x)`` takes (the per-chip batch times the chips)."""
+        return self.plan.batch_size
 
     def summary(self) -> str:
         lines = [f"model {self.graph.name}: backend {self.backend_name}, weights {self.weights_info},"

@@ -31,7 +31,26 @@ def _jsonable(v: Any) -> Any:
     return str(v)
 
 
+def mesh_dict(plan) -> dict[str, Any]:
+    return {**plan.mesh.to_dict(), "batch_size": plan.batch_size,
+            "per_chip_batch": plan.per_chip_batch}
+
+
+def mesh_line(plan) -> str:
+    if plan.mesh is None:
+        return ""
+    return (f"mesh {plan.mesh.describe()}: batch {plan.batch_size} = {plan.per_chip_batch} per "
+            f"chip x {plan.num_chips}, data parallel; the layouts below are each chip's")
+
+
 def plan_to_dict(plan) -> dict[str, Any]:
+    d = _plan_dict(plan)
+    if plan.mesh is not None:   # single-chip plans keep their JSON exactly as before
+        d = {"mesh": mesh_dict(plan), **d}
+    return d
+
+
+def _plan_dict(plan) -> dict[str, Any]:
     return {
         "model": plan.graph.name, "arch": plan.arch, "grid": list(plan.grid),
         "l1_budget": plan.l1_budget, "l1_bank_bytes": plan.l1_bank_bytes,
@@ -88,6 +107,8 @@ def plan_table(plan) -> str:
     lines = [f"plan {plan.graph.name} on {plan.arch} (grid {plan.grid[0]}x{plan.grid[1]}, "
              f"L1 bank {plan.l1_bank_bytes:,} B/core with l1_small_size {plan.l1_small_size:,}; "
              "live L1 = the op + every other tensor alive in L1 while it runs)"]
+    if plan.mesh is not None:
+        lines.append(mesh_line(plan))
     for i, r in enumerate(rows):
         lines.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
         if i == 0:

@@ -24,14 +24,15 @@ Procedure (see docs/layouts.md):
 dtypes) and inserts nothing, so the sim backend can show what the card would reject.
 """
 from __future__ import annotations
-from .formats import BLOCK_FLOAT_DTYPES
 
+import itertools
 from dataclasses import replace
 
 from . import l1 as l1m
 from . import liveness as lv
 from . import rules as R
-from .errors import LayoutError
+from .errors import LayoutError, SpecError
+from .formats import BLOCK_FLOAT_DTYPES
 from .graph import TILE, Graph, Node, TensorShape, round_up
 from .layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                      TensorLayout)
@@ -48,6 +49,7 @@ def plan_hook(op: str) -> str:
     if op in ("max_pool2d", "avg_pool2d", "global_avg_pool", "adaptive_avg_pool2d"):
         return "pool"
     return op
+
 
 BFP = BLOCK_FLOAT_DTYPES     # formats.py holds the block-float dtype set
 POOLS = ("max_pool2d", "avg_pool2d", "global_avg_pool")
@@ -80,6 +82,11 @@ class _Planner:
         self.layouts: dict[str, TensorLayout] = {}
         self.flat: dict[str, tuple[int, int, int, int]] = {}
         self.adapters: list[Adapter] = []
+        self.adapted: set[tuple[str, int]] = set()   # (dst layer, operand index) with an adapter
+        self.slice_miss: list[tuple] = []   # this conv's failed DRAM slicings, for its error
+        self.current: Node | None = None
+        self._alive: dict[str, None] = {}        # see alive_at
+        self._alive_seen, self._alive_i = 0, -1
         self.layers: list[PlannedLayer] = []
         self.input_layouts: dict[str, TensorLayout] = {}
         self.constant_layouts: dict[str, TensorLayout] = {}
@@ -106,6 +113,7 @@ class _Planner:
             raise LayoutError(f"internal: adapter {kind} on {src} -> {node.name} breaks "
                               f"{[str(v) for v in vs]}", layer=node.name, rule=vs[0].rule)
         self.adapters.append(Adapter(src, node.name, idx, kind, cur, after, reason))
+        self.adapted.add((node.name, idx))
         return after
 
     def to_interleaved(self, node, idx, cur, reason, buffer="l1"):
@@ -116,12 +124,16 @@ class _Planner:
         return self.adapt(node, idx, cur, "to_layout", replace(cur, layout=TILE_LAYOUT), reason)
 
     def to_row_major(self, node, idx, cur, reason):
-        return self.adapt(node, idx, cur, "to_layout", replace(cur, layout=ROW_MAJOR), reason)
+        # block-float exists only in TILE (rule to_layout.dtype): untilize to bfloat16
+        dtype = "bfloat16" if cur.dtype in BFP else cur.dtype
+        return self.adapt(node, idx, cur, "to_layout", replace(cur, layout=ROW_MAJOR, dtype=dtype),
+                          reason)
 
     # ---- the walk --------------------------------------------------------------------------
     def run(self) -> Plan:
         self.seed()
         for i, node in enumerate(self.g.nodes):
+            self.current = node        # plan_graph locates any LayoutError at this layer
             for src in node.inputs:
                 if src not in self.layouts:
                     raise LayoutError(f"input '{src}' has no layout (not a graph input, constant "
@@ -132,27 +144,38 @@ class _Planner:
             fn = getattr(self, f"plan_{plan_hook(node.op)}", None)
             if fn is None:
                 raise LayoutError(f"no planning rule for op '{node.op}'", layer=node.name)
-            try:
-                layer = self.plan_live(i, node, fn)
-                self.layers.append(layer)
-                self.layouts[node.name] = layer.output
-                self.flat[node.name] = _flat(node.shape)
-                if self.with_adapters:
-                    vs = R.check(self.rule_op(node), layer.inputs, self.check_attrs(layer),
-                                 None, shapes=[self.flat[s] for s in node.inputs])
-                    R.raise_if_violations(vs, node.name)
-            except LayoutError as e:
-                # name the spec file and line of the layer (issue 10), not only its name
-                if e.loc is None and node.loc is not None:
-                    raise e.located(str(node.loc)) from None
-                raise
+            layer = self.plan_live(i, node, fn)
+            self.layers.append(layer)
+            self.layouts[node.name] = layer.output
+            self.flat[node.name] = _flat(node.shape)
+            if self.with_adapters:
+                vs = R.check(self.rule_op(node), layer.inputs, self.check_attrs(layer),
+                             None, shapes=[self.flat[s] for s in node.inputs])
+                R.raise_if_violations(vs, node.name)
+            self.check_policy(node, layer)
         return Plan(self.g, self.layers, self.adapters, self.input_layouts,
                     self.constant_layouts, self.arch, self.grid, self.budget,
                     spills=self.spills, l1_small_size=self.l1_small_size)
 
     # ---- liveness ----------------------------------------------------------------------------
     def others(self, i: int, node: Node, received=None) -> dict[str, int]:
-        return lv.others_alive(i, node, self.layouts, self.last, self.keep, self.g, received)
+        return lv.others_alive(i, node, self.alive_at(i), self.last, self.keep, self.g, received)
+
+    def alive_at(self, i: int) -> dict[str, TensorLayout]:
+        """``self.layouts`` less the tensors freed before layer ``i`` (``others_alive`` skips
+        them anyway), kept incrementally: the liveness queries then cost O(live tensors) per
+        layer instead of O(layers so far), and planning stays linear in depth."""
+        alive = self._alive
+        new = len(self.layouts) - self._alive_seen
+        if new > 0:          # layouts only grows at its end (seed, then one layer at a time)
+            for name in itertools.islice(reversed(self.layouts), new):
+                alive[name] = None
+            self._alive_seen = len(self.layouts)
+        if i != self._alive_i:
+            for name in [n for n in alive if self.last.get(n, -1) < i and n not in self.keep]:
+                del alive[name]
+            self._alive_i = i
+        return {n: self.layouts[n] for n in alive}
 
     def try_plan(self, node: Node, fn, others: dict[str, int]):
         """fn(node) with the L1 that ``others`` leave; (layer or None, error, live others)."""
@@ -222,7 +245,8 @@ class _Planner:
             f"needs {total:,} B of L1 per core, over the {self.budget:,} B bank of {self.arch}: "
             f"the op {layer.l1_bytes_per_core:,} B ({layer.config.get('l1_parts')}) + live "
             f"tensors {sum(others.values()):,} B ({live or 'none'}); no spill or smaller "
-            "blocking fits" + (f"; cannot write in place into operand a: {why}" if why else ""),
+            "blocking fits" + (f"; cannot write in place into operand a: {why}" if why else "")
+            + "; use a smaller batch or input size (--batch / --input-size)",
             layer=node.name)
 
     def earliest_position(self, i: int, node: Node) -> int:
@@ -273,6 +297,43 @@ class _Planner:
         """What DRAM slicing moves: the conv's input and output through DRAM."""
         return self.total_bytes(node.inputs[0]) + int(node.shape.rows * node.shape.c * 2)
 
+    # Why an op's output cannot take a layout of its own (it is what ttnn gives it).
+    FOLLOWS_INPUT = {
+        "relu": "relu's output keeps its input's memory config",
+        "upsample": "upsample's output keeps its input's memory config",
+        "pad": "pad's output keeps its input's memory config",
+        "concat": "concat's output keeps its first input's memory config",
+        "linear": "linear runs interleaved (no sharded program config is planned)",
+        "max_pool2d": "pool2d's output keeps the shard grid it reads its input on",
+        "avg_pool2d": "pool2d's output keeps the shard grid it reads its input on",
+        "global_avg_pool": "pool2d's output keeps the shard grid it reads its input on",
+    }
+
+    def check_policy(self, node: Node, layer: PlannedLayer) -> None:
+        """An explicit layout is honoured or rejected naming the spec line, never replaced."""
+        p = node.layout
+        if p.kind == "auto" or not self.with_adapters:
+            return
+        m = layer.output.memory
+        grid = tuple(m.grid) if m.grid else None
+        if m.memory_layout == p.kind and (p.buffer is None or m.buffer == p.buffer) and \
+                (p.grid is None or grid == tuple(p.grid)):
+            return
+        asked = " ".join([p.kind] + ([p.buffer] if p.buffer else []) +
+                         ([f"{p.grid[0]}x{p.grid[1]}"] if p.grid else []))
+        if layer.config.get("slice"):
+            why = "no L1 layout fits, so it runs DRAM-sliced"
+        elif node.op == "conv2d":
+            why = ("conv2d derives its output cores from its input's and its output channels "
+                   "(conv2d_utils.cpp determine_output_parallel_config)")
+        else:
+            why = self.FOLLOWS_INPUT.get(node.op, f"{node.op} does not take this layout here")
+        loc = node.loc
+        raise SpecError(f"layout '{asked}' cannot be applied to this {node.op}: the plan gives "
+                        f"{m.short()} ({why}); use 'layout: auto' or another layout",
+                        file=loc.file if loc else self.g.source, line=loc.line if loc else None,
+                        layer=node.name)
+
     @staticmethod
     def rule_op(node: Node) -> str:
         return rule_op(node)
@@ -303,11 +364,13 @@ class _Planner:
         if p.kind == BLOCK:
             g = p.grid or self.grid
             return R.sharded_memspec(BLOCK, rows, c, grid=g, device_grid=self.grid)
-        n = (p.grid[0] * p.grid[1]) if p.grid else None
-        if n is None:
-            pc = R.determine_parallel_config(p.kind, rows, c, c, self.grid)
-            n = pc.num_cores
-        return R.sharded_memspec(p.kind, rows, c, num_cores=n, device_grid=self.grid)
+        if p.grid:
+            # the cores of the x-by-y rectangle the spec names (core_ranges gives it back as one
+            # CoreRange), not the same number of cores laid out along rows
+            return R.reshape_memspec(MemSpec(p.kind, "l1", tuple(p.grid), p.grid[0] * p.grid[1]),
+                                     rows, c)
+        pc = R.determine_parallel_config(p.kind, rows, c, c, self.grid)
+        return R.sharded_memspec(p.kind, rows, c, num_cores=pc.num_cores, device_grid=self.grid)
 
     # ---- conv2d ----------------------------------------------------------------------------
     @staticmethod
@@ -317,9 +380,10 @@ class _Planner:
                                 a.get("groups", 1))
 
     def conv_candidate(self, node: Node, kind: str, x: TensorLayout, act_block_h: int | None,
-                       follow_input: bool, dims: tuple[int, int, int] | None = None):
+                       follow_input: bool, dims: tuple[int, int, int] | None = None,
+                       slice_hw: tuple[int, int, int, int] | None = None):
         """One conv layout and its L1 estimate; ``dims`` = (input rows, input width, output rows)
-        of one DRAM slice instead of the whole tensors."""
+        and ``slice_hw`` = (ih, iw, oh, ow) of one DRAM slice instead of the whole tensors."""
         a = node.attrs
         in_shape = self.g.shape_of(node.inputs[0])
         in_rows, _ = self.rc(node.inputs[0])
@@ -330,29 +394,59 @@ class _Planner:
         c_in = a["in_channels"]
         is_mm = self.is_mm(node)
         if follow_input:
-            m = x.memory
-            n = m.num_cores or m.grid[0] * m.grid[1]
-            pc = R.ParallelConfig(m.memory_layout, n, m.grid,
-                                  m.grid[1] if kind == BLOCK else (1 if kind == WIDTH else n),
-                                  m.grid[0] if kind == BLOCK else (n if kind == WIDTH else 1))
+            pc = R.parallel_config_of(x.memory)
             conv_in = x
         else:
             pc = R.determine_parallel_config(kind, out_rows, c_in, c_out, self.grid,
-                                             channels_padding=not is_mm)
+                                             channels_padding=not is_mm, act_block_h=act_block_h)
             conv_in = TensorLayout(R.conv_memspec(kind, in_rows, c_in, pc), x.layout, x.dtype)
-        out_pc = R.conv_output_parallel_config(pc, c_out, self.grid, is_mm_conv=is_mm)
-        out_mem = R.conv_memspec(kind, out_rows, c_out, out_pc)
+        # ttnn's output spec: output parallel config, then (matmul convs) only the cores that
+        # hold output blocks (rules.conv_output_memspec)
+        out_mem = R.conv_output_memspec(pc, out_rows, c_out, is_mm=is_mm, device_grid=self.grid)
         out = TensorLayout(out_mem, TILE_LAYOUT, node.precision.activations)
+        ih, iw, oh, ow = slice_hw or (in_shape.h, in_shape.w, node.shape.h, node.shape.w)
+        geo = l1m.ConvGeometry(in_shape.n, ih, iw, oh, ow, tuple(a["kernel"]), tuple(a["stride"]),
+                               tuple(a["padding"]))
+        # what the layer receives (alive throughout): a sharded producer is resharded to conv_in
+        # by an adapter (plan_conv2d), an interleaved one is read as it is; a DRAM slice reads DRAM
+        received = None if follow_input or x.memory.sharded else (
+            x if dims is None else TensorLayout(MemSpec(INTERLEAVED, "dram"), x.layout, x.dtype))
         est = l1m.conv_l1(kind=kind, in_layout=conv_in, out_layout=out, in_rows=in_rows,
                           in_w=in_w, c_in=c_in, out_rows=out_rows, c_out=c_out,
                           kernel=tuple(a["kernel"]), cores_nhw=pc.cores_nhw, cores_c=pc.cores_c,
                           num_cores=pc.num_cores, weights_dtype=node.precision.weights,
                           fp32_accum=node.precision.fp32_accum, act_block_h=act_block_h,
-                          bias=a.get("bias", True))
+                          bias=bool(a.get("bias") or node.bn), geometry=geo, is_mm=is_mm,
+                          received=received)
         return dict(kind=kind, pc=pc, conv_in=conv_in, out=out, est=est, is_mm=is_mm,
                     act_block_h=act_block_h or 0)
 
+    def plan_conv_on_grid(self, node: Node, x: TensorLayout) -> PlannedLayer:
+        """An explicit grid (``layout: block_sharded l1 4x4``): an adapter shards the conv's input
+        on exactly those cores, and conv2d uses an already sharded input as it is (conv2d.cpp:
+        no reshard with reshard_if_not_optimal=False), so the output lands on the same cores."""
+        p = node.layout
+        rows, c_in = self.rc(node.inputs[0])
+        want = R.reshape_memspec(self.requested_memory(node, rows, c_in), rows, c_in, x.layout)
+        xin = replace(x, memory=want)
+        cands = [self.conv_candidate(node, p.kind, xin, abh, True) for abh in (None, 128, 64, 32)]
+        fit = next((c for c in cands if c["est"].total <= self.op_budget), None)
+        if fit is None:
+            best = min(cands, key=lambda c: c["est"].total)
+            raise LayoutError(f"on the {p.grid[0]}x{p.grid[1]} grid the spec asks for, conv2d "
+                              f"needs {best['est'].total} B of L1 per core ({best['est']}), over "
+                              f"the {self.op_budget} B left by the {self.budget} B bank of "
+                              f"{self.arch} and the tensors alive around it", layer=node.name)
+        cin = x
+        if self.with_adapters and x.memory != want:
+            kind = "reshard" if x.memory.sharded else "interleaved_to_sharded"
+            cin = self.adapt(node, 0, x, kind, xin, f"layout asks {p.kind} on "
+                             f"{p.grid[0]}x{p.grid[1]} cores; conv2d keeps a sharded input's grid")
+        return self.conv_layer(node, cin, fit, None)
+
     def plan_conv2d(self, node: Node) -> PlannedLayer:
+        if node.layout.grid is not None and node.attrs.get("lowering") != "linear":
+            return self.plan_conv_on_grid(node, self.layouts[node.inputs[0]])
         if (node.attrs.get("lowering") or "conv2d") in ("linear", "auto"):
             from .matmul_solver import resolve_lowering
             # explicit linear that cannot lower raises here, naming the layer
@@ -385,6 +479,25 @@ class _Planner:
             chosen = self.auto_pick(cands)
         else:
             chosen = cands[0] if cands else None
+        if follow and policy.kind == "auto" and chosen is not None:
+            # Following the input is ttnn's own choice, but matmul convs shrink their output grid
+            # to the cores holding blocks (rules.conv_output_memspec), and a chain of them can
+            # leave a stage on a couple of cores (ResNet50 layer4 at batch 1: 2 cores of
+            # 32x2048 shards). Reshard to ttnn's fresh auto choice when that spreads the conv
+            # over at least twice the cores for less L1.
+            fresh = []
+            for k in (HEIGHT, BLOCK, WIDTH):
+                if k == WIDTH and self.is_mm(node):
+                    continue
+                try:
+                    fresh.append(self.conv_candidate(node, k, x, None, False))
+                except (ValueError, ZeroDivisionError):
+                    continue
+            if len(fresh) >= 2:
+                pick = self.auto_pick(fresh)
+                if pick["pc"].num_cores >= 2 * chosen["pc"].num_cores and \
+                        pick["est"].total < chosen["est"].total:
+                    chosen, cands, follow = pick, fresh, False
         if chosen is None:
             raise LayoutError("no shard layout fits this conv", layer=node.name)
         tried = [chosen] + [c for c in cands if c is not chosen]
@@ -399,26 +512,35 @@ class _Planner:
                 for abh in (None, 64, 32):
                     fallback.append(self.conv_candidate(node, k, x, abh, False))
         fit = next((c for c in fallback if c["est"].total <= self.op_budget), None)
+        self.slice_miss = []
         if fit is None and not self.is_mm(node) and policy.kind in ("auto", INTERLEAVED):
             sliced = self.plan_conv_sliced(node, x)
             if sliced is not None:
                 return sliced
         if fit is None:
             best = min(fallback, key=lambda c: c["est"].total)
+            sliced = "".join(
+                f"; DRAM-sliced into {k} {st} slices of {r} output "
+                f"{'row' if st == 'height' else 'column'}{'s' if r > 1 else ''} it still needs "
+                f"{need} B" for st, k, r, need in self.slice_miss)
             raise LayoutError(
                 f"conv2d needs at least {best['est'].total} B of L1 per core "
                 f"({best['kind']}, {best['est']}), over the {self.op_budget} B of L1 per core left "
-                f"by the {self.budget} B bank of {self.arch} and the tensors alive around it",
-                layer=node.name)
+                f"by the {self.budget} B bank of {self.arch} and the tensors alive around it"
+                f"{sliced}; use a smaller input size or batch", layer=node.name)
         c = fit
         cin = x
         if self.with_adapters and x.memory.sharded and x.memory != c["conv_in"].memory:
             cin = self.adapt(node, 0, x, "reshard", replace(c["conv_in"], layout=x.layout),
                              f"conv wants its input {c['kind']} on {c['pc'].num_cores} cores; "
                              f"producer gives {x.memory.short()}")
-        out = c["out"]
         requested = self.requested_memory(node, node.shape.rows, node.shape.c) \
             if policy.kind == INTERLEAVED else None
+        return self.conv_layer(node, cin, c, requested)
+
+    def conv_layer(self, node: Node, cin: TensorLayout, c: dict, requested: MemSpec | None
+                   ) -> PlannedLayer:
+        out = c["out"]
         if requested is not None:
             out = replace(out, memory=requested)
         config = {
@@ -431,9 +553,9 @@ class _Planner:
         }
         return PlannedLayer(node, [cin], out, c["est"].total, config)
 
-    def slice_candidate(self, node: Node, x: TensorLayout, slice_type: str, num_slices: int):
-        """The best conv layout for the largest of ``num_slices`` DRAM slices (op_slicing.cpp
-        compute_L1_usage_for_slice_config takes the max over slices; the first is the largest)."""
+    def slice_dims(self, node: Node, slice_type: str, num_slices: int):
+        """((input rows, input width, output rows), (in h, in w, out h, out w)) of the largest
+        of ``num_slices`` slices."""
         a = node.attrs
         s_in, s_out = self.g.shape_of(node.inputs[0]), node.shape
         kh, kw = a["kernel"]
@@ -449,11 +571,16 @@ class _Planner:
             oh, ow = s_out.h, o
             ih, iw = s_in.h, min(s_in.w, (ow - 1) * sw + dw * (kw - 1) + 1)
         n = s_out.n
-        dims = (n * ih * iw, iw, n * oh * ow)
+        return (n * ih * iw, iw, n * oh * ow), (ih, iw, oh, ow)
+
+    def slice_candidate(self, node: Node, x: TensorLayout, slice_type: str, num_slices: int):
+        """The best conv layout for the largest of ``num_slices`` DRAM slices (op_slicing.cpp
+        compute_L1_usage_for_slice_config takes the max over slices; the first is the largest)."""
+        dims, hw = self.slice_dims(node, slice_type, num_slices)
         cands = []
         for k in (HEIGHT, BLOCK, WIDTH):
             try:
-                cands.append(self.conv_candidate(node, k, x, None, False, dims))
+                cands.append(self.conv_candidate(node, k, x, None, False, dims, hw))
             except (ValueError, ZeroDivisionError):
                 continue
         if not cands:
@@ -462,11 +589,58 @@ class _Planner:
             else cands[0]
         tried = [chosen] + [c for c in cands if c is not chosen]
         for c in tried:
-            for cand in [c] + [self.conv_candidate(node, c["kind"], x, abh, False, dims)
+            for cand in [c] + [self.conv_candidate(node, c["kind"], x, abh, False, dims, hw)
                                for abh in (128, 64, 32)]:
                 if cand["est"].total <= self.op_budget:
                     return cand
         return None
+
+    # Slice counts up to this are tried one by one; beyond it the search doubles, then bisects
+    # (a slice's L1 need does not grow as slices shrink), so a huge input costs O(log) estimates
+    # instead of one per output row.
+    LINEAR_SLICES = 32
+
+    def fewest_slices(self, node: Node, x: TensorLayout, st: str):
+        """(slice type, k, candidate) for the smallest k >= 2 slices along ``st`` whose largest
+        slice fits L1, or None; a miss is noted in ``slice_miss`` for the error message."""
+        dim, rnd = R.conv_slice_dim(st, node.shape.h, node.shape.w, TILE_LAYOUT)
+        units = -(-dim // rnd)
+        if units < 2:
+            return None
+        finest = self.slice_candidate(node, x, st, units)
+        if finest is None:     # not even slices of one row / one tile column fit
+            self.slice_miss.append((st, units, rnd, self.slice_need(node, x, st, units)))
+            return None
+        for k in range(2, min(units, self.LINEAR_SLICES) + 1):
+            c = self.slice_candidate(node, x, st, k)
+            if c is not None:
+                return st, k, c
+        lo, hi = self.LINEAR_SLICES, self.LINEAR_SLICES   # lo: known not to fit
+        while hi < units:
+            hi = min(units, hi * 2)
+            if self.slice_candidate(node, x, st, hi) is not None:
+                break
+            lo = hi
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self.slice_candidate(node, x, st, mid) is not None:
+                hi = mid
+            else:
+                lo = mid
+        return st, hi, (finest if hi == units else self.slice_candidate(node, x, st, hi))
+
+    def slice_need(self, node: Node, x: TensorLayout, st: str, k: int) -> int | None:
+        """Smallest L1 bytes/core estimate over the layouts of the largest of k slices."""
+        best = None
+        for kind in (HEIGHT, BLOCK, WIDTH):
+            for abh in (None, 32):
+                try:
+                    dims, hw = self.slice_dims(node, st, k)
+                    t = self.conv_candidate(node, kind, x, abh, False, dims, hw)["est"].total
+                except (ValueError, ZeroDivisionError):
+                    continue
+                best = t if best is None else min(best, t)
+        return best
 
     def plan_conv_sliced(self, node: Node, x: TensorLayout) -> PlannedLayer | None:
         """No L1 layout fits: run conv2d DRAM-sliced (rules ``conv2d.slice_*``). The smallest
@@ -477,12 +651,7 @@ class _Planner:
         first = R.conv_slice_type_guess(s_in.h, s_in.w, TILE_LAYOUT)
         found = None
         for st in (first, "width" if first == "height" else "height"):
-            dim, rnd = R.conv_slice_dim(st, node.shape.h, node.shape.w, TILE_LAYOUT)
-            for k in range(2, -(-dim // rnd) + 1):
-                c = self.slice_candidate(node, x, st, k)
-                if c is not None:
-                    found = (st, k, c)
-                    break
+            found = self.fewest_slices(node, x, st)
             if found:
                 break
         if found is None:
@@ -605,7 +774,9 @@ class _Planner:
                                         out_tiled=out_layout == TILE_LAYOUT, device_grid=self.grid)
             pool_in = replace(x, memory=R.pool_input_memspec(pc, in_rows, c, in_tiled=in_tiled))
         out = R.output_layout(node.op, [x], attrs, None, [self.flat[node.inputs[0]]])
-        est = l1m.pool_l1(in_layout=pool_in, out_layout=out, in_rows=in_rows, in_w=in_shape.w,
+        # the global pool reduces the input as it is (no pool2d sharding of it)
+        est = l1m.pool_l1(in_layout=x if node.op == "global_avg_pool" else pool_in,
+                          out_layout=out, in_rows=in_rows, in_w=in_shape.w,
                           c=c, out_rows=node.shape.rows, kernel=kernel, num_cores=pc.num_cores,
                           global_pool=node.op == "global_avg_pool")
         config = {"applied_shard_scheme": attrs["applied_shard_scheme"],
@@ -689,6 +860,12 @@ class _Planner:
             if b.layout != TILE_LAYOUT:
                 b = self.to_tile(node, ib, b, "binary operands in TILE")
         if self.with_adapters and not per_image:
+            # a row-major shard that is not whole tiles cannot be tilized where it is (ttnn
+            # tilizes with the shard spec: tensor.shard_tile): it goes interleaved first
+            if a.layout != TILE_LAYOUT and a.memory.sharded and not R.tile_aligned_shard(a.memory):
+                a = self.to_interleaved(node, ia, a, "row-major shards that are not whole tiles")
+            if b.layout != TILE_LAYOUT and b.memory.sharded and not R.tile_aligned_shard(b.memory):
+                b = self.to_interleaved(node, ib, b, "row-major shards that are not whole tiles")
             if a.layout != TILE_LAYOUT and (a.memory.sharded or b.memory.sharded):
                 a = self.to_tile(node, ia, a, "binary_ng's row-major path takes no sharded tensors")
             if b.layout != TILE_LAYOUT and (a.memory.sharded or b.memory.sharded):
@@ -702,16 +879,20 @@ class _Planner:
                     and a.memory != b.memory:
                 cost_a = R.tensor_bytes(a, *self.rc(node.inputs[ia]))
                 cost_b = R.tensor_bytes(b, *self.rc(node.inputs[ib]))
-                if cost_a < cost_b:
+                # move the operand on fewer cores onto the other's grid: that is where ttnn
+                # puts the output anyway (rules.binary_output_source), and it keeps the stage
+                # on the wider grid; equal core counts: the cheaper move (ties: b)
+                na, nb = R.core_count(a.memory), R.core_count(b.memory)
+                if na < nb or (na == nb and cost_a < cost_b):
                     a = self.adapt(node, ia, a, "reshard", replace(a, memory=b.memory),
                                    f"shard specs differ ({a.memory.short()} vs {b.memory.short()}); "
-                                   f"moving a costs {cost_a} B < {cost_b} B; same spec = native "
-                                   "L1-sharded binary_ng")
+                                   f"a on {na} cores, b on {nb}; moving a costs {cost_a} B "
+                                   f"(b: {cost_b} B); same spec = native L1-sharded binary_ng")
                 else:
                     b = self.adapt(node, ib, b, "reshard", replace(b, memory=a.memory),
                                    f"shard specs differ ({a.memory.short()} vs {b.memory.short()}); "
-                                   f"moving b costs {cost_b} B <= {cost_a} B; same spec = native "
-                                   "L1-sharded binary_ng")
+                                   f"a on {na} cores, b on {nb}; moving b costs {cost_b} B "
+                                   f"(a: {cost_a} B); same spec = native L1-sharded binary_ng")
         req = None if per_image else self.requested_memory(node, node.shape.rows, node.shape.c)
         dtype = node.precision.activations if self.with_adapters else a.dtype
         attrs = {"dtype": dtype, "out_shape": _flat(node.shape)}
@@ -770,8 +951,7 @@ class _Planner:
             return "a is not in L1 (nothing to save)"
         if node.inputs.count(src) > 1:
             return "both operands are the same tensor"
-        adapted = any(ad.dst == node.name and ad.index == ia for ad in self.adapters)
-        if adapted:
+        if (node.name, ia) in self.adapted:
             return None                    # a is the adapter's fresh copy: safe to overwrite
         if src in self.g.inputs or src in self.g.constants or src in self.g.outputs:
             return f"{src} is a graph input, constant or output"
@@ -834,7 +1014,8 @@ class _Planner:
         dtype = node.precision.activations
         out = TensorLayout(MemSpec(INTERLEAVED, "l1"), TILE_LAYOUT, dtype)
         est = l1m.linear_l1(in_layout=x, out_layout=out, rows=rows, k=k, n=node.shape.c,
-                            weights_dtype=node.precision.weights)
+                            weights_dtype=node.precision.weights,
+                            bias=bool(node.attrs.get("bias", True)))
         return PlannedLayer(node, [x], out, est.total,
                             {"dtype": dtype, "memory_config": out.memory, "program_config": None,
                              "activation": node.attrs.get("activation"), "l1_parts": est.parts})
@@ -854,9 +1035,14 @@ class _Planner:
             else:
                 if x.memory.memory_layout == WIDTH:
                     x = self.to_interleaved(node, 0, x, "upsample takes no width-sharded input")
-                if x.memory.sharded and x.layout != ROW_MAJOR:
-                    x = self.to_row_major(node, 0, x, "sharded upsample needs ROW_MAJOR")
-        attrs = {"mode": mode, "out_shape": _flat(node.shape), "lowering": "upsample"}
+                in_shape = self.g.shape_of(node.inputs[0])
+                if x.layout != ROW_MAJOR and (x.memory.sharded or in_shape.w % TILE or
+                                              in_shape.c % TILE):
+                    x = self.to_row_major(node, 0, x, "sharded upsample needs ROW_MAJOR" if
+                                          x.memory.sharded else "a TILE upsample input must be "
+                                          "tile aligned in its [N,H,W,C] view")
+        attrs = {"mode": mode, "out_shape": _flat(node.shape), "lowering": "upsample",
+                 "in_w": self.g.shape_of(node.inputs[0]).w}
         out = R.output_layout("upsample", [x], attrs, None, [self.flat[node.inputs[0]]])
         rows, c = self.rc(node.inputs[0])
         est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=node.shape.rows, c=c)
@@ -919,6 +1105,14 @@ class _Planner:
     def plan_concat(self, node: Node) -> PlannedLayer:
         ins = self.inputs_of(node)
         shapes = [self.flat[s] for s in node.inputs]
+        if self.with_adapters and node.layout.kind == HEIGHT and node.layout.buffer != "dram" \
+                and ins[0].memory.memory_layout != HEIGHT:
+            # asked for height sharding: shard the first input so (below) the others follow it
+            rows, c = self.rc(node.inputs[0])
+            want = R.reshape_memspec(self.requested_memory(node, rows, c), rows, c, ins[0].layout)
+            kind = "reshard" if ins[0].memory.sharded else "interleaved_to_sharded"
+            ins[0] = self.adapt(node, 0, ins[0], kind, replace(ins[0], memory=want),
+                                "layout asks height_sharded; the other inputs follow this one")
         if self.with_adapters and R.check("concat", ins, {"dim": -1}, None, shapes=shapes):
             first = ins[0]
             for i, t in enumerate(ins):
@@ -994,24 +1188,32 @@ def plan_graph(graph: Graph, *, arch: str = "wormhole_b0", adapters: bool = True
     works, else the layer stays and the other remedies (spills) apply."""
     frozen: frozenset[str] = frozenset()
     current, moves = graph, []
-    for _ in range(len(graph.nodes) + 1):
-        try:
-            plan = _Planner(current, arch, adapters, l1_small_size, frozen).run()
-            plan.reordered = [ReorderNote(*m) for m in moves]
-            return plan
-        except _Reorder as r:
-            frozen = frozen | {r.name}
-            candidate = moved(current, r.name, r.index)
+    planner = None
+    try:
+        for _ in range(len(graph.nodes) + 1):
             try:
-                _Planner(candidate, arch, adapters, l1_small_size, frozen).run()
-            except _Reorder:
-                pass                # the moved layer fitted; another one asks next
-            except LayoutError:
-                continue            # no better there: keep the order, spill instead
-            before = current.nodes[r.index].name
-            current = candidate
-            moves.append((r.name, before))
-    raise LayoutError("internal: the planner did not settle on an execution order")
+                planner = _Planner(current, arch, adapters, l1_small_size, frozen)
+                plan = planner.run()
+                plan.reordered = [ReorderNote(*m) for m in moves]
+                return plan
+            except _Reorder as r:
+                frozen = frozen | {r.name}
+                candidate = moved(current, r.name, r.index)
+                try:
+                    _Planner(candidate, arch, adapters, l1_small_size, frozen).run()
+                except _Reorder:
+                    pass                # the moved layer fitted; another one asks next
+                except LayoutError:
+                    continue            # no better there: keep the order, spill instead
+                before = current.nodes[r.index].name
+                current = candidate
+                moves.append((r.name, before))
+        raise LayoutError("internal: the planner did not settle on an execution order")
+    except LayoutError as e:
+        # the README promises file and line for spec mistakes: every layer's LayoutError
+        # carries where that layer was written
+        loc = planner.current.loc if planner is not None and planner.current is not None else None
+        raise (e.at(loc.file, loc.line) if loc else e) from None
 
 
 def check_plan(plan: Plan) -> list[tuple[str, R.Violation]]:

@@ -74,10 +74,27 @@ class Plan:
     spills: list = field(default_factory=list)     # liveness.Spill, in execution order
     reordered: list = field(default_factory=list)  # ReorderNote: layers moved by the planner
     l1_small_size: int = 32768
+    # Data parallel: the graph (and every layout above) is for ONE chip's batch; the mesh runs
+    # a replica per chip (ttmodels.mesh.MeshSpec), None for a single chip.
+    mesh: Any = None
 
     @property
     def l1_bank_bytes(self) -> int:
         return self.l1_budget
+
+    @property
+    def num_chips(self) -> int:
+        return 1 if self.mesh is None else self.mesh.num_chips
+
+    @property
+    def per_chip_batch(self) -> int:
+        inputs = list(self.graph.inputs.values())
+        return inputs[0].n if inputs else 1
+
+    @property
+    def batch_size(self) -> int:
+        """The whole batch a model built from this plan takes (per-chip batch x chips)."""
+        return self.per_chip_batch * self.num_chips
 
     def layer(self, name: str) -> PlannedLayer:
         for layer in self.layers:

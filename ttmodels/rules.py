@@ -87,18 +87,20 @@ _RULE_LIST = [
          f"{_TENSOR}: TensorLayout validation ('Only tile layout supports dtype conversion'; "
          "BFLOAT8_B/BFLOAT4_B require Layout::TILE)"),
     Rule("tensor.shard_spec", "*",
-         "a sharded tensor carries a shard spec whose shards cover the (tile padded) tensor: "
-         "height: cores*shard_h >= rows, shard_w == C (a row-major pool2d output: round_up(C, 16), "
-         "its padded width); width: shard_h == rows, cores*shard_w >= C; "
-         "block: grid_y*shard_h >= rows, grid_x*shard_w >= C",
-         "ttnn/api/ttnn/tensor/memory_config/memory_config.cpp / tensor_spec.cpp: "
-         "'Sharded memory config must have a shard spec', shard distribution validation "
-         "(0.81.1: 'Shard layout requires {}x{} = {} shards but shard grid has {} cores')"),
+         "a sharded tensor's shards tile its physical shape (TILE: [round_up(rows, 32), "
+         "round_up(C, 32)]; row-major: [rows, C], or round_up(C, 16) for a pool2d output): "
+         "height: shard_w == physical width, ceil(height / shard_h) <= cores; width: shard_h == "
+         "physical height exactly, ceil(width / shard_w) <= cores; block: ceil(height / shard_h) "
+         "<= grid rows and ceil(width / shard_w) <= grid columns (row-major orientation)",
+         "tt_metal/impl/tensor/spec/tensor_spec.cpp: validate_shard_spec_with_tensor_shape "
+         "('Shard width {} must match physical width {} for height sharded', 'Number of shards "
+         "along height {} must not exceed number of cores {}', 'Shard height {} must match "
+         "physical height {} for width sharded', 'Number of shards along height {} must not "
+         "exceed number of rows {} for row major orientation!'; 0.81.1 wheel: line 173)"),
     Rule("tensor.shard_tile", "*",
          "the shard shape of a sharded TILE tensor is a whole number of 32x32 tiles",
-         f"{_LAYOUT}: TensorLayout / PageConfig shard validation (TILE pages: shard dims are "
-         "multiples of the tile; 0.81.1 message '{} operation requires a shard shape that is a "
-         "whole number of tiles')"),
+         "tt_metal/impl/tensor/spec/layout/tensor_layout.cpp: TensorLayout validation "
+         "('Physical shard shape ({}, {}) must be tile {32, 32} sized!', 0.81.1 wheel: line 171)"),
     Rule("tensor.shard_grid", "*",
          "the shard grid lies inside the device's compute-with-storage worker grid (8x8 on a "
          "Wormhole n150/n300)",
@@ -109,17 +111,21 @@ _RULE_LIST = [
          "device ops take device tensors: a host tensor must be moved with to_device first",
          f"{_TENSOR_CPP}: device storage checks in each op's validate (0.81.1: 'Operands to "
          "matmul need to be on device!', 'ttnn.concat: expected a tensor with device storage')"),
-    Rule("tensor.shard_l1", "*",
-         "sharded activations live in L1 (DRAM sharding is a matmul weight/DRAM-sharded-matmul "
-         "feature; the CNN ops here take L1 shards)",
+    Rule("tensor.shard_l1", "conv2d|max_pool2d|avg_pool2d|global_avg_pool|adaptive_avg_pool2d",
+         "conv2d and pool inputs that are sharded live in L1 (ttnn 0.81.1 accepts DRAM "
+         "height-sharded tensors for eltwise ops and adapters; the planner never makes them)",
          f"{_CONV}: create_sharded_memory_config_from_parallel_config (BufferType::L1); "
          f"{_POOL}: Pool2D::validate_on_program_cache_miss"),
     # --- conv2d -----------------------------------------------------------------------------
     Rule("conv2d.sharded_or_shard_layout", "conv2d",
-         "the input must be sharded, or conv_config.shard_layout must be set so conv2d can shard "
-         "the interleaved input itself",
-         f"{_CONV}: get_conv_padded_input_shape_and_mem_config ('Tensor must be sharded or "
-         "shard_layout must be set.')"),
+         "an interleaved input with no conv_config.shard_layout is accepted: ttnn 0.81 picks the "
+         "sharding itself (L1-driven auto shard), so the plan sets shard_layout to know it",
+         f"{_CONV}: determine_conv_config_for_auto_shard (0.81.1 accepts the call; the old "
+         "'Tensor must be sharded or shard_layout must be set.' is not raised)", kind="perf"),
+    Rule("conv2d.act_block_h", "conv2d",
+         "act_block_h_override is 0 (ttnn decides) or a multiple of 32",
+         f"{_CONV}: get_conv_configs ('Config Error: act_block_h_override ({{}}) must be a "
+         "multiple of 32 (tile height).', 0.81.1 wheel: conv2d_utils.cpp:280)"),
     Rule("conv2d.shard_scheme", "conv2d",
          "conv2d supports HEIGHT, BLOCK or WIDTH sharded layouts only",
          f"{_CONV}: determine_parallel_config ('Conv2d supports Height, Block or Width Sharded "
@@ -129,13 +135,10 @@ _RULE_LIST = [
          f"{_CONV}: get_conv_padded_input_shape_and_mem_config (needs_shard_or_reshard when "
          "orientation != ROW_MAJOR for non-block layouts)", kind="perf"),
     Rule("conv2d.rm_bfp_output", "conv2d",
-         "conv output cannot be ROW_MAJOR when the output dtype is bfloat8_b",
+         "conv output cannot be ROW_MAJOR when the output dtype is bfloat8_b (1x1 stride-1 "
+         "matmul convs excepted: 0.81.1 accepts them)",
          f"{_CONV_OP}: Conv2dDeviceOperation::validate ('Conv output can't be in Row Major if "
          "output dtype is BFloat8_B.')"),
-    Rule("conv2d.mm_width_sharded", "conv2d",
-         "a 1x1 stride-1 conv lowered to matmul cannot be WIDTH sharded",
-         f"{_CONV}: use_matmul_for_1x1_conv / select_shard_spec ('matmul doesn't support width "
-         "sharding')"),
     Rule("conv2d.reshard", "conv2d",
          "a sharded input whose scheme differs from conv_config.shard_layout is resharded inside "
          "conv2d (an extra move the plan should make explicit)",
@@ -167,7 +170,9 @@ _RULE_LIST = [
          "override_output_sharding_config.')"),
     # --- binary_ng (add, multiply, subtract) ------------------------------------------------
     Rule("binary.layout", _BIN_OPS,
-         "operands must be TILE or ROW_MAJOR, and the ROW_MAJOR path does not take sharded tensors",
+         "operands must be TILE or ROW_MAJOR; row-major operands may be sharded or mixed with "
+         "sharded ones, but ttnn tilizes a row-major operand with its own memory config, so if "
+         "sharded its shards must be whole tiles (measured on 0.81.1)",
          f"{_BNG}: BinaryNgDeviceOperation::validate_on_program_cache_miss ('First/Second operand "
          "to eltwise binary must have TILE or ROW_MAJOR layout'; 'Row-major binary_ng path does "
          "not support sharded tensors yet')"),
@@ -232,20 +237,17 @@ _RULE_LIST = [
          "with applied_shard_scheme, default chosen like conv)",
          f"{_POOL}: Pool2D::validate_on_program_cache_miss ('Pool2D input shard spec should not be "
          f"empty'); {_POOL_API}: pool2d (shards an interleaved input)"),
-    Rule("pool2d.slice_input", "max_pool2d|avg_pool2d",
-         "a DRAM-sliced pool (dram_slice_config) reads its input from DRAM interleaved and writes "
-         "a DRAM-interleaved output",
-         f"{_POOL_API}: pool2d DRAM-sliced path (Op2DSliceConfig, as conv2d_DRAM; behaviour "
-         "seen on the mock device)"),
     Rule("pool.dtype_layout", "max_pool2d|avg_pool2d|global_avg_pool",
          "output dtype and layout are arguments (dtype=bfloat16, output_layout=ROW_MAJOR by "
          "default); a bfloat8_b output needs output_layout=TILE",
          f"{_POOL_API}: max_pool2d/avg_pool2d signatures (dtype, output_layout)"),
     Rule("pool2d.slice_input", "max_pool2d|avg_pool2d",
-         "a DRAM-sliced pool (dram_slice_config) reads its input from DRAM interleaved and writes "
-         "a DRAM-interleaved output",
-         f"{_POOL_API}: pool2d DRAM-sliced path (observed on the mock device with ttnn 0.81.1; "
-         "the sim raises it, see backends/sim/ops.py _sliced_pool_memory)"),
+         "a DRAM-sliced pool (dram_slice_config) reads its input from DRAM interleaved and "
+         "writes a DRAM-interleaved output (seen on the 0.81.1 mock device: a [N*H*W, C] DRAM "
+         "input gives a DRAM-interleaved output in the requested output_layout)",
+         f"{_POOL_API}: pool2d with dram_slice_config (sliced through "
+         "ttnn/cpp/ttnn/operations/sliding_window/op_slicing/op_slicing.cpp, like conv2d_DRAM); "
+         "enforced by the sim (backends/sim/ops.py), not by rules.check"),
     # --- matmul / linear --------------------------------------------------------------------
     Rule("linear.tile", "linear",
          "matmul operands must be TILE layout",
@@ -255,22 +257,30 @@ _RULE_LIST = [
          "mcast, block-sharded in0) program config whose blocks divide the problem and fit L1; "
          "the matmul solver raises this when none exists",
          f"{_PC}: get_matmul_program_config / {_MM}: Matmul::validate (per_core_M/N, in0_block_w "
-         "and subblock constraints; see docs/lowering.md)"),
+         "and subblock constraints; see docs/lowering.md); a sharded in0 must be the config's "
+         "('MatmulMultiCoreReuseMultiCast1DProgramConfig: input A must be HEIGHT_SHARDED', "
+         "0.81.1 wheel: line 2358; 2D: 'K ({}) must equal in0_block_w ({})', line 1767), an "
+         "interleaved one is accepted"),
     Rule("linear.sharded_needs_program_config", "linear",
-         "a sharded input a needs an explicit sharded program config (1D/2D mcast) whose grid "
-         "matches its shard grid; without one the planner feeds linear interleaved tensors",
-         f"{_MM}: Matmul::validate / get_program_config (auto config for sharded in0)"),
+         "a BLOCK-sharded input a needs an explicit 2D program config (the automatic one must "
+         "match its grid); height/width-sharded inputs get an automatic 1D config",
+         f"{_PC}: get_matmul_program_config ('Num cores along y ({{}}) must match provided grid "
+         "size ({}) or divided up size ({})', 0.81.1 wheel: matmul_program_config.cpp:784)"),
     # --- upsample ---------------------------------------------------------------------------
     Rule("upsample.memory", "upsample",
-         "a sharded input must be HEIGHT or BLOCK sharded (WIDTH not supported)",
-         f"{_UP}: UpsampleDeviceOperation::validate (sharded input memory layout)"),
+         "bilinear upsample takes an interleaved or HEIGHT-sharded input (nearest also takes "
+         "WIDTH and BLOCK shards: 0.81.1 accepts them)",
+         f"{_UP}: UpsampleDeviceOperation::validate_on_program_cache_miss / select_upsample_path "
+         "('Unsupported upsample configuration:', 0.81.1 wheel: line 83)"),
     Rule("upsample.layout", "upsample",
-         "nearest upsample on a sharded input needs ROW_MAJOR; bilinear needs bfloat16 ROW_MAJOR "
-         "height sharded (the planner shards it as ttnn's own bilinear autoshard does: "
-         "min(64, rows) cores row-wise, shard height ceil(rows / cores), whole channels)",
-         f"{_UP}: UpsampleDeviceOperation::validate ('Bilinear upsample requires BFLOAT16 input', "
-         "'Bilinear upsample requires HEIGHT_SHARDED input tensor'); "
-         f"{_UP_API}: compute_bilinear_autoshard_memory_config"),
+         "a TILE input must be tile aligned in the layer's [N, H, W, C] view (W and C multiples "
+         "of 32: no padding); then nearest takes it interleaved only (its output is ROW_MAJOR, "
+         "so a block-float input comes out bfloat16) and bilinear sharded only; a sharded "
+         "nearest input must be ROW_MAJOR; bilinear needs bfloat16 (measured on 0.81.1)",
+         f"{_UP}: UpsampleDeviceOperation::validate_on_program_cache_miss ('Tiled input must be "
+         "tile-aligned (no padding difference)', 0.81.1 wheel: line 73; 'Unsupported upsample "
+         "configuration:' line 83; 'Bilinear upsample requires BFLOAT16 input'); "
+         f"{_UP_API}: compute_bilinear_autoshard_memory_config (the planner's bilinear shards)"),
     # --- grid_sample (bilinear upsample with align_corners=True, docs/spec.md) ---------------
     Rule("grid_sample.input", "grid_sample",
          "the input is a 4D NHWC tensor, bfloat16 or float32, ROW_MAJOR, INTERLEAVED or "
@@ -302,27 +312,31 @@ _RULE_LIST = [
          f"{_CAT}: ConcatDeviceOperation::validate ('Only width or height concat on sharded "
          "tensors', 'Only support width concat on height-sharded or block-sharded tensors.')"),
     Rule("concat.same_format", "concat",
-         "all inputs share one dtype and one layout (TILE or ROW_MAJOR)",
-         f"{_CAT}: ConcatDeviceOperation::validate (every input's dtype and layout equal to the "
-         "first input's)"),
+         "all inputs share one dtype (0.81.1 accepts a TILE input next to a ROW_MAJOR one)",
+         f"{_CAT}: ConcatDeviceOperation::validate_on_program_cache_miss ('All Tensors should have "
+         "same dtypes.', 0.81.1 wheel: line 157)"),
     Rule("concat.mixed", "concat",
          "inputs must be all sharded or all interleaved",
-         f"{_CAT}: ConcatDeviceOperation::validate (sharded inputs require every input sharded)"),
+         f"{_CAT}: ConcatDeviceOperation::validate_on_program_cache_miss ('All tensors must be "
+         "sharded or all must be interleaved', 0.81.1 wheel: line 170)"),
     # --- pad --------------------------------------------------------------------------------
     Rule("pad.memory", "pad",
-         "spatial pad of an NHWC tensor runs on interleaved or row-major height-sharded inputs; "
-         "the output keeps the input's memory config unless memory_config is given, so a "
-         "sharded pad that adds rows needs a memory_config whose shards cover the padded rows "
-         "(checked as tensor.shard_spec on the output)",
-         f"{_PAD}: PadDeviceOperation::validate ('sharded pad does not support pad on last dim "
-         "currently')"),
+         "the Pad layer pads in ROW_MAJOR (a TILE input via to_layout); its output keeps the "
+         "input's memory config unless memory_config is given, and that memory config must be a "
+         "valid shard spec for the padded (row-major) shape, e.g. width shards never are (their "
+         "height must equal the tensor's); a bare ttnn.pad of a sharded TILE tensor is refused "
+         "(no front padding of tiles on device)",
+         "ttnn/cpp/ttnn/operations/data_movement/pad/pad.cpp ('ttnn.pad: on device tile padding "
+         "does not support front padding', 0.81.1 wheel: line 454); output spec: "
+         "tt_metal/impl/tensor/spec/tensor_spec.cpp validate_shard_spec_with_tensor_shape"),
     # --- adapters ---------------------------------------------------------------------------
     Rule("i2s.input", "interleaved_to_sharded",
          "input must be interleaved, output sharded; TILE inputs use standard 32x32 tiles",
          f"{_I2S}: InterleavedToShardedDeviceOperation::validate ('interleaved_to_sharded requires "
          "standard 32x32 tiles')"),
     Rule("s2i.input", "sharded_to_interleaved",
-         "input must be sharded (2D shard spec, not ND), output interleaved",
+         "output interleaved (an interleaved input is accepted too: 0.81.1 copies it to the "
+         "output memory config, ignoring output_dtype)",
          f"{_S2I}: ShardedToInterleavedDeviceOperation::validate ('sharded_to_interleaved does not "
          "support ND sharding')"),
     Rule("reshard.input", "reshard",
@@ -337,7 +351,9 @@ _RULE_LIST = [
          "memory layout to match')"),
     Rule("to_memory_config.any", "to_memory_config",
          "to_memory_config moves between any two memory configs (dispatching to i2s/s2i/reshard/"
-         "copy) and may change dtype only in TILE layout",
+         "copy) and may change dtype only in TILE layout, and only while it moves: to the same "
+         "memory config it returns the tensor unchanged, dtype argument ignored (measured on "
+         "0.81.1)",
          "ttnn/cpp/ttnn/operations/core/to_memory_config/to_memory_config_op.hpp: to_memory_config"),
 ]
 
@@ -443,20 +459,37 @@ class ParallelConfig:
     cores_c: int
 
 
+def closest_divisor_with_padding_mult(num: int, start: int, mult: int) -> int:
+    """conv2d_utils.cpp ``find_closest_largest_divisor_with_num_padding_and_mult``: as
+    ``closest_divisor_with_padding`` with ``num`` padded to multiples of d * mult (each core's
+    rows a whole number of act blocks)."""
+    d = max(1, start)
+    while d > 1:
+        padded = round_up(num, d * mult)
+        if padded - num < padded // d:
+            return d
+        d -= 1
+    return 1
+
+
 def determine_parallel_config(kind: str, rows_out: int, c_in: int, c_out: int,
                               device_grid: tuple[int, int] = (8, 8), *,
-                              channels_padding: bool = True) -> ParallelConfig:
+                              channels_padding: bool = True,
+                              act_block_h: int | None = None) -> ParallelConfig:
     """Mirror of conv2d_utils.cpp ``determine_parallel_config`` (ROW_MAJOR orientation, tiled
-    output, no act_block_h override): how many cores each sharding of a conv uses."""
+    output): how many cores each sharding of a conv uses. ``act_block_h`` (the override, rows)
+    makes every core's rows a multiple of it (ResNet50's stem at batch 16 with a 128-row act
+    block: 63 cores of 3200 rows, not 64 of 3136)."""
     gx, gy = device_grid
     nhw_tiles = round_up(rows_out, TILE) // TILE
     cin_tiles = -(-c_in // TILE)
     cout_tiles = -(-c_out // TILE)
+    mult = max(1, (act_block_h or 0) // TILE)
     if kind == HEIGHT:
-        n = closest_divisor_with_padding(nhw_tiles, gx * gy)
+        n = closest_divisor_with_padding_mult(nhw_tiles, gx * gy, mult)
         return ParallelConfig(HEIGHT, n, cores_to_grid(n, device_grid), n, 1)
     if kind == BLOCK:
-        nhw = closest_divisor_with_padding(nhw_tiles, gy)
+        nhw = closest_divisor_with_padding_mult(nhw_tiles, gy, mult)
         if channels_padding:
             cc = closest_divisor_with_padding2(cout_tiles, cin_tiles, gx)
         else:
@@ -494,22 +527,6 @@ def select_conv_shard_layout(rows_out: int, c_in: int, c_out: int, *, is_mm_conv
     return kind
 
 
-def conv_output_parallel_config(pc: ParallelConfig, c_out: int, device_grid: tuple[int, int] = (8, 8),
-                                *, is_mm_conv: bool = False) -> ParallelConfig:
-    """conv2d_utils.cpp ``determine_output_parallel_config``: the output keeps the input's row
-    cores, but (not for matmul convs) its channel cores are recomputed for the output channels:
-    width sharding over the closest divisor (with little padding) of the output channel tiles
-    up to all cores, block sharding (ROW_MAJOR orientation) up to the grid's columns."""
-    if is_mm_conv or pc.kind not in (WIDTH, BLOCK):
-        return pc
-    tiles = -(-c_out // TILE)
-    if pc.kind == WIDTH:
-        n = closest_divisor_with_padding(tiles, device_grid[0] * device_grid[1])
-        return ParallelConfig(WIDTH, n, cores_to_grid(n, device_grid), 1, n)
-    cc = closest_divisor_with_padding(tiles, device_grid[0])
-    return ParallelConfig(BLOCK, cc * pc.cores_nhw, (cc, pc.cores_nhw), pc.cores_nhw, cc)
-
-
 def conv_memspec(kind: str, rows: int, c: int, pc: ParallelConfig) -> MemSpec:
     """Sharded memory config of a [rows, c] conv tensor under parallel config ``pc`` (conv2d_utils
     ``create_sharded_memory_config_from_parallel_config``)."""
@@ -518,6 +535,70 @@ def conv_memspec(kind: str, rows: int, c: int, pc: ParallelConfig) -> MemSpec:
     if kind == WIDTH:
         return MemSpec(WIDTH, "l1", pc.grid, pc.num_cores, width_shard_shape(rows, c, pc.num_cores))
     return MemSpec(BLOCK, "l1", pc.grid, pc.num_cores, block_shard_shape(rows, c, pc.grid))
+
+
+def parallel_config_of(mem: MemSpec) -> ParallelConfig:
+    """The parallel config of an already sharded conv input (conv2d_utils.cpp
+    get_conv_padded_input_shape_and_mem_config: with reshard_if_not_optimal=False a sharded input's
+    shard grid *is* the conv's parallel config; get_num_cores_nhw / get_num_cores_channels)."""
+    gx, gy = mem.grid
+    if mem.memory_layout == BLOCK:
+        return ParallelConfig(BLOCK, gx * gy, mem.grid, gy, gx)
+    n = mem.num_cores or gx * gy
+    if mem.memory_layout == WIDTH:
+        return ParallelConfig(WIDTH, n, mem.grid, 1, n)
+    return ParallelConfig(HEIGHT, n, mem.grid, n, 1)
+
+
+def conv_output_parallel_config(pc: ParallelConfig, c_out: int, *, is_mm: bool,
+                                device_grid: tuple[int, int] = (8, 8)) -> ParallelConfig:
+    """conv2d_utils.cpp ``determine_output_parallel_config``: a matmul (1x1) conv keeps the input's
+    parallel config; otherwise width sharding re-spreads the *output* channel tiles over
+    closest_divisor_with_padding(cout_tiles, grid cores) cores and block sharding keeps the
+    input's row cores with closest_divisor_with_padding(cout_tiles, grid x) channel cores; height
+    sharding keeps the input's cores."""
+    if is_mm:
+        return pc
+    cout_tiles = -(-c_out // TILE)
+    gx, gy = device_grid
+    if pc.kind == WIDTH:
+        n = closest_divisor_with_padding(cout_tiles, gx * gy)
+        return ParallelConfig(WIDTH, n, cores_to_grid(n, device_grid), 1, n)
+    if pc.kind == BLOCK:
+        cc = closest_divisor_with_padding(cout_tiles, gx)
+        return ParallelConfig(BLOCK, cc * pc.cores_nhw, (cc, pc.cores_nhw), pc.cores_nhw, cc)
+    return pc
+
+
+def conv_output_memspec(pc: ParallelConfig, rows_out: int, c_out: int, *, is_mm: bool,
+                        device_grid: tuple[int, int] = (8, 8)) -> MemSpec:
+    """The memory config ttnn 0.81.1 gives a conv2d output, ``pc`` being the conv's (input)
+    parallel config.
+
+    conv2d.cpp conv2d_L1: ``conv_out_memory_config = create_sharded_memory_config_from_parallel_config(
+    [1, 1, rows, round_up(c_out, cores_c * 32)], output_parallel_config, 32)`` (shard height
+    round_up(rows, cores_nhw * 32) / cores_nhw) on the output parallel config
+    (``conv_output_parallel_config``). A non-matmul conv's output is exactly that, every core of
+    the grid included even when trailing shards are empty (49 cores for 784 rows of 32-row shards).
+    A matmul conv runs ttnn::matmul with per_core_M/N = that shard shape in tiles, and
+    matmul_device_operation.cpp compute_output_specs keeps only the cores that hold blocks:
+    1D (height): num_cores_to_corerangeset(ceil(M / per_core_M)) row-wise; 2D (block): a
+    ceil(N / per_core_N) x ceil(M / per_core_M) range, M being the tile-padded rows and N the
+    prepared weights' (channel-core padded) width. E.g. 3136 rows on 56 cores: shards of 64
+    rows, output on 49 cores."""
+    opc = conv_output_parallel_config(pc, c_out, is_mm=is_mm, device_grid=device_grid)
+    mem = conv_memspec(opc.kind, rows_out, c_out, opc)
+    if not is_mm:
+        return mem
+    sh, _ = mem.shard_shape
+    m_blocks = -(-(-(-rows_out // TILE)) // (sh // TILE))
+    # N is the prepared weights' width, out channels padded to cores_c tiles: every channel core
+    # keeps a block (a 128-channel output on 8 channel cores stays 8 wide)
+    n_blocks = opc.cores_c if opc.kind == BLOCK else 1
+    if opc.kind == BLOCK:
+        return replace(mem, grid=(n_blocks, m_blocks), num_cores=n_blocks * m_blocks)
+    n = m_blocks * n_blocks
+    return replace(mem, grid=cores_to_grid(n, device_grid), num_cores=n)
 
 
 def reshape_memspec(mem: MemSpec, rows: int, c: int, layout: str = TILE_LAYOUT) -> MemSpec:
@@ -643,21 +724,6 @@ def pool_output_padded_shape(mem: MemSpec, out_rows: int, c: int, *, out_tiled: 
     return (1, 1, rows, cp)
 
 
-def shard_bytes(layout: TensorLayout, rows: int, c: int) -> int:
-    """Bytes one core holds of this tensor (the whole tensor spread over banks if interleaved:
-    then 0 L1 bytes per core for DRAM, and an even share for L1 interleaved)."""
-    from .layout import bytes_per_element
-    bpe = bytes_per_element(layout.dtype) if layout.layout == TILE_LAYOUT else \
-        {"bfloat16": 2, "float32": 4}.get(layout.dtype, 2)
-    mem = layout.memory
-    if mem.sharded:
-        h, w = mem.shard_shape or (round_up(rows, TILE), round_up(c, TILE))
-        return int(h * w * bpe)
-    if mem.buffer == "dram":
-        return 0
-    return int(round_up(rows, TILE) * round_up(c, TILE) * bpe) // 64 + 1
-
-
 def tensor_bytes(layout: TensorLayout, rows: int, c: int) -> int:
     """Bytes of the whole tensor as stored (tile padding included)."""
     from .layout import bytes_per_element
@@ -680,39 +746,49 @@ def _v(rule: str, msg: str) -> Violation:
     return Violation(rule, msg)
 
 
-def _tensor_checks(t: TensorLayout, shape: Shape4 | None, what: str) -> list[Violation]:
+def _tensor_checks(t: TensorLayout, shape: Shape4 | None, what: str, *,
+                   l1_shards: bool = True) -> list[Violation]:
+    """tt-metal's TensorSpec validation (tensor_spec.cpp validate_shard_spec_with_tensor_shape,
+    tensor_layout.cpp): shard shapes against the *physical* shape, which for a TILE tensor is
+    [round_up(rows, 32), round_up(C, 32)] and for a row-major one [rows, C] (or round_up(C, 16)
+    for a pool2d output, see pool_output_padded_shape)."""
     out = []
     if t.dtype in BFP and t.layout != TILE_LAYOUT:
         out.append(_v("tensor.bfp_tile", f"{what} is {t.dtype} in {t.layout} layout"))
     m = t.memory
     if m.sharded:
-        if m.buffer != "l1":
+        if m.buffer != "l1" and l1_shards:
             out.append(_v("tensor.shard_l1", f"{what} is {m.memory_layout} in {m.buffer}"))
         if m.grid is None or m.shard_shape is None:
             out.append(_v("tensor.shard_spec", f"{what} is {m.memory_layout} without a shard spec"))
-        elif shape is not None:
+            return out
+        sh, sw = m.shard_shape
+        if t.layout == TILE_LAYOUT and (sh % TILE or sw % TILE):
+            out.append(_v("tensor.shard_tile", f"{what}: shard {m.shard_shape} of a TILE tensor "
+                          "is not a whole number of 32x32 tiles"))
+            return out
+        if shape is not None:
             rows, c = _rows_c(shape)
-            sh, sw = m.shard_shape
+            tiled = t.layout == TILE_LAYOUT
+            ph = round_up(rows, TILE) if tiled else rows
+            widths = (round_up(c, TILE),) if tiled else (c, round_up(c, TILE // 2))
             n = m.num_cores or m.grid[0] * m.grid[1]
             if m.memory_layout == HEIGHT:
-                # A row-major tensor is C wide, or round_up(C, 16) when pool2d made it (its output
-                # padded shape, see pool_output_padded_shape); the layout alone does not say which.
-                ok = n * sh >= rows and (sw == round_up(c, TILE) if t.layout == TILE_LAYOUT
-                                         else sw in (c, round_up(c, TILE // 2)))
+                ok = sw in widths and -(-ph // sh) <= n
             elif m.memory_layout == WIDTH:
-                ok = sh >= rows and n * sw >= c
+                ok = sh == ph and -(-widths[0] // sw) <= n
             else:
-                ok = m.grid[1] * sh >= rows and m.grid[0] * sw >= c
+                gx, gy = m.grid if m.orientation == "row_major" else m.grid[::-1]
+                ok = -(-ph // sh) <= gy and -(-widths[0] // sw) <= gx
             if not ok:
                 out.append(_v("tensor.shard_spec",
                               f"{what}: {m.memory_layout} shard {m.shard_shape} on {n} cores "
-                              f"({m.grid[0]}x{m.grid[1]}) does not cover [{rows}, {c}]"))
+                              f"({m.grid[0]}x{m.grid[1]}) does not tile its physical shape "
+                              f"[{ph}, {widths[0]}]"))
     return out
 
 
-def _same_shard(a: MemSpec, b: MemSpec) -> bool:
-    return (a.memory_layout, a.buffer, a.grid, a.num_cores, a.shard_shape, a.orientation) == \
-        (b.memory_layout, b.buffer, b.grid, b.num_cores, b.shard_shape, b.orientation)
+_L1_SHARD_OPS = tuple(RULES["tensor.shard_l1"].op.split("|"))
 
 
 def check(op: str, inputs: list[TensorLayout | None], attrs: dict, output: MemSpec | None = None,
@@ -720,16 +796,25 @@ def check(op: str, inputs: list[TensorLayout | None], attrs: dict, output: MemSp
     """Every ``error`` rule ``op`` breaks with these operand layouts. Empty list = the card runs it.
 
     attrs keys used: conv2d ``shard_layout`` (str|None), ``output_layout``, ``dtype`` (output
-    dtype), ``is_mm_conv``; relu ``dtype`` (requested output dtype); pools ``output_layout``,
+    dtype), ``is_mm_conv``, ``act_block_h_override``, ``lowering`` ("linear": ttnn.linear's
+    rules); upsample ``in_w`` (the input's W: TILE alignment of the [N,H,W,C] view); pad
+    ``padding``/``out_shape``/``memory_config`` (the Pad layer; without ``padding`` a bare
+    ttnn.pad call); relu ``dtype`` (requested output dtype); pools ``output_layout``,
     ``dtype``; upsample ``mode``; concat ``dim`` (default -1 = channels); adapters: ``dtype``,
     ``layout`` (target) — the target memory config of an adapter is ``output``."""
     shapes = list(shapes) if shapes is not None else [None] * len(inputs)
     shapes += [None] * (len(inputs) - len(shapes))
     vs: list[Violation] = []
+    l1_shards = op in _L1_SHARD_OPS
     for i, (t, s) in enumerate(zip(inputs, shapes)):
         if t is not None:
-            vs += _tensor_checks(t, s, f"{op} input {i}")
-    if output is not None and output.sharded and output.buffer != "l1":
+            vs += _tensor_checks(t, s, f"{op} input {i}", l1_shards=l1_shards)
+    if output is not None and op in ADAPTER_OPS and inputs and inputs[0] is not None:
+        # the adapter's result is a tensor too: its shard spec must tile its physical shape
+        out_t = TensorLayout(output, attrs.get("layout") or inputs[0].layout,
+                             attrs.get("dtype") or inputs[0].dtype)
+        vs += _tensor_checks(out_t, shapes[0], f"{op} output", l1_shards=False)
+    elif output is not None and output.sharded and output.buffer != "l1":
         vs.append(_v("tensor.shard_l1", f"{op} output is {output.memory_layout} in {output.buffer}"))
     fn = _CHECKS.get(op)
     if fn is None:
@@ -756,6 +841,9 @@ def advise(op: str, inputs: list[TensorLayout | None], attrs: dict, output: MemS
     if op == "conv2d" and inputs and inputs[0] is not None:
         m = inputs[0].memory
         want = attrs.get("shard_layout")
+        if not m.sharded and not want and not attrs.get("slice"):
+            vs.append(_v("conv2d.sharded_or_shard_layout",
+                         f"conv2d input is {m.short()} and no shard_layout is set: ttnn picks one"))
         if m.sharded and want and want != m.memory_layout and attrs.get("override_sharding_config"):
             vs.append(_v("conv2d.reshard", f"conv2d input {m.memory_layout} but shard_layout {want}"))
         if m.sharded and m.memory_layout != BLOCK and m.orientation != "row_major":
@@ -837,16 +925,27 @@ def _c_conv(inputs, attrs, output, shapes):
     want = attrs.get("shard_layout")
     if x is None:
         return [_v("conv2d.sharded_or_shard_layout", "conv2d input is missing")]
+    if attrs.get("lowering") == "linear":
+        # lowered to ttnn.linear (layers/conv2d.py): matmul's rules apply
+        if x.layout != TILE_LAYOUT:
+            vs.append(_v("linear.tile", f"conv2d lowered to linear: input is {x.layout}"))
+        want_in0 = (attrs.get("matmul") or {}).get("in0_memory")
+        if x.memory.sharded and want_in0 and x.memory.short() != want_in0:
+            # matmul_device_operation.cpp: 1D mcast needs a HEIGHT-sharded in0, 2D mcast
+            # 'K ({}) must equal in0_block_w ({})' of the shard it gets (measured on 0.81.1);
+            # an interleaved in0 is read as is
+            vs.append(_v("linear.program_config", f"in0 {x.memory.short()} is not the program "
+                         f"config's sharded in0 {want_in0}"))
+        return vs
     if attrs.get("slice"):
         vs += _c_conv_slice(x, attrs)
-    if not x.memory.sharded and want is None:
-        vs.append(_v("conv2d.sharded_or_shard_layout",
-                     f"conv2d input is {x.memory.short()} and no shard_layout is set"))
     if want is not None and want not in (HEIGHT, WIDTH, BLOCK):
         vs.append(_v("conv2d.shard_scheme", f"shard_layout {want}"))
-    if want == WIDTH and attrs.get("is_mm_conv"):
-        vs.append(_v("conv2d.mm_width_sharded", "1x1 conv lowered to matmul with WIDTH sharding"))
-    if attrs.get("output_layout", TILE_LAYOUT) == ROW_MAJOR and attrs.get("dtype") == "bfloat8_b":
+    abh = int(attrs.get("act_block_h_override") or 0)
+    if abh % TILE:
+        vs.append(_v("conv2d.act_block_h", f"act_block_h_override {abh} is not a multiple of 32"))
+    if attrs.get("output_layout", TILE_LAYOUT) == ROW_MAJOR and attrs.get("dtype") in BFP \
+            and not attrs.get("is_mm_conv"):
         vs.append(_v("conv2d.rm_bfp_output", "conv output_layout ROW_MAJOR with dtype bfloat8_b"))
     return vs
 
@@ -861,12 +960,14 @@ def _c_binary(inputs, attrs, output, shapes):
     for t in tensors:
         if t.layout not in (TILE_LAYOUT, ROW_MAJOR):
             vs.append(_v("binary.layout", f"operand layout {t.layout}"))
-    any_rm = any(t.layout == ROW_MAJOR for t in tensors)
-    any_sharded = any(t.memory.sharded for t in tensors) or (output is not None and output.sharded)
-    if any_rm and any_sharded:
-        vs.append(_v("binary.layout",
-                     "row-major operand with sharded tensors: binary_ng's row-major path does not "
-                     "support sharded tensors"))
+    # ttnn.add/multiply tilize row-major operands keeping their memory config: a sharded one
+    # must then have whole-tile shards (tensor_layout.cpp; measured on 0.81.1)
+    for t in tensors:
+        m = t.memory
+        if t.layout == ROW_MAJOR and m.sharded and m.shard_shape and \
+                (m.shard_shape[0] % TILE or m.shard_shape[1] % TILE):
+            vs.append(_v("binary.layout", f"row-major operand sharded {m.shard_shape}: ttnn "
+                         "tilizes it with that shard spec, which is not a whole number of tiles"))
     if attrs.get("broadcast") == "per_image":
         # the layer reshapes both operands to 4-D first (binary.reshape_broadcast)
         for t in tensors:
@@ -932,7 +1033,7 @@ def _c_linear(inputs, attrs, output, shapes):
         if t is not None and t.layout != TILE_LAYOUT:
             vs.append(_v("linear.tile", f"linear input {i} is {t.layout}"))
     x = inputs[0]
-    if x is not None and x.memory.sharded and not attrs.get("program_config"):
+    if x is not None and x.memory.memory_layout == BLOCK and not attrs.get("program_config"):
         vs.append(_v("linear.sharded_needs_program_config",
                      f"linear input is {x.memory.short()} without a sharded program config"))
     return vs
@@ -943,20 +1044,32 @@ def _c_upsample(inputs, attrs, output, shapes):
     x = inputs[0]
     if x is None:
         return [_v("upsample.memory", "upsample input is missing")]
-    if x.memory.memory_layout == WIDTH:
-        vs.append(_v("upsample.memory", "upsample input is width sharded"))
     mode = attrs.get("mode", "nearest")
-    if x.memory.sharded and x.layout != ROW_MAJOR:
-        vs.append(_v("upsample.layout", f"sharded {mode} upsample needs ROW_MAJOR, got {x.layout}"))
-    if mode == "bilinear":
-        # say which requirement fails: the input is often bfloat16 already and only the
-        # memory layout is wrong (issue 10)
-        if x.dtype != "bfloat16":
-            vs.append(_v("upsample.layout", f"bilinear upsample needs a bfloat16 input, got {x.dtype}"))
-        if x.memory.memory_layout != HEIGHT:
-            vs.append(_v("upsample.layout", "bilinear upsample needs a height-sharded input, got "
-                         f"{x.memory.short()}"))
+    if mode == "bilinear" and x.memory.memory_layout in (WIDTH, BLOCK):
+        vs.append(_v("upsample.memory", f"bilinear upsample of a {x.memory.memory_layout} input"))
+    if x.layout == TILE_LAYOUT:
+        w = attrs.get("in_w")
+        c = shapes[0][3] if shapes and shapes[0] is not None else None
+        if (c is not None and c % TILE) or (w is not None and w % TILE):
+            # the layer views the input as [N, H, W, C]: tile padding of W or C is refused
+            vs.append(_v("upsample.layout", f"TILE upsample input whose [N,H,W,C] view "
+                         f"(W={w}, C={c}) is not tile aligned"))
+        elif mode == "nearest" and x.memory.sharded:
+            vs.append(_v("upsample.layout", "sharded nearest upsample needs ROW_MAJOR, got TILE"))
+        elif mode == "bilinear" and not x.memory.sharded:
+            vs.append(_v("upsample.layout", "bilinear upsample of an interleaved TILE input"))
+        elif mode == "nearest" and x.dtype in BFP:
+            vs.append(_v("upsample.layout", f"nearest upsample of an interleaved TILE input "
+                         f"returns ROW_MAJOR bfloat16, not {x.dtype}"))
+    if mode == "bilinear" and x.dtype != "bfloat16":
+        vs.append(_v("upsample.layout", f"bilinear upsample needs a bfloat16 input, got {x.dtype}"))
     return vs
+
+
+def tile_aligned_shard(m: MemSpec) -> bool:
+    """A shard of whole 32x32 tiles (what a TILE tensor's shard spec must be)."""
+    return m.shard_shape is not None and m.shard_shape[0] % TILE == 0 and \
+        m.shard_shape[1] % TILE == 0
 
 
 def split_work_to_cores(units: int, device_grid: tuple[int, int] = (8, 8)) -> tuple[int, int]:
@@ -1035,6 +1148,8 @@ def _c_concat(inputs, attrs, output, shapes):
     vs = []
     ts = [t for t in inputs if t is not None]
     sharded = [t.memory.sharded for t in ts]
+    if len({t.dtype for t in ts}) > 1:
+        vs.append(_v("concat.same_format", f"concat inputs have dtypes {[t.dtype for t in ts]}"))
     if any(sharded) and not all(sharded):
         vs.append(_v("concat.mixed", "concat inputs mix sharded and interleaved tensors"))
     if all(sharded) and ts:
@@ -1054,8 +1169,26 @@ def _c_concat(inputs, attrs, output, shapes):
 
 def _c_pad(inputs, attrs, output, shapes):
     x = inputs[0]
-    if x is not None and x.memory.sharded and (x.memory.memory_layout != HEIGHT or x.layout != ROW_MAJOR):
-        return [_v("pad.memory", f"pad of a {x.memory.short()} {x.layout} tensor")]
+    if x is None:
+        return []
+    if "padding" not in attrs:
+        # a bare ttnn.pad call (the sim): on-device TILE padding cannot pad at the front
+        # (pad.cpp 'on device tile padding does not support front padding'), so a spatial pad of
+        # a sharded TILE tensor is refused; the Pad layer pads in ROW_MAJOR instead.
+        if x.memory.sharded and x.layout != ROW_MAJOR:
+            return [_v("pad.memory", f"pad of a {x.memory.short()} {x.layout} tensor")]
+        return []
+    # The Pad layer: ROW_MAJOR ttnn.pad (a TILE input goes through to_layout, which keeps its
+    # memory config); the output is memory_config or the input's, on the padded shape, and must
+    # be a valid tensor there (tensor_spec.cpp).
+    mem = attrs.get("memory_config") or x.memory
+    if mem.sharded and attrs.get("out_shape") is not None:
+        rm_dtype = "bfloat16" if x.dtype in BFP else x.dtype    # what the layer pads
+        vs = _tensor_checks(TensorLayout(mem, ROW_MAJOR, rm_dtype), tuple(attrs["out_shape"]),
+                            "pad output", l1_shards=False)
+        return [_v("pad.memory", f"{v.message} (the padded tensor keeps "
+                   f"{'memory_config' if attrs.get('memory_config') else 'the input memory config'})")
+                for v in vs]
     return []
 
 
@@ -1072,8 +1205,9 @@ def _c_i2s(inputs, attrs, output, shapes):
 def _c_s2i(inputs, attrs, output, shapes):
     vs = []
     x = inputs[0]
-    if x is not None and not x.memory.sharded:
-        vs.append(_v("s2i.input", "sharded_to_interleaved input is interleaved"))
+    if x is not None and not x.memory.sharded and attrs.get("dtype") not in (None, x.dtype):
+        vs.append(_v("s2i.input", "sharded_to_interleaved of an interleaved tensor copies it: "
+                     f"output_dtype is ignored, it stays {x.dtype}"))
     if output is not None and output.sharded:
         vs.append(_v("s2i.input", "sharded_to_interleaved output must be interleaved"))
     return vs
@@ -1113,8 +1247,12 @@ def _c_typecast(inputs, attrs, output, shapes):
 
 def _c_tmc(inputs, attrs, output, shapes):
     x = inputs[0]
-    if x is not None and attrs.get("dtype") and attrs["dtype"] != x.dtype and x.layout != TILE_LAYOUT:
-        return [_v("to_memory_config.any", "to_memory_config dtype change needs TILE layout")]
+    if x is not None and attrs.get("dtype") and attrs["dtype"] != x.dtype:
+        if x.layout != TILE_LAYOUT:
+            return [_v("to_memory_config.any", "to_memory_config dtype change needs TILE layout")]
+        if output is not None and output == x.memory:
+            return [_v("to_memory_config.any", "to_memory_config to the same memory config "
+                       f"returns the tensor as it is: the dtype stays {x.dtype}")]
     return []
 
 
@@ -1156,6 +1294,36 @@ def _out_shape(op: str, attrs: dict, shapes: list[Shape4 | None]) -> tuple[int, 
     return None
 
 
+def core_count(mem: MemSpec) -> int:
+    """Cores a sharded tensor occupies (0 for interleaved)."""
+    if not mem.sharded:
+        return 0
+    return mem.num_cores or mem.grid[0] * mem.grid[1]
+
+
+def binary_output_source(a: TensorLayout, b: TensorLayout | None) -> TensorLayout:
+    """The operand whose memory config a binary_ng output takes when no memory_config is given:
+    a's, except that when both are sharded the one on more cores wins (ties: a), and a sharded b
+    wins over a DRAM-interleaved a. Measured on ttnn 0.81.1 (mock device): h25 + h49 -> h49,
+    h49 + block56 -> block56, L1-interleaved + h49 -> a's interleaved L1, DRAM + h49 -> h49,
+    DRAM + L1-interleaved -> DRAM; binary_ng_device_operation.cpp BinaryNgDeviceOperation::invoke /
+    compute_output_specs (tt-metal #28085/#28087: "max of A & B grid" for mismatched shard specs)."""
+    if b is not None and b.memory.sharded and (
+            (a.memory.sharded and core_count(b.memory) > core_count(a.memory)) or
+            (not a.memory.sharded and a.memory.buffer == "dram")):
+        return b
+    return a
+
+
+def upsample_output_memspec(mem: MemSpec, factor: int) -> MemSpec:
+    """upsample_device_operation.cpp compute_output_specs: a sharded output keeps the input's grid
+    and shard width; its shard height is the input's times scale_h * scale_w (each input shard
+    becomes its own upscaled rows, not a re-split of the output: 160-row shards -> 640 at 2x).
+    ``factor`` = scale_h * scale_w = output rows / input rows."""
+    h, w = mem.shard_shape
+    return replace(mem, shard_shape=(h * factor, w))
+
+
 def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
                   requested: MemSpec | None, shapes: list[Shape4 | None] | None) -> TensorLayout:
     """What ``op`` produces, as ttnn 0.81 does (``requested`` = the memory_config argument).
@@ -1184,24 +1352,20 @@ def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
             # conv2d_DRAM writes every slice into a DRAM interleaved output (memory_config ignored)
             return TensorLayout(MemSpec(INTERLEAVED, "dram"),
                                 attrs.get("output_layout", TILE_LAYOUT), dtype)
+        is_mm = bool(attrs.get("is_mm_conv", False))
         if requested is not None:
             mem = requested
         elif x is not None and x.memory.sharded and out_rc is not None:
-            mem = fit(x.memory)
-            if x.memory.memory_layout in (WIDTH, BLOCK) and not attrs.get("is_mm_conv", False):
-                m = x.memory
-                n = m.num_cores or m.grid[0] * m.grid[1]
-                nhw = m.grid[1] if m.memory_layout == BLOCK else 1
-                pc_in = ParallelConfig(m.memory_layout, n, m.grid, nhw,
-                                       m.grid[0] if m.memory_layout == BLOCK else n)
-                mem = conv_memspec(m.memory_layout, out_rc[0], out_rc[1],
-                                   conv_output_parallel_config(pc_in, out_rc[1], grid))
+            # a sharded input is used as it is (reshard_if_not_optimal=False): its grid is the
+            # conv's parallel config
+            mem = conv_output_memspec(parallel_config_of(x.memory), *out_rc, is_mm=is_mm,
+                                      device_grid=grid)
         elif out_rc is not None:
             kind = attrs.get("shard_layout") or HEIGHT
             pc = attrs.get("parallel") or determine_parallel_config(
                 kind, out_rc[0], attrs.get("in_channels", out_rc[1]), out_rc[1], grid,
-                channels_padding=not attrs.get("is_mm_conv", False))
-            mem = conv_memspec(kind, out_rc[0], out_rc[1], pc)
+                channels_padding=not is_mm, act_block_h=attrs.get("act_block_h_override"))
+            mem = conv_output_memspec(pc, *out_rc, is_mm=is_mm, device_grid=grid)
         else:
             mem = x.memory if x is not None else MemSpec()
         return TensorLayout(mem, attrs.get("output_layout", TILE_LAYOUT), dtype)
@@ -1209,6 +1373,12 @@ def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
         out_layout = attrs.get("output_layout", ROW_MAJOR)
         if requested is not None:
             mem = requested
+        elif op == "global_avg_pool" or attrs.get("global_pool"):
+            # ttnn 0.81.1 runs an avg_pool2d whose window is the whole (unpadded) map as a
+            # reduction -- sharded_to_interleaved, untilize_with_unpadding, reduce (mean) -- whose
+            # output is interleaved in L1 (observed in its graph capture on the mock device;
+            # pool/global_avg_pool/global_avg_pool.cpp pool_2d is the same reduce path)
+            mem = MemSpec(INTERLEAVED, "l1")
         elif x is not None and out_rc is not None:
             pc = pool_parallel_config_of(x.memory) if x.memory.sharded else pool_parallel_config(
                 attrs.get("applied_shard_scheme") or HEIGHT, out_rc[0], out_rc[1],
@@ -1220,7 +1390,8 @@ def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
         return TensorLayout(mem, out_layout, attrs.get("dtype") or "bfloat16")
     if op in BINARY + ("batch_norm",):
         a = x
-        mem = requested if requested is not None else fit(a.memory, a.layout)
+        b = inputs[1] if len(inputs) > 1 else None
+        mem = requested if requested is not None else fit(binary_output_source(a, b).memory, a.layout)
         return TensorLayout(mem, a.layout, dtype)
     if op == "upsample" and attrs.get("mode") == "bilinear" and requested is None and \
             x.memory.memory_layout == HEIGHT and out_rc is not None and x.memory.shard_shape:
@@ -1229,6 +1400,10 @@ def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
         n = x.memory.num_cores or x.memory.grid[0] * x.memory.grid[1]
         return TensorLayout(replace(x.memory, shard_shape=(round_up(out_rc[0], n) // n,
                                                            x.memory.shard_shape[1])), x.layout, dtype_in)
+    if op == "upsample" and requested is None and x.memory.sharded and out_rc is not None \
+            and shapes[0] is not None:
+        factor = out_rc[0] // _rows_c(tuple(shapes[0]))[0]
+        return TensorLayout(upsample_output_memspec(x.memory, factor), x.layout, dtype_in)
     if op in UNARY:
         # same shape: the input's memory config as it is (unary compute_output_specs)
         return TensorLayout(requested if requested is not None else x.memory, x.layout, dtype_in)

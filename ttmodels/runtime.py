@@ -9,7 +9,6 @@ constants and backend tensors the caller passed in are never freed by the execut
 """
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 from .backends import common
@@ -32,16 +31,33 @@ def _is_torch(x) -> bool:
 class Executor:
     """Builds every layer of ``plan`` once on ``backend`` from ``params`` (node or constant name ->
     {"weight"/"bias"/"value": float32 torch tensor}, as ``weights.prepare_parameters`` makes them)
-    and runs the plan. ``record()`` records every ``tt.*`` call (see ``Backend.record``)."""
+    and runs the plan. ``record()`` records every ``tt.*`` call (see ``Backend.record``).
+    Layers drop their host parameters once their backend tensors exist, unless ``keep_params``
+    (``layer.params`` then still holds them, e.g. for inspection next to a reference run)."""
 
-    def __init__(self, plan: Plan, params: dict[str, dict[str, Any]] | None, backend):
+    def __init__(self, plan: Plan, params: dict[str, dict[str, Any]] | None, backend, *,
+                 keep_params: bool = False):
         self.plan, self.backend = plan, backend
+        chips = getattr(backend, "num_chips", 1)
+        if chips != plan.num_chips:
+            raise Error(f"the plan is for {plan.num_chips} chip(s) but the {backend.name} backend "
+                        f"was opened on {chips}: pass the same mesh= to plan and backend")
         params = params or {}
         g = plan.graph
         self.layers = {}
         for pl in plan.layers:
             shapes = [None if s in g.constants else g.shape_of(s) for s in pl.node.inputs]
-            self.layers[pl.name] = make_layer(pl, params.get(pl.name), backend, input_shapes=shapes)
+            # ``params`` the executor may consume (a PreparedParameters the builder made): each
+            # layer's host tensors are dropped as soon as it holds its prepared ones, so the
+            # build never holds two full copies of the weights
+            mine = getattr(params, "consumable", False) and not keep_params
+            p = params.pop(pl.name, None) if mine else params.get(pl.name)
+            layer = make_layer(pl, p, backend, input_shapes=shapes)
+            del p
+            layer.precompute()
+            if not keep_params:
+                layer.release_params()          # one copy of each weight: the prepared one
+            self.layers[pl.name] = layer
         self.adapters: dict[tuple[str, int], list[AdapterLayer]] = {}
         for a in plan.adapters:
             self.adapters.setdefault((a.dst, a.index), []).append(AdapterLayer(a, backend))
@@ -94,21 +110,30 @@ class Executor:
         return tt.from_torch(t.reshape(_const_flat(c.shape)).contiguous(),
                              dtype=common.data_type(tt, lay.dtype),
                              layout=common.layout(tt, lay.layout), device=self.backend.device,
-                             memory_config=common.memory_config(tt, lay.memory))
+                             memory_config=common.memory_config(tt, lay.memory),
+                             **common.replicated(self.backend))
 
     def input_tensor(self, name: str, x, *, on_device: bool = True):
         """A graph input as a backend tensor: NCHW float torch -> [1, 1, N*H*W, C] with the
-        plan's input layout (dtype, tile layout, memory config)."""
+        plan's input layout (dtype, tile layout, memory config). On a mesh of k chips ``x`` holds
+        the whole batch (k x the plan's): it becomes [k, 1, n*H*W, C], split on dim 0 so that
+        chip i gets samples i*n .. i*n+n-1 as its own [1, 1, n*H*W, C]."""
         g = self.plan.graph
         if name not in g.inputs:
             raise Error(f"unknown model input '{name}'; the graph's inputs are {list(g.inputs)}")
         s = g.inputs[name]
-        if tuple(x.shape) != s.nchw:
-            raise Error(f"input '{name}' has shape {tuple(x.shape)}, the plan expects NCHW {s.nchw}")
+        chips = self.plan.num_chips
+        whole = (s.n * chips, s.c, s.h, s.w)
+        if tuple(x.shape) != whole:
+            on = f" ({s.n} per chip x {chips} chips)" if chips > 1 else ""
+            raise Error(f"input '{name}' has shape {tuple(x.shape)}, the plan expects NCHW "
+                        f"{whole}{on}")
         tt = self.tt
         lay = self.plan.input_layouts[name]
-        flat = x.detach().float().permute(0, 2, 3, 1).reshape(s.flat).contiguous()
-        kw = dict(dtype=common.data_type(tt, lay.dtype), layout=common.layout(tt, lay.layout))
+        flat = x.detach().float().permute(0, 2, 3, 1).reshape((chips,) + tuple(s.flat[1:]))
+        flat = flat.contiguous()
+        kw = dict(dtype=common.data_type(tt, lay.dtype), layout=common.layout(tt, lay.layout),
+                  **common.batch_sharded(self.backend))
         if on_device:
             kw.update(device=self.backend.device, memory_config=common.memory_config(tt, lay.memory))
         return tt.from_torch(flat, **kw)
@@ -229,7 +254,8 @@ def to_torch_nchw(*args) -> "torch.Tensor":  # noqa: F821
 
     ``to_torch_nchw(tensor, shape)`` or ``to_torch_nchw(backend, tensor, shape)``; ``shape`` is
     the tensor's NHWC ``TensorShape`` (``graph.shape_of(name)``). Accepts [1, 1, N*H*W, C] (any
-    layout, tile padding stripped) and NHWC [N, H, W, C]."""
+    layout, tile padding stripped) and NHWC [N, H, W, C]. On a mesh backend ``shape`` is one
+    chip's and the result holds every chip's samples, chip 0 first (the whole batch)."""
     import torch
     if len(args) == 3:
         backend, tensor, shape = args
@@ -241,8 +267,19 @@ def to_torch_nchw(*args) -> "torch.Tensor":  # noqa: F821
         raise TypeError("to_torch_nchw(tensor, shape) or to_torch_nchw(backend, tensor, shape)")
     if not isinstance(shape, TensorShape):
         raise TypeError(f"shape must be a TensorShape, got {type(shape).__name__}")
+    chips = getattr(backend, "num_chips", 1) if len(args) == 3 else 1
+    if chips > 1:
+        # Chip i's [1, 1, rows, C] lands at [i] of a [chips, 1, rows, C] gather; each part is
+        # un-padded and un-flattened alone, then the samples follow each other chip by chip.
+        t = tt.to_torch(tensor, **common.batch_gathered(backend)).to(torch.float32)
+        parts = [_nchw_of(t[i], shape) for i in range(chips)]
+        return torch.cat(parts, dim=0)
     t = tt.to_torch(tensor)
-    t = t.to(torch.float32)
+    return _nchw_of(t.to(torch.float32), shape)
+
+
+def _nchw_of(t, shape: TensorShape):
+    """One chip's [.., rows, C] activation (tile padding included) as NCHW float32."""
     c = shape.c
     t2 = t.reshape(-1, t.shape[-1]) if t.dim() >= 2 else t.reshape(1, -1)
     if t2.shape[0] < shape.rows or t2.shape[1] < c:
@@ -259,10 +296,3 @@ def _namespace_of(tensor):
         return import_ttnn()
     from .backends import sim
     return sim
-
-
-@contextlib.contextmanager
-def recording(backend):
-    """``with recording(backend) as calls: ...`` — same as ``backend.record()``."""
-    with backend.record() as calls:
-        yield calls

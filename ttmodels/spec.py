@@ -28,6 +28,7 @@ __all__ = ["load_graph"]
 
 MAX_GRAPH_NODES = 100_000
 MAX_REPEAT = 10_000
+MAX_BLOCK_DEPTH = 32        # block instances inside block instances (docs/spec.md "Limits")
 MAX_GRID = 8                # Wormhole's compute grid is 8x8 cores
 MAX_DIM = 1 << 20           # sanity bound on any size / channel count
 REQUIRED = "required"       # block parameter default meaning "must be given"
@@ -63,10 +64,11 @@ def load_graph(spec, *, batch_size: int = 1, input_size=None, profile: str | Non
     data, source, base = registry.resolve(spec)
     try:
         return _Compiler(data, source, base, batch_size, input_size, profile).run()
-    except (KeyError, TypeError, IndexError, AttributeError, RecursionError) as e:
-        # A bug of ours must still read as a spec problem, never a bare KeyError.
-        raise SpecError(f"internal error while reading the spec ({type(e).__name__}: {e})",
-                        file=source) from e
+    except RecursionError as e:
+        # Python's stack, not a rule of ours, ran out (nesting and alias limits come first).
+        # Anything else (KeyError, TypeError, ...) is a bug of ours and must not be re-labelled
+        # as the user's mistake.
+        raise SpecError(f"the spec nests too deeply to expand ({e})", file=source) from e
 
 
 # ---------------------------------------------------------------------------------------------
@@ -136,6 +138,8 @@ class _Ctx:
     blocks: dict[str, _BlockDef] | None = None   # a library block's own table (see _BlockDef)
     local: dict[str, str] = field(default_factory=dict)
     local_where: dict[str, tuple] = field(default_factory=dict)
+    block_inputs: tuple[str, ...] = ()    # the block's input names (``x`` when it declares none)
+    implicit_inputs: bool = False         # the block has no ``inputs:`` (it reads one, ``x``)
     later: set = field(default_factory=set)
     skipped: set = field(default_factory=set)
     current: str | None = None
@@ -805,6 +809,11 @@ class _Compiler:
             if not w:
                 ctx.skipped.add(name)
                 return prev  # type: ignore[return-value]
+        if name in ctx.block_inputs:
+            what = ("the block's implicit input (a block without 'inputs:' reads one input, "
+                    f"named '{name}')") if ctx.implicit_inputs else "one of the block's inputs"
+            raise _err(f"layer name '{name}' is taken: '{name}' is {what}; rename the layer", m,
+                       "name", full, ctx.chain)
         if name in ctx.local:
             f, ln = ctx.local_where.get(name, ("?", None))
             raise _err(f"duplicate layer name '{name}' (first defined at {f}:{ln})", m, "name",
@@ -927,8 +936,8 @@ class _Compiler:
         if key in ctx.stack:
             raise f.fail(f"block '{bdef.name}' instantiates itself (recursion: "
                          f"{' -> '.join(ctx.stack + (key,))})", "block")
-        if len(ctx.stack) >= 32:
-            raise f.fail("blocks are nested more than 32 levels deep", "block")
+        if len(ctx.stack) >= MAX_BLOCK_DEPTH:
+            raise f.fail(f"blocks are nested more than {MAX_BLOCK_DEPTH} levels deep", "block")
         if len(ins) != len(bdef.inputs):
             raise f.fail(f"block '{bdef.name}' takes {len(bdef.inputs)} input(s) "
                          f"({', '.join(bdef.inputs)}), got {len(ins)}", "in")
@@ -967,6 +976,8 @@ class _Compiler:
         if scope is not None and index is not None:
             # Repeated instances with an explicit scope still need distinct prefixes.
             child.prefix += f"{index}."
+        child.block_inputs = tuple(bdef.inputs)
+        child.implicit_inputs = "inputs" not in bd
         for inp, t in zip(bdef.inputs, ins):
             child.local[inp] = t
             child.local_where[inp] = _where(bd, "inputs")

@@ -14,6 +14,11 @@ keep:
 
 A rejected step is replaced by a stand-in tensor with the planned output layout, so the rest of
 the graph is still checked. Tensors hold no values (nothing is computed).
+
+With ``mesh`` ("n300", "t3000") the plan is made for each chip's share of the batch and runs on
+the mock system's ttnn MeshDevice, data parallel as on a card: weights replicated, the input
+split on the batch dimension; each op is called once on the mesh and ttnn creates its program
+and output on every chip (``chips`` per step counts the output's device tensors).
 """
 from __future__ import annotations
 
@@ -49,10 +54,13 @@ class StepCheck:
     ttnn_peak_l1: int = 0
     ttnn_peak_total: int = 0
     ttnn_op_peak_total: int = 0
+    chips: int | None = None        # device tensors of the output (mesh runs: every chip's)
+    expected_chips: int = 1
 
     @property
     def ok(self) -> bool:
-        return self.accepted and self.memory_match and self.layout_match
+        return self.accepted and self.memory_match and self.layout_match and \
+            (self.chips is None or self.chips == self.expected_chips)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -71,6 +79,7 @@ class VerifyReport:
     steps: list[StepCheck] = field(default_factory=list)
     peak_total: int = 0             # ttnn's extract_resource_usage_per_core over the whole run
     timeline_peak_total: int = 0    # the same from l1_timeline (equal when the reading is right)
+    mesh: dict | None = None        # data parallel: mesh name/shape/chips and the per-chip batch
 
     @property
     def layers(self) -> list[StepCheck]:
@@ -90,6 +99,7 @@ class VerifyReport:
                 "input_size": list(self.input_size) if self.input_size else None,
                 "adapters": self.adapters, "plan_budget": self.plan_budget,
                 "peak_total": self.peak_total, "ok": self.ok, "fits": self.fits,
+                **({"mesh": self.mesh} if self.mesh else {}),
                 "layers": [s.to_dict() for s in self.steps]}
 
     def to_json(self) -> str:
@@ -150,6 +160,33 @@ def _ttnn_layout_str(tensor) -> str:
     return f"{lay} {dt}"
 
 
+def l1_bytes_per_core(tt, tensor) -> int:
+    """Bytes of L1 one core (bank) holds of a device tensor: a shard's pages, or an interleaved
+    L1 tensor's pages spread round-robin over the L1 banks (the allocator reserves the same range
+    in every bank, so the first bank's share is what each pays); 0 in DRAM or on the host.
+    Computed from the tensor itself: graph-capture tensor ids are not unique across a run (ids of
+    freed tensors are reused), so looking inputs up in the timeline by id can pick another
+    tensor's buffer."""
+    try:
+        if not tensor.is_allocated():
+            return 0
+        mc = tensor.memory_config()
+    except Exception:          # host tensors have no memory config
+        return 0
+    if "L1" not in str(mc.buffer_type).upper():
+        return 0
+    page = int(tensor.buffer_aligned_page_size())
+    if mc.shard_spec is not None:
+        sh, sw = (int(v) for v in mc.shard_spec.shape)
+        if "TILE" in str(tensor.layout).upper():
+            t = tensor.tile.tile_shape if hasattr(tensor.tile, "tile_shape") else (32, 32)
+            return -(-sh // t[0]) * -(-sw // t[1]) * page
+        return sh * page
+    banks = tensor.device().compute_with_storage_grid_size()
+    n = banks.x * banks.y
+    return -(-int(tensor.buffer_num_pages()) // n) * page
+
+
 def split_error(e: BaseException) -> tuple[str, str | None]:
     """(first line of ttnn's message, ``file:line`` of its TT_FATAL) for an exception."""
     from .mock_device import first_line
@@ -172,24 +209,40 @@ def split_error(e: BaseException) -> tuple[str, str | None]:
 
 def verify(spec, *, batch_size: int = 1, input_size=None, profile: str | None = None,
            adapters: bool = True, system: str = "n150", l1_small_size: int | None = None,
-           plan=None) -> VerifyReport:
-    """Plan ``spec`` (or take ``plan``) and run it on a mock ``system`` under ttnn; see module."""
+           plan=None, mesh=None, device=None) -> VerifyReport:
+    """Plan ``spec`` (or take ``plan``) and run it on a mock ``system`` under ttnn; see module.
+    ``mesh`` ("n300", "t3000"; its mock system) runs data parallel, ``batch_size`` being the
+    whole batch. ``device``: an already open ``(ttnn, device)`` from
+    ``mock_device.open_device`` (opened with ``l1_small_size``), reused and left open (many
+    checks in one process)."""
     from . import mock_device
     from .backends.ttnn_backend import DEFAULT_L1_SMALL_SIZE
-    from .planner import plan_graph
-    from .spec import load_graph
+    from .builder import make_plan
 
     if plan is None:
-        graph = load_graph(spec, batch_size=batch_size, input_size=input_size, profile=profile)
-        plan = plan_graph(graph, adapters=adapters)
+        plan = make_plan(spec, batch_size=batch_size, input_size=input_size, profile=profile,
+                         mesh=mesh, adapters=adapters)
+    m = plan.mesh
     l1_small = DEFAULT_L1_SMALL_SIZE if l1_small_size is None else int(l1_small_size)
-    tt, dev = mock_device.open_device(system, l1_small_size=l1_small)
+    if device is not None:
+        tt, dev = device
+        return _run(tt, dev, plan, system=system, adapters=adapters,
+                    version=mock_device.ttnn_version(), bank=mock_device.l1_bank_bytes(tt, dev),
+                    l1_small_size=l1_small)
+    if m is None:
+        tt, dev = mock_device.open_device(system, l1_small_size=l1_small)
+    else:
+        system = m.name
+        tt, dev = mock_device.open_mesh_device(m, l1_small_size=l1_small)
     try:
         return _run(tt, dev, plan, system=system, adapters=adapters,
                     version=mock_device.ttnn_version(), bank=mock_device.l1_bank_bytes(tt, dev),
                     l1_small_size=l1_small)
     finally:
-        tt.close_device(dev)
+        if m is None:
+            tt.close_device(dev)
+        else:
+            tt.close_mesh_device(dev)
 
 
 def _zero_params(graph) -> dict[str, dict[str, Any]]:
@@ -208,13 +261,17 @@ def _run(tt, dev, plan, *, system, adapters, version, bank, l1_small_size) -> Ve
     from .backends import common
     from .runtime import Executor
 
+    from .plan_format import mesh_dict
+
     g = plan.graph
     s0 = next(iter(g.inputs.values()))
-    report = VerifyReport(g.name, version, f"mock {system} ({dev.arch()})", bank, s0.n,
-                          (s0.h, s0.w), adapters, plan.l1_budget)
-    be = Backend("ttnn-mock", tt, dev, {"l1_small_size": l1_small_size})
+    chips = plan.num_chips
+    where = f"mock {system} ({dev.arch()}" + (f", {chips} chips)" if plan.mesh else ")")
+    report = VerifyReport(g.name, version, where, bank, plan.batch_size, (s0.h, s0.w), adapters,
+                          plan.l1_budget, mesh=mesh_dict(plan) if plan.mesh else None)
+    be = Backend("ttnn-mock", tt, dev, {"l1_small_size": l1_small_size}, mesh=plan.mesh)
     checks: dict[tuple[str, str], StepCheck] = {}
-    inner_input_bytes: dict[tuple[str, str], list[int]] = {}
+    inner_input_bytes: dict[tuple[str, str], int] = {}
     inner_peaks: dict[tuple[str, str], Any] = {}
 
     def standin(flat, t: TensorLayout):
@@ -223,7 +280,8 @@ def _run(tt, dev, plan, *, system, adapters, version, bank, l1_small_size) -> Ve
             try:
                 return tt.from_torch(x, dtype=common.data_type(tt, t.dtype),
                                      layout=common.layout(tt, t.layout), device=dev,
-                                     memory_config=common.memory_config(tt, mem))
+                                     memory_config=common.memory_config(tt, mem),
+                                     **common.replicated(be))
             except Exception:
                 continue
         raise DeviceError(f"could not make a stand-in tensor {list(flat)} {t.short()}")
@@ -247,7 +305,7 @@ def _run(tt, dev, plan, *, system, adapters, version, bank, l1_small_size) -> Ve
         check.planned_layout = _layout_str(expected)
         key = (check.kind, check.name)
         checks[key] = check
-        inner_input_bytes[key] = [getattr(t, "tensor_id", None) for t in ins]
+        inner_input_bytes[key] = sum(l1_bytes_per_core(tt, t) for t in ins)
         tt.graph.track_function_start(f"{l1_timeline.MARKER}{check.kind}::{check.name}")
         tt.graph.begin_graph_capture(tt.graph.RunMode.NO_DISPATCH)
         out, err = None, None
@@ -270,13 +328,17 @@ def _run(tt, dev, plan, *, system, adapters, version, bank, l1_small_size) -> Ve
         check.ttnn_layout = _ttnn_layout_str(out)
         check.layout_match = check.ttnn_layout == check.planned_layout
         check.ttnn_shape = [int(v) for v in out.shape]
+        if plan.mesh is not None:
+            check.chips, check.expected_chips = len(tt.get_device_tensors(out)), chips
         return out
 
     tt.graph.begin_graph_capture(tt.graph.RunMode.NO_DISPATCH)
     try:
         ex = Executor(plan, _zero_params(g), be)
         ex.step_hook = hook
-        ex.run({name: torch.zeros(s.nchw) for name, s in g.inputs.items()})
+        # The whole batch: on a mesh the executor splits it over the chips.
+        ex.run({name: torch.zeros((s.n * chips,) + tuple(s.nchw[1:]))
+                for name, s in g.inputs.items()})
     finally:
         outer = tt.graph.end_graph_capture()
     timeline = l1_timeline.read(outer)
@@ -287,8 +349,7 @@ def _run(tt, dev, plan, *, system, adapters, version, bank, l1_small_size) -> Ve
         c = checks[key]
         c.ttnn_peak_cb, c.ttnn_peak_l1, c.ttnn_peak_total = step.peak.cb, step.peak.l1, \
             step.peak.total
-        ins = sum(timeline.tensor_bytes.get(tid, 0) for tid in inner_input_bytes[key]
-                  if tid is not None)
+        ins = inner_input_bytes[key]
         c.ttnn_op_peak_total = int(inner_peaks[key].peak_total) + ins
     report.steps = list(checks.values())
     return report
@@ -313,7 +374,8 @@ def report_table(r: VerifyReport) -> str:
                      f"{s.live_estimate:,}" if s.live_estimate is not None else "",
                      f"{s.ttnn_peak_total:,}", flag))
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(head))]
-    lines = [f"verify {r.model} (batch {r.batch_size}, {r.input_size[0]}x{r.input_size[1]}"
+    per_chip = f" = {r.mesh['per_chip_batch']} per chip" if r.mesh else ""
+    lines = [f"verify {r.model} (batch {r.batch_size}{per_chip}, {r.input_size[0]}x{r.input_size[1]}"
              f"{'' if r.adapters else ', adapters disabled'}) on {r.device}, ttnn "
              f"{r.ttnn_version}: L1 bank {r.l1_bank_bytes:,} B/core, plan budget "
              f"{r.plan_budget:,}, ttnn peak {r.peak_total:,}"]
@@ -325,6 +387,9 @@ def report_table(r: VerifyReport) -> str:
         if not s.accepted:
             lines.append(f"{s.kind} {s.name}: {s.error}"
                          + (f" ({s.error_location})" if s.error_location else ""))
+    wrong_chips = [s for s in r.steps if s.chips is not None and s.chips != s.expected_chips]
+    for s in wrong_chips:
+        lines.append(f"{s.kind} {s.name}: output on {s.chips} chip(s), expected {s.expected_chips}")
     bad = [s for s in r.steps if not s.ok]
     over = [s for s in r.steps if s.ttnn_peak_total > r.l1_bank_bytes]
     lines.append(f"{len(r.steps) - len(bad)}/{len(r.steps)} steps accepted with the planned "

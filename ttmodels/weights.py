@@ -33,8 +33,8 @@ Filtering (after key_map, on spec-side names): ``select_prefix`` (a prefix or a 
 encoder) keeps only keys under those prefixes; ``ignore_prefixes`` drops keys under those. Dropped
 keys are counted in ``result.report`` and logged ("ignored 1234 keys outside img_backbone./img_neck.").
 
-Strict check: missing, unexpected and mis-shaped (or non-float / non-finite) keys are all listed in
-one ``WeightsError``. ``{bn}.num_batches_tracked`` is accepted and ignored.
+Strict check: missing, unexpected and mis-shaped keys, and keys with invalid values (non-float,
+NaN/Inf, negative BatchNorm variance, sparse), are all listed in one ``WeightsError``. ``{bn}.num_batches_tracked`` is accepted and ignored.
 Nothing the user gave is modified: every returned tensor is a fresh float32 copy.
 """
 from __future__ import annotations
@@ -50,7 +50,7 @@ from . import activations
 from .errors import WeightsError
 from .graph import Graph
 from .reference import (BN_EPS, ReferenceModel, constant_tensor, expected_parameters,
-                        optional_keys)
+                        node_parameters, optional_keys)
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -116,11 +116,18 @@ def read_file(path) -> dict[str, Any]:
     """The raw state dict in a ``.safetensors`` / ``.pth`` file (no key checks)."""
     p = Path(path)
     if not p.is_file():
+        import difflib
+        near = difflib.get_close_matches(str(path), ("random", "pretrained"), n=1, cutoff=0.6) \
+            if not p.suffix and len(p.parts) == 1 else []
         raise WeightsError(f"weights file '{path}' not found" +
-                           (" (it is a directory)" if p.is_dir() else ""))
-    suffix = p.suffix.lower()
+                           (" (it is a directory)" if p.is_dir() else "") +
+                           (f"; did you mean weights='{near[0]}'?" if near else ""))
+    # the bytes decide, not the name (a safetensors file saved as .bin is still safetensors);
+    # the suffix only matters for content no format claims (then the reader says it is corrupt)
+    suffix = _sniff(p) or p.suffix.lower()
     if suffix not in (".safetensors",) + PTH_SUFFIXES:
-        suffix = _sniff(p)
+        raise WeightsError(f"weights file '{p}': unknown format; expected .safetensors or "
+                           f"{'/'.join(PTH_SUFFIXES)}")
     if suffix == ".safetensors":
         from safetensors.torch import load_file
         try:
@@ -145,15 +152,15 @@ def read_file(path) -> dict[str, Any]:
     return _unwrap_checkpoint(obj, path)
 
 
-def _sniff(p: Path) -> str:
+def _sniff(p: Path) -> str | None:
+    """The format the file's first bytes announce, None when they announce none."""
     with open(p, "rb") as f:
         head = f.read(9)
     if head[:2] == b"PK" or head[:1] == b"\x80":      # torch zip / legacy pickle
         return ".pth"
     if len(head) == 9 and head[8:9] == b"{":            # safetensors: u64 header size, then JSON
         return ".safetensors"
-    raise WeightsError(f"weights file '{p}': unknown format; expected .safetensors or "
-                       f"{'/'.join(PTH_SUFFIXES)}")
+    return None
 
 
 def _unwrap_checkpoint(obj, path) -> dict[str, Any]:
@@ -274,13 +281,15 @@ def _shape(t) -> list[int]:
 def check_state_dict(graph: Graph, sd: Mapping[str, Any], *, source: str = "state dict",
                      strict: bool = True, notes: Sequence[str] = ()) -> None:
     """Raise one WeightsError listing every missing, unexpected (when ``strict``) and mis-shaped
-    key. Mis-shaped includes non-tensors, non-floating dtypes and non-finite values."""
+    key (wrong shape, not a tensor) and every key with invalid values (non-floating dtype, NaN or
+    Inf, negative BatchNorm variance, sparse layout)."""
     import torch
     expected = expected_parameters(graph)
     optional = optional_keys(graph)
     missing = [k for k in expected if k not in sd]
     unexpected = [k for k in sd if k not in expected and k not in optional] if strict else []
     mismatched: list[tuple[str, tuple, Any]] = []
+    invalid: list[tuple[str, str]] = []          # right shape, unusable values
     variances = {f"{n.bn}.running_var" for n in graph.nodes if n.op == "conv2d" and n.bn}
     lines = []
     for k, shape in expected.items():
@@ -289,22 +298,27 @@ def check_state_dict(graph: Graph, sd: Mapping[str, Any], *, source: str = "stat
         t = sd[k]
         if not isinstance(t, torch.Tensor):
             mismatched.append((k, shape, f"not a tensor ({type(t).__name__})"))
+        elif t.layout != torch.strided:
+            # isfinite and the copies below are not implemented for sparse layouts
+            invalid.append((k, f"{t.layout} tensor; store it dense (tensor.to_dense())"))
         elif tuple(t.shape) != tuple(shape):
             mismatched.append((k, shape, tuple(t.shape)))
         elif not (t.is_floating_point()):
-            mismatched.append((k, shape, f"dtype {t.dtype} is not floating point"))
+            invalid.append((k, f"dtype {t.dtype} is not floating point"))
         elif not bool(torch.isfinite(t).all()):
-            mismatched.append((k, shape, "contains NaN or Inf"))
+            invalid.append((k, "contains NaN or Inf"))
         elif k in variances and bool((t < 0).any()):
-            mismatched.append((k, shape, "negative BatchNorm variance"))
-    if not (missing or unexpected or mismatched):
+            invalid.append((k, "negative BatchNorm variance"))
+    if not (missing or unexpected or mismatched or invalid):
         return
     for k, shape, got in mismatched:
         g = list(got) if isinstance(got, tuple) else got
         lines.append(f"{k}: expected {list(shape)}, got {g}")
     counts = ", ".join(f"{n} {what}" for n, what in ((len(missing), "missing"),
                                                       (len(unexpected), "unexpected"),
-                                                      (len(mismatched), "mis-shaped")) if n)
+                                                      (len(mismatched), "mis-shaped"),
+                                                      (len(invalid), "with invalid values"))
+                       if n)
     msg = [f"weights from {source} do not fit '{graph.name}' ({len(expected)} keys expected): {counts}"]
     if missing:
         msg.append(_fmt_list("missing", missing))
@@ -312,13 +326,16 @@ def check_state_dict(graph: Graph, sd: Mapping[str, Any], *, source: str = "stat
         msg.append(_fmt_list("unexpected", unexpected))
     if mismatched:
         msg.append(_fmt_list("mis-shaped", lines))
+    if invalid:
+        msg.append(_fmt_list("invalid values", [f"{k}: {why}" for k, why in invalid]))
     msg.extend(f"  {n}" for n in notes)
     if unexpected and missing:
         msg.append("  hint: pass key_map= to rename keys (see weights/README.md)")
     elif unexpected:
         msg.append(f"  hint: select_prefix={list(graph_prefixes(graph))} (or \"auto\") loads only "
                    "the keys under the graph's top-level names; ignore_prefixes= drops others")
-    raise WeightsError("\n".join(msg), missing=missing, unexpected=unexpected, mismatched=mismatched)
+    raise WeightsError("\n".join(msg), missing=missing, unexpected=unexpected, mismatched=mismatched,
+                       invalid=invalid)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -675,18 +692,33 @@ def prepared_shapes(graph: Graph) -> dict[str, dict[str, tuple[int, ...]]]:
     return out
 
 
-def prepare_parameters(graph: Graph, state_dict: Mapping[str, "torch.Tensor"]
-                       ) -> dict[str, dict[str, "torch.Tensor"]]:
+def prepare_parameters(graph: Graph, state_dict: Mapping[str, "torch.Tensor"], *,
+                       consume: bool = False) -> dict[str, dict[str, "torch.Tensor"]]:
     """What the layer builder consumes: node name -> float32 tensors, torch layouts.
 
     conv2d: ``weight`` [O, I/groups, kh, kw] and ``bias`` [O] with any BatchNorm folded in
     (``bias`` present iff the conv has a bias or a BN); linear: ``weight`` [out, in], ``bias``
     [out] if it has one; every constant: ``value`` of its shape. ``state_dict`` uses spec keys
-    (``load_state_dict``'s result) and is not modified.
+    (``load_state_dict``'s result) and is not modified -- unless ``consume``: a state dict of
+    fresh float32 copies the caller owns (``load_state_dict``'s) is emptied of the conv/linear/BN
+    entries as they are folded, and those are used without copying, so that the weights are
+    never held three times over (source, copy, folded).
     """
     import torch
     check_state_dict(graph, state_dict, strict=False)
-    f32 = lambda t: t.detach().to(dtype=torch.float32, copy=True).contiguous()  # noqa: E731
+    if consume:
+        uses: dict[str, int] = {}
+        for node in graph.nodes:
+            for k in node_parameters(node):
+                uses[k] = uses.get(k, 0) + 1
+
+        def take(k):                                # the last reader of a (shared) key pops it
+            uses[k] -= 1
+            return state_dict.pop(k) if uses[k] == 0 else state_dict[k]  # type: ignore[attr-defined]
+        f32 = lambda t: t.detach().to(dtype=torch.float32).contiguous()  # noqa: E731
+    else:
+        take = state_dict.__getitem__
+        f32 = lambda t: t.detach().to(dtype=torch.float32, copy=True).contiguous()  # noqa: E731
     out: dict[str, dict[str, torch.Tensor]] = {}
     for node in graph.nodes:
         if node.op == "batch_norm":
@@ -697,12 +729,13 @@ def prepare_parameters(graph: Graph, state_dict: Mapping[str, "torch.Tensor"]
         if node.op not in ("conv2d", "linear"):
             continue
         p = node.weights
-        w = state_dict[f"{p}.weight"]
-        b = state_dict[f"{p}.bias"] if node.attrs.get("bias") else None
+        w = take(f"{p}.weight")
+        b = take(f"{p}.bias") if node.attrs.get("bias") else None
         if node.op == "conv2d" and node.bn:
             bn = node.bn
-            w2, b2 = fold_batchnorm(w, b, state_dict[f"{bn}.weight"], state_dict[f"{bn}.bias"],
-                                    state_dict[f"{bn}.running_mean"], state_dict[f"{bn}.running_var"])
+            w2, b2 = fold_batchnorm(w, b, take(f"{bn}.weight"), take(f"{bn}.bias"),
+                                    take(f"{bn}.running_mean"), take(f"{bn}.running_var"))
+            del w
             out[node.name] = {"weight": w2, "bias": b2}
         else:
             out[node.name] = {"weight": f32(w)}

@@ -70,13 +70,19 @@ def _is_enum_type(obj) -> bool:
 class Backend:
     """An open backend. ``name`` is "sim", "ttnn" or "ttnn-mock" (the real ttnn on a mock device,
     ``ttmodels.mock_device``: ops are validated and planned by ttnn, nothing is computed); ``tt``
-    the namespace layers call; ``device``
-    the open device (a ttnn MeshDevice or the sim's SimDevice)."""
+    the namespace layers call; ``device`` the open device (a ttnn MeshDevice or the sim's
+    SimDevice). ``mesh`` is the ``MeshSpec`` a multi-chip backend was opened on (``device`` is
+    then the mesh device), else None."""
     name: str
     tt: Any
     device: Any
     options: dict = field(default_factory=dict)
     closed: bool = False
+    mesh: Any = None
+
+    @property
+    def num_chips(self) -> int:
+        return 1 if self.mesh is None else self.mesh.num_chips
 
     def close(self) -> None:
         if self.closed:
@@ -84,7 +90,9 @@ class Backend:
         self.closed = True
         if self.name == "ttnn":
             from .ttnn_backend import close_device
-            close_device(self._base_tt, self.device)
+            close_device(self._base_tt, self.device, mesh=self.mesh is not None)
+        elif self.mesh is not None:
+            self._base_tt.close_mesh_device(self.device)
         elif self.name == "ttnn-mock":
             self._base_tt.close_device(self.device)
         else:
@@ -131,16 +139,37 @@ class Backend:
 
 
 def open_backend(name: str = "auto", *, device_id: int = 0, l1_small_size: int | None = None,
-                 trace_region_size: int = 0) -> Backend:
+                 trace_region_size: int = 0, mesh=None) -> Backend:
     """Open a backend. ``name``: "auto" (ttnn when a card is present, else sim; logged on the
     "ttmodels" logger), "sim", "ttnn" (DeviceError without a card) or "ttnn-mock" (the installed
-    ttnn on a mock Wormhole n150: validation and L1 accounting only, see ``ttmodels.verify``). ``l1_small_size`` defaults
-    to 32768 (conv/pool halo configs); ``trace_region_size`` > 0 reserves DRAM for traces."""
+    ttnn on a mock Wormhole n150: validation and L1 accounting only, see ``ttmodels.verify``).
+    ``l1_small_size`` defaults to 32768 (conv/pool halo configs); ``trace_region_size`` > 0
+    reserves DRAM for traces. ``mesh`` (None, "n150", "n300", "t3000" or (rows, cols); see
+    ``ttmodels.mesh``) opens a ttnn MeshDevice over that many chips (on "ttnn-mock", the mock
+    system of that name), or as many sim devices (docs/multichip.md)."""
+    from ..mesh import resolve_mesh
     from .ttnn_backend import DEFAULT_L1_SMALL_SIZE
     kind = resolve(name)
+    mesh = resolve_mesh(mesh)
     l1_small = DEFAULT_L1_SMALL_SIZE if l1_small_size is None else int(l1_small_size)
     options = {"device_id": device_id, "l1_small_size": l1_small,
                "trace_region_size": int(trace_region_size)}
+    if mesh is not None:
+        options["mesh"] = mesh.name
+        if kind == "ttnn":
+            from .ttnn_backend import open_mesh
+            tt, device = open_mesh(mesh, l1_small_size=l1_small,
+                                   trace_region_size=trace_region_size)
+            return Backend("ttnn", tt, device, options, mesh=mesh)
+        if kind == "ttnn-mock":
+            from ..mock_device import open_mesh_device as open_mock_mesh
+            tt, device = open_mock_mesh(mesh, l1_small_size=l1_small,
+                                        trace_region_size=trace_region_size)
+            return Backend("ttnn-mock", tt, device, options, mesh=mesh)
+        from . import sim
+        device = sim.open_mesh_device(sim.MeshShape(mesh.rows, mesh.cols), l1_small_size=l1_small,
+                                      trace_region_size=trace_region_size)
+        return Backend("sim", sim, device, options, mesh=mesh)
     if kind == "ttnn-mock":
         from ..mock_device import open_device as open_mock
         tt, device = open_mock("n150", l1_small_size=l1_small, trace_region_size=trace_region_size)

@@ -158,3 +158,30 @@ def matmul_program_config(tt, spec: dict[str, Any] | None):
         return tt.MatmulMultiCoreReuseMultiCastProgramConfig(
             **common_kw, transpose_mcast=bool(spec.pop("transpose_mcast", False)), **spec)
     raise LayoutError(f"unknown matmul program config kind {kind!r}; expected '1d' or '2d'")
+
+
+# ---- data parallel over a mesh (docs/multichip.md) -----------------------------------------
+# These take the Backend (they need its open device and mesh), not ``tt`` alone. On one chip
+# they add nothing, so single-chip calls are exactly what they were. The mappers are TT's own
+# data-parallel trio (tt-metal models' get_mesh_mappers: ShardTensorToMesh(dim=0),
+# ReplicateTensorToMesh, ConcatMeshToTensor(dim=0)).
+
+def replicated(backend) -> dict[str, Any]:
+    """``from_torch`` keywords that give every chip of a mesh its own copy (weights, constants)."""
+    if getattr(backend, "mesh", None) is None:
+        return {}
+    return {"mesh_mapper": backend.tt.ReplicateTensorToMesh(backend.device)}
+
+
+def batch_sharded(backend) -> dict[str, Any]:
+    """``from_torch`` keywords that split a tensor's dim 0 over the chips of a mesh."""
+    if getattr(backend, "mesh", None) is None:
+        return {}
+    return {"mesh_mapper": backend.tt.ShardTensorToMesh(backend.device, dim=0)}
+
+
+def batch_gathered(backend) -> dict[str, Any]:
+    """``to_torch`` keywords that concatenate the chips' parts of a tensor on dim 0."""
+    if getattr(backend, "mesh", None) is None:
+        return {}
+    return {"mesh_composer": backend.tt.ConcatMeshToTensor(backend.device, dim=0)}

@@ -17,8 +17,6 @@ from ..errors import DeviceError
 log = logging.getLogger("ttmodels")
 
 DEFAULT_L1_SMALL_SIZE = 32768
-# A ResNet50-sized trace of one batch fits in a few MB; TT's demos reserve 800 KB - 8 MB.
-DEFAULT_TRACE_REGION_SIZE = 8 * 1024 * 1024
 
 
 def import_ttnn():
@@ -44,9 +42,43 @@ def open_device(*, device_id: int = 0, l1_small_size: int = DEFAULT_L1_SMALL_SIZ
     return ttnn, device
 
 
-def close_device(ttnn, device) -> None:
+def open_mesh(mesh, *, l1_small_size: int = DEFAULT_L1_SMALL_SIZE,
+              trace_region_size: int = 0) -> tuple[Any, Any]:
+    """Open a ttnn MeshDevice of ``mesh.rows x mesh.cols`` chips (a ``MeshSpec``); returns
+    ``(ttnn, mesh_device)``. Every op called on it runs on every chip, each chip on its own shard
+    of the inputs (data parallel, docs/multichip.md).
+
+    Multi-chip Wormhole meshes dispatch from ethernet cores, as TT's n300/T3000 models do
+    (their tests require the full 8x8 worker grid per chip: tt-metal
+    models/experimental/functional_unet/tests/common.py ``is_n300_with_eth_dispatch_cores``);
+    with worker-core dispatch a chip with two harvested rows keeps only 8x7 workers, which the
+    plan's 8x8 grid does not fit. The grid is checked after opening."""
+    ttnn = import_ttnn()
+    kw = {}
+    if mesh.num_chips > 1:
+        kw["dispatch_core_config"] = ttnn.DispatchCoreConfig(ttnn.DispatchCoreType.ETH)
+    try:
+        device = ttnn.open_mesh_device(ttnn.MeshShape(mesh.rows, mesh.cols),
+                                       l1_small_size=int(l1_small_size),
+                                       trace_region_size=int(trace_region_size), **kw)
+    except Exception as e:  # TT_THROW/TT_FATAL: fewer chips than asked, busy cards
+        raise DeviceError(f"could not open a {mesh.describe()} ttnn mesh device: {e}") from e
+    grid = device.compute_with_storage_grid_size()
+    if (grid.x, grid.y) < (8, 8):
+        ttnn.close_mesh_device(device)
+        raise DeviceError(f"the {mesh.describe()} mesh offers a {grid.x}x{grid.y} worker grid per "
+                          f"chip; the plans are made for 8x8")
+    log.debug("opened ttnn mesh %s (l1_small_size=%d, trace_region_size=%d)", mesh.describe(),
+              l1_small_size, trace_region_size)
+    return ttnn, device
+
+
+def close_device(ttnn, device, *, mesh: bool = False) -> None:
     ttnn.synchronize_device(device)
-    ttnn.close_device(device)
+    if mesh:
+        ttnn.close_mesh_device(device)
+    else:
+        ttnn.close_device(device)
 
 
 class Trace:

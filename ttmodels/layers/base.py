@@ -1,7 +1,9 @@
 """The Layer base class: one planned graph node, its prepared parameters, a backend.
 
-A Layer converts its host parameters once (at construction), then ``layer(inputs)`` calls the
-ttnn ops on backend tensors in TTNN's CNN convention (``[1, 1, N*H*W, C]``). Layers look the
+A Layer converts its host parameters once (at construction: weights are prepared then, so the
+first call costs what every call costs), then ``layer(inputs)`` calls the ttnn ops on backend
+tensors in TTNN's CNN convention (``[1, 1, N*H*W, C]``). The executor drops the host parameters
+afterwards (``release_params``) unless asked to keep them. Layers look the
 namespace up on every call (``self.tt`` is ``backend.tt``) so ``Backend.record()`` sees them.
 """
 from __future__ import annotations
@@ -31,6 +33,9 @@ class Layer:
             raise LayoutError(f"{self.op} takes {self.n_inputs} input(s), the graph gives {n}",
                               layer=self.name)
         self.compute_config = None  # built lazily: needs backend.tt and the device
+        # The plan is static: memory configs and dtypes are built once per layer (the first
+        # call, or ``precompute`` at build time) and the same objects are passed on every call.
+        self._configs: dict = {}
 
     # ---- conveniences --------------------------------------------------------------------
     @property
@@ -60,17 +65,34 @@ class Layer:
     def memory_config(self, memspec: MemSpec | None):
         return None if memspec is None else common.memory_config(self.tt, memspec)
 
+    def _once(self, key, make):
+        if key not in self._configs:
+            self._configs[key] = make()
+        return self._configs[key]
+
     def requested_memory_config(self):
         """The plan's explicit output memory (``config["memory_config"]``), or None to let the
         op produce what it produces by default (which the planner modelled as ``output``)."""
-        return self.memory_config(self.config.get("memory_config"))
+        return self._once("requested", lambda: self.memory_config(self.config.get("memory_config")))
 
     def output_memory_config(self):
         """The plan's resolved output memory config."""
-        return common.memory_config(self.tt, self.planned.output.memory)
+        return self._once("output", lambda: common.memory_config(self.tt, self.planned.output.memory))
 
     def dtype(self, name: str | None = None):
-        return common.data_type(self.tt, name or self.planned.output.dtype)
+        name = name or self.planned.output.dtype
+        return self._once(("dtype", name), lambda: common.data_type(self.tt, name))
+
+    def precompute(self) -> None:
+        """Build the per-call configs now (build time) rather than on the first call."""
+        self.requested_memory_config()
+        self.output_memory_config()
+        self.dtype()
+        self.get_compute_config()
+
+    def release_params(self) -> None:
+        """Drop the host float32 parameters once the layer has made its backend tensors."""
+        self.params = {}
 
     def get_compute_config(self):
         if self.compute_config is None:

@@ -79,9 +79,10 @@ def slice_config(tt, planned: PlannedLayer):
 class Conv2d(Layer):
     """``weight`` [O, I/groups, kh, kw] and optional ``bias`` [O], float32 with BN folded.
 
-    Weights go to the backend once as float32 host tensors; the first call lets ttnn.conv2d
-    prepare them (``return_weights_and_bias=True``: tilized, ``weights_dtype``, on device) and
-    later calls reuse the prepared tensors, as TT's ResNet50 does."""
+    Weights go to the backend once as float32 host tensors and are prepared at construction with
+    ``ttnn.prepare_conv_weights`` / ``prepare_conv_bias`` (tilized, ``weights_dtype``, on device);
+    every call passes the prepared tensors (conv2d hands them back unchanged,
+    ``return_weights_and_bias=True``)."""
     op = "conv2d"
 
     def __init__(self, planned, params, backend, **kw):
@@ -101,11 +102,43 @@ class Conv2d(Layer):
         if self.lowering == "linear":
             self._init_linear(w, b)
             return
-        self.weight = tt.from_torch(w, dtype=tt.float32)
-        self.bias = None if b is None else tt.from_torch(b.reshape(1, 1, 1, -1), dtype=tt.float32)
         self.conv_config = conv2d_config(tt, planned)
         self.slice_config = slice_config(tt, planned)
-        self.prepared = False
+        rep = common.replicated(self.backend)   # one copy per chip on a mesh
+        weight = tt.from_torch(w, dtype=tt.float32, **rep)
+        bias = None if b is None else tt.from_torch(b.reshape(1, 1, 1, -1), dtype=tt.float32,
+                                                    **rep)
+        if getattr(backend, "name", None) == "ttnn-mock":
+            # ttmodels.verify captures each step's ttnn calls (and errors) on the mock device:
+            # there conv2d prepares its weights itself on the first call, inside its step
+            self.weight, self.bias, self.prepared = weight, bias, False
+        else:
+            self._prepare(weight, bias)
+
+    def _geometry(self) -> dict:
+        """The conv's keyword arguments shared by conv2d and the weight/bias preparation."""
+        s, a = self.input_shape(0), self.attrs
+        return dict(device=self.device, in_channels=self.in_channels, out_channels=self.out_channels,
+                    batch_size=s.n, input_height=s.h, input_width=s.w, kernel_size=list(self.kernel),
+                    stride=[int(v) for v in a.get("stride", (1, 1))],
+                    padding=conv_padding(a.get("padding", (0, 0, 0, 0))),
+                    dilation=[int(v) for v in a.get("dilation", (1, 1))], groups=self.groups)
+
+    def _prepare(self, weight, bias) -> None:
+        """Prepare the weights at build time with ttnn.prepare_conv_weights / prepare_conv_bias
+        (the calls conv2d would make on its first run, with the plan's input layout), so that
+        the first call costs what every call costs and the float32 host copies can go."""
+        tt, x = self.tt, self.planned.inputs[0]
+        kw = dict(self._geometry(), input_memory_config=common.memory_config(tt, x.memory),
+                  input_layout=common.layout(tt, x.layout), input_dtype=common.data_type(tt, x.dtype),
+                  output_dtype=self.dtype(), conv_config=self.conv_config,
+                  compute_config=self.get_compute_config())
+        if self.slice_config is not None:
+            kw["slice_config"] = self.slice_config
+        self.weight = tt.prepare_conv_weights(weight_tensor=weight, weights_format="OIHW",
+                                              has_bias=bias is not None, **kw)
+        self.bias = None if bias is None else tt.prepare_conv_bias(bias_tensor=bias, **kw)
+        self.prepared = True
 
     def _init_linear(self, w, b):
         """Weights for ``ttnn.linear``: the [K, N] = [Cin, Cout] matrix (ttnn.linear computes
@@ -131,11 +164,13 @@ class Conv2d(Layer):
         wdt = common.data_type(tt, cfg.get("weights_dtype") or self.node.precision.weights)
         dram = common.memory_config(tt, DRAM_INTERLEAVED)
         cin, cout = self.in_channels, self.out_channels
+        rep = common.replicated(self.backend)
         self.weight = tt.from_torch(w.reshape(cout, cin).t().contiguous(), dtype=wdt,
-                                    layout=tt.TILE_LAYOUT, device=self.device, memory_config=dram)
+                                    layout=tt.TILE_LAYOUT, device=self.device, memory_config=dram,
+                                    **rep)
         self.bias = None if b is None else tt.from_torch(
             b.reshape(1, 1, 1, cout), dtype=wdt, layout=tt.TILE_LAYOUT, device=self.device,
-            memory_config=dram)
+            memory_config=dram, **rep)
         # The activation rides on the program config (fused in the matmul kernel); passing activation= as
         # well would make ttnn.linear run a separate relu op after it (matmul.cpp bound_matmul).
         self.program_config = to_ttnn(tt, SimpleNamespace(**mm))
@@ -150,15 +185,9 @@ class Conv2d(Layer):
         if self.lowering == "linear":
             return self._call_linear(inputs[0])
         tt = self.tt
-        s = self.input_shape(0)
-        a = self.attrs
         kwargs = dict(
             input_tensor=inputs[0], weight_tensor=self.weight, bias_tensor=self.bias,
-            device=self.device, in_channels=self.in_channels, out_channels=self.out_channels,
-            batch_size=s.n, input_height=s.h, input_width=s.w, kernel_size=list(self.kernel),
-            stride=[int(v) for v in a.get("stride", (1, 1))],
-            padding=conv_padding(a.get("padding", (0, 0, 0, 0))),
-            dilation=[int(v) for v in a.get("dilation", (1, 1))], groups=self.groups,
+            **self._once("geometry", self._geometry),
             dtype=self.dtype(), conv_config=self.conv_config,
             compute_config=self.get_compute_config(),
             return_output_dim=True, return_weights_and_bias=True)

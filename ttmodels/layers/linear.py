@@ -27,11 +27,12 @@ class Linear(Layer):
         tt = self.tt
         wdt = common.data_type(tt, self.node.precision.weights)
         dram = common.memory_config(tt, DRAM_INTERLEAVED)
+        rep = common.replicated(self.backend)   # one copy per chip on a mesh
         self.weight = tt.from_torch(w.t().contiguous(), dtype=wdt, layout=tt.TILE_LAYOUT,
-                                    device=self.device, memory_config=dram)
+                                    device=self.device, memory_config=dram, **rep)
         self.bias = None if b is None else tt.from_torch(
             b.reshape(1, 1, 1, -1), dtype=wdt, layout=tt.TILE_LAYOUT, device=self.device,
-            memory_config=dram)
+            memory_config=dram, **rep)
         self.program_config = common.matmul_program_config(tt, self.config.get("program_config"))
 
     def __call__(self, inputs):

@@ -29,10 +29,11 @@ class _Pool(Layer):
 
     def flat(self, y):
         """ttnn's DRAM-sliced pool returns [N, OH, OW, C]; layers pass [1, 1, N*OH*OW, C]."""
+        if not self.config.get("slice"):
+            return y        # the L1 path returns [1, 1, N*OH*OW, C] already
         s = self.out_shape
-        # only the sliced path reshapes (an unsliced pool is already flat): the output is not
-        # inspected otherwise
-        if self.config.get("slice") and len(y.shape) == 4 and int(y.shape[0]) * int(y.shape[1]) != 1:
+        shape = getattr(y, "shape", None)      # None on the signature-contract backend
+        if shape is not None and len(shape) == 4 and int(shape[0]) * int(shape[1]) != 1:
             return self.tt.reshape(y, [1, 1, s.rows, int(y.shape[-1])])
         return y
 

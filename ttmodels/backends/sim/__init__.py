@@ -21,14 +21,20 @@ from .device import SimDevice, close_device, open_device, synchronize_device  # 
 from .tensor import (SimTensor, deallocate, from_device, from_torch, interleaved_to_sharded,  # noqa: F401
                      layer_scope, memory_config_of, memspec, permute, reshape, reshard,
                      sharded_to_interleaved, to_device, to_layout, to_memory_config, to_torch, typecast)
-from .ops import (adaptive_avg_pool2d, add, avg_pool2d, concat, conv2d, gelu, global_avg_pool2d,  # noqa: F401
+from .mesh import spmd_namespace as _spmd_namespace  # noqa: E402
+from .ops import (adaptive_avg_pool2d, add, avg_pool2d, concat, conv2d, gelu, global_avg_pool2d,  # noqa: F401,E402
                   grid_sample, hardsigmoid, hardswish, identity, leaky_relu, linear, matmul, max_pool2d,
                   multiply, pad, prepare_conv_bias, prepare_conv_weights, prepare_grid_sample_grid, relu,
                   relu6, sigmoid, silu, slice, subtract, tanh, upsample)
 
+from .mesh import (ConcatMeshToTensor, MeshShape, ReplicateTensorToMesh, ShardTensorToMesh,  # noqa: F401,E402
+                   SimMeshDevice, SimMeshTensor, close_mesh_device, concat_mesh_to_tensor_composer,
+                   get_device_tensors, open_mesh_device, replicate_tensor_to_mesh_mapper,
+                   shard_tensor_to_mesh_mapper)
+
 Tensor = SimTensor
 Device = SimDevice
-MeshDevice = SimDevice
+MeshDevice = SimMeshDevice
 TILE_SIZE = 32
 
 #: Functions and classes mirrored from ttnn (checked against the real signatures by the tests).
@@ -45,3 +51,14 @@ TTNN_CLASSES = ("MemoryConfig", "ShardSpec", "CoreCoord", "CoreRange", "CoreRang
                 "Conv2dConfig", "WormholeComputeKernelConfig", "UnaryWithParam",
                 "MatmulMultiCoreReuseMultiCast1DProgramConfig", "MatmulMultiCoreReuseMultiCastProgramConfig",
                 "Shape", "Op2DSliceConfig")
+#: The multi-device API (a mesh of sim devices, see mesh.py), checked the same way.
+TTNN_MESH_FUNCTIONS = ("open_mesh_device", "close_mesh_device", "ReplicateTensorToMesh",
+                       "ShardTensorToMesh", "ConcatMeshToTensor", "replicate_tensor_to_mesh_mapper",
+                       "shard_tensor_to_mesh_mapper", "concat_mesh_to_tensor_composer",
+                       "get_device_tensors")
+TTNN_MESH_CLASSES = ("MeshShape",)
+
+# Every function runs once per chip when given multi-device tensors or a mesh (mesh.spmd);
+# from_torch/to_torch take ttnn's mesh_mapper/mesh_composer.
+globals().update(_spmd_namespace(globals(), [n for n in TTNN_FUNCTIONS
+                                             if n not in ("open_device", "close_device")]))

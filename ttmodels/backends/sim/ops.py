@@ -18,8 +18,8 @@ import torch.nn.functional as F
 from ...errors import Error
 from ...layout import MemSpec
 from . import types as T
-from .tensor import (SimTensor, _check, _on_device, _violation, current_layer, dtype_name,
-                     memory_config_of, memspec, quantize, quantize_, validate_memory)
+from .tensor import (SimTensor, _check, _on_device, _violation, current_layer, dtype_name, memo_key,
+                     memoized, memory_config_of, memspec, quantize, quantize_, validate_memory)
 
 _log = logging.getLogger(__name__)
 builtins_slice = builtins.slice   # ``slice`` below is ttnn.slice
@@ -60,8 +60,10 @@ def _layout_name(layout: T.Layout) -> str:
 
 def _out_layout(op, inputs, attrs, requested: T.MemoryConfig | None, shapes):
     from ... import rules
-    return rules.output_layout(op, [t._layout() if t is not None else None for t in inputs], attrs,
-                               memspec(requested) if requested is not None else None, shapes)
+    req = memspec(requested) if requested is not None else None
+    key = memo_key("out:" + op, inputs, attrs, (req, tuple(shapes)))
+    return memoized(key, lambda: rules.output_layout(
+        op, [t._layout() if t is not None else None for t in inputs], attrs, req, shapes))
 
 
 def _emit(data: torch.Tensor, dtype: T.DataType, layout: T.Layout, mem: MemSpec | T.MemoryConfig,
@@ -139,6 +141,23 @@ _STORED_BITS = {T.DataType.FLOAT32: 23, T.DataType.BFLOAT16: 7, T.DataType.BFLOA
                 T.DataType.BFLOAT4_B: 2}
 
 
+def _operand(t: SimTensor, keep: int | None) -> torch.Tensor:
+    """``t``'s values as the FPU multiplier sees them at fidelity ``keep`` (see ``_truncate``),
+    truncated once per tensor: a tensor read by several convs/matmuls (a bottleneck's input feeds
+    its conv1 and its downsample) keeps the truncated form until it is deallocated."""
+    keep = _effective_keep(t.dtype, keep)
+    if keep is None:
+        return t._data
+    key = ("fidelity", keep)
+    if t._cache is None:
+        t._cache = {}
+    hit = t._cache.get(key)
+    if hit is None or hit[0] is not t._data:      # in-place writes replace or rewrite _data
+        hit = (t._data, _truncate(t._data, keep))
+        t._cache[key] = hit
+    return hit[1]
+
+
 def _effective_keep(dtype: T.DataType, keep: int | None) -> int | None:
     """``keep``, or None when values stored as ``dtype`` have no more mantissa bits than the
     fidelity keeps (the truncation would change nothing, so it is skipped)."""
@@ -166,7 +185,7 @@ def _prep_key(in_channels, out_channels, kernel, groups, wdtype, input_layout):
 
 
 def _prepare_weight(weight: SimTensor, *, in_channels: int, out_channels: int, kernel, groups: int,
-                    wdtype: T.DataType, input_layout: T.Layout, device) -> SimTensor:
+                    wdtype: T.DataType, input_layout: T.Layout, device, matmul: bool = False) -> SimTensor:
     """Raw OIHW weights -> ttnn's prepared weight matrix [1, 1, kh*kw*Cin_pad, Cout_pad].
 
     Row r = (kh_i*kw + kw_i)*Cin_pad + ci, column = output channel, zero padded (tt-metal
@@ -189,29 +208,39 @@ def _prepare_weight(weight: SimTensor, *, in_channels: int, out_channels: int, k
     prepare_count += 1
     cin_pad = _round_up(in_channels, TILE_ALIGN if input_layout == T.Layout.TILE else RM_ALIGN)
     cout_pad = _round_up(out_channels, 32)
+    shape = (1, 1, kh * kw * cin_pad, cout_pad)
+    # Only the compute form is kept (the matrix is rebuilt from it when asked for, _lazy): for a
+    # conv on the matmul path (``matmul``: 1x1, stride 1, unpadded) the [Cin, Cout] matrix it
+    # multiplies by, else OIHW (grouped: the diagonal blocks) in channels_last for F.conv2d.
     if groups > 1:
-        m, oihw = _prepare_grouped(w, groups, cin_pad, cout_pad, wdtype)
+        # the diagonal blocks, quantized as the dense block-diagonal matrix would be (same bits)
+        form = {"oihw": _prepare_grouped(w, groups, wdtype).contiguous(memory_format=torch.channels_last)}
     else:
         m = torch.zeros(kh, kw, cin_pad, cout_pad)
         m[:, :, :in_channels, :out_channels] = w.permute(2, 3, 1, 0)
-        m = quantize(m.reshape(1, 1, kh * kw * cin_pad, cout_pad), wdtype)
-        # Compute form: back to OIHW from the stored values.
-        oihw = m.reshape(kh, kw, cin_pad, cout_pad)[:, :, :in_channels, :out_channels].permute(3, 2, 0, 1)
-    oihw = oihw.contiguous(memory_format=torch.channels_last)
-    out = SimTensor(m, wdtype, T.Layout.TILE, T.DRAM_MEMORY_CONFIG, device)
+        m = quantize_(m.reshape(shape), wdtype)       # m is ours
+        if matmul and (kh, kw) == (1, 1):
+            form = {"kn": m.reshape(cin_pad, cout_pad)[:in_channels, :out_channels].contiguous()}
+        else:
+            oihw = m.reshape(kh, kw, cin_pad, cout_pad)[:, :, :in_channels, :out_channels].permute(3, 2, 0, 1)
+            form = {"oihw": oihw.contiguous(memory_format=torch.channels_last)}
+        del m
+    out = SimTensor(None, wdtype, T.Layout.TILE, T.DRAM_MEMORY_CONFIG, device, shape)
     out._prep = {"kind": "conv_weight", "in_channels": in_channels, "out_channels": out_channels,
-                 "kernel": (kh, kw), "groups": groups, "dtype": wdtype}
-    out._cache = {"oihw": oihw}
+                 "kernel": (kh, kw), "groups": groups, "dtype": wdtype, "cin_pad": cin_pad}
+    out._cache = form
+    out._lazy = lambda: _weight_matrix(out)
     if weight._cache is None:
         weight._cache = {}
     weight._cache[key] = out
     return out
 
 
-def _prepare_grouped(w: torch.Tensor, groups: int, cin_pad: int, cout_pad: int, wdtype: T.DataType):
-    """The dense block-diagonal weight matrix of a grouped conv (tt-metal
-    convert_conv_weight_tensor_to_grouped_layout: zeros outside each group's block), quantized,
-    and its diagonal blocks as the OIHW compute form -- without quantizing the zeros.
+def _prepare_grouped(w: torch.Tensor, groups: int, wdtype: T.DataType) -> torch.Tensor:
+    """The diagonal blocks (OIHW, the compute form) of a grouped conv's dense block-diagonal
+    weight matrix (tt-metal convert_conv_weight_tensor_to_grouped_layout: zeros outside each
+    group's block) as quantizing that matrix stores them -- without building or quantizing the
+    zeros (_weight_matrix rebuilds the dense matrix when asked for).
 
     Block-float exponents are shared by the 16-aligned column blocks of a row; a row (tap, input
     channel of group j) is nonzero only in group j's output columns, so quantizing, per group, the
@@ -241,12 +270,54 @@ def _prepare_grouped(w: torch.Tensor, groups: int, cin_pad: int, cout_pad: int, 
     flat = flat.clone()
     flat[nz] = q
     qv = flat.reshape(win.shape).gather(3, idx)                           # [G, taps, ig, og]
-    oihw = qv.permute(0, 3, 2, 1).reshape(out_c, ig, kh, kw)
-    m = torch.zeros(kk, cin_pad, cout_pad)
-    rows = (g[:, None] * ig + torch.arange(ig)[None, :])                  # [G, ig]
-    ocols = first[:, None] + torch.arange(og)[None, :]                    # [G, og]
-    m[torch.arange(kk)[None, :, None, None], rows[:, None, :, None], ocols[:, None, None, :]] = qv
-    return m.reshape(1, 1, kk * cin_pad, cout_pad), oihw
+    return qv.permute(0, 3, 2, 1).reshape(out_c, ig, kh, kw)
+
+
+def _weight_matrix(wt: SimTensor) -> torch.Tensor:
+    """The prepared weight's stored matrix [1, 1, kh*kw*Cin_pad, Cout_pad], rebuilt from its
+    compute form (zero padding included)."""
+    p = wt._prep
+    kh, kw = p["kernel"]
+    cin, cout, groups, cin_pad = p["in_channels"], p["out_channels"], p["groups"], p["cin_pad"]
+    m = torch.zeros(kh, kw, cin_pad, wt.shape[-1])
+    oihw = _conv_weight_oihw(wt)
+    og, ig = cout // groups, cin // groups
+    for g in range(groups):             # grouped: the dense block-diagonal matrix
+        m[:, :, g * ig:(g + 1) * ig, g * og:(g + 1) * og] = oihw[g * og:(g + 1) * og].permute(2, 3, 1, 0)
+    return m.reshape(1, 1, -1, wt.shape[-1])
+
+
+def _conv_weight_oihw(wt: SimTensor) -> torch.Tensor:
+    """OIHW (channels_last) compute form of a prepared weight; derived (not kept) from the
+    [Cin, Cout] form of a 1x1 kernel used by a conv that is not a matmul (e.g. stride 2)."""
+    if "oihw" in wt._cache:
+        return wt._cache["oihw"]
+    kn = wt._cache["kn"]
+    return kn.t().reshape(kn.shape[1], kn.shape[0], 1, 1).contiguous(memory_format=torch.channels_last)
+
+
+def _conv_weight_form(wt: SimTensor, kind: str, a_bits: int | None) -> torch.Tensor:
+    """The compute form ``kind`` ("kn" or "oihw") truncated for fidelity ``a_bits``: kept on the
+    weight when the truncation changes values (a second copy, LoFi only), else the form itself."""
+    keep = _effective_keep(wt.dtype, a_bits)
+    key = (kind, keep)
+    hit = wt._cache.get(key)
+    if hit is not None:
+        return hit
+    if kind == "kn":
+        base = wt._cache.get("kn")
+        if base is None:
+            o = wt._cache["oihw"]
+            base = o.reshape(o.shape[0], o.shape[1]).t().contiguous()
+    else:
+        base = _conv_weight_oihw(wt)
+    if keep is None:
+        return base       # the kept form, or one derived per call (a 1x1 kernel with stride 2)
+    form = _truncate(base, keep)
+    if kind == "oihw":
+        form = form.contiguous(memory_format=torch.channels_last)
+    wt._cache[key] = form
+    return form
 
 
 TILE_ALIGN = 32     # Cin padding of the weight matrix for TILE inputs (rows only; values unaffected)
@@ -282,10 +353,19 @@ def prepare_conv_weights(*, weight_tensor, input_memory_config, input_layout, we
                          conv_config=None, compute_config=None, slice_config=None):
     if weights_format != "OIHW":
         raise Error(f"prepare_conv_weights: weights_format {weights_format!r} (only 'OIHW' is supported)")
+    kernel = _pair(kernel_size)
     return _prepare_weight(weight_tensor, in_channels=in_channels, out_channels=out_channels,
-                           kernel=_pair(kernel_size), groups=groups,
+                           kernel=kernel, groups=groups,
                            wdtype=_weights_dtype(conv_config, weight_tensor), input_layout=input_layout,
-                           device=device)
+                           device=device, matmul=_is_mm_conv(kernel, _pair(stride), _pad4(padding),
+                                                             _pair(dilation), groups))
+
+
+def _is_mm_conv(kernel, stride, pad4, dilation, groups) -> bool:
+    """conv2d_utils.cpp use_matmul_for_1x1_conv: such convs run as ttnn::linear inside conv2d
+    (rules.is_matmul_conv holds the one definition)."""
+    from ... import rules
+    return rules.is_matmul_conv(kernel, stride, pad4, dilation, groups)
 
 
 def prepare_conv_bias(*, bias_tensor, input_memory_config, input_layout, in_channels, out_channels,
@@ -343,9 +423,7 @@ def conv2d(*, input_tensor, weight_tensor, device, in_channels, out_channels, ba
     cfg = conv_config or T.Conv2dConfig()
     out_dtype = dtype or x.dtype
     out_layout = cfg.output_layout
-    # conv2d_utils.cpp use_matmul_for_1x1_conv: such convs run as ttnn::linear inside conv2d
-    from ... import rules
-    is_mm = rules.is_matmul_conv((kh, kw), (sh, sw), (pt, pb, pl, pr), (dh, dw), groups)
+    is_mm = _is_mm_conv((kh, kw), (sh, sw), (pt, pb, pl, pr), (dh, dw), groups)
     sliced = _dram_slice(slice_config)
     shard_layout = {T.TensorMemoryLayout.HEIGHT_SHARDED: "height_sharded",
                     T.TensorMemoryLayout.WIDTH_SHARDED: "width_sharded",
@@ -356,7 +434,8 @@ def conv2d(*, input_tensor, weight_tensor, device, in_channels, out_channels, ba
     attrs = {"shard_layout": shard_layout, "output_layout": _layout_name(out_layout),
              "dtype": dtype_name(out_dtype), "is_mm_conv": is_mm, "in_channels": in_channels,
              "out_shape": (1, 1, rows_out, out_channels), "device_grid": DEVICE_GRID,
-             "override_sharding_config": cfg.override_sharding_config}
+             "override_sharding_config": cfg.override_sharding_config,
+             "act_block_h_override": int(getattr(cfg, "act_block_h_override", 0) or 0)}
     if sliced is not None:
         attrs["slice"] = sliced
         attrs["output_hw"] = (oh, ow)
@@ -370,7 +449,8 @@ def conv2d(*, input_tensor, weight_tensor, device, in_channels, out_channels, ba
     wdt = _weights_dtype(cfg, weight_tensor)
     if weight_tensor._prep is None:
         wt = _prepare_weight(weight_tensor, in_channels=in_channels, out_channels=out_channels,
-                             kernel=(kh, kw), groups=groups, wdtype=wdt, input_layout=x.layout, device=device)
+                             kernel=(kh, kw), groups=groups, wdtype=wdt, input_layout=x.layout, device=device,
+                             matmul=is_mm)
     else:
         wt = weight_tensor._live(op)
         _check_prepared(wt, "weight", kind="conv_weight", in_channels=in_channels,
@@ -384,25 +464,16 @@ def conv2d(*, input_tensor, weight_tensor, device, in_channels, out_channels, ba
             _check_prepared(bt, "bias", kind="conv_bias", out_channels=out_channels)
 
     a_bits, b_bits = _fidelity(compute_config)
-    xin = _truncate(x._data, _effective_keep(x.dtype, b_bits))
+    xin = _operand(x, b_bits)
     if is_mm:
         # tt-metal runs a 1x1 stride-1 conv as ttnn::linear (conv2d.cpp mm_conv branch); compute it
         # as the sim's linear does -- one [M, K] x [K, N] torch.matmul on the stored weights, bias
         # added in place -- so both lowerings accumulate in the same order and give the same bits.
-        wkey = ("kn", a_bits)
-        if wkey not in wt._cache:
-            cin_pad, cout_pad = wt.shape[-2], wt.shape[-1]
-            kn = wt._data.reshape(cin_pad, cout_pad)[:in_channels, :out_channels].contiguous()
-            wt._cache[wkey] = _truncate(kn, _effective_keep(wt.dtype, a_bits))
-        y = torch.matmul(xin.reshape(1, 1, rows_out, c), wt._cache[wkey])
-        if bt is not None:
-            y.add_(bt._cache["vec"])
+        y = _matmul_bias(xin.reshape(rows_out, c), _conv_weight_form(wt, "kn", a_bits),
+                         bt._cache["vec"] if bt is not None else None).reshape(1, 1, rows_out, -1)
         y = _apply_unary(y, cfg.activation, inplace=True)
     else:
-        wkey = ("oihw", a_bits)
-        if wkey not in wt._cache:
-            wt._cache[wkey] = _truncate(wt._cache["oihw"], a_bits).contiguous(memory_format=torch.channels_last)
-        weight = wt._cache[wkey]
+        weight = _conv_weight_form(wt, "oihw", a_bits)
         xin = xin.reshape(n, h, w, c).permute(0, 3, 1, 2)           # NCHW view, channels_last strides
         if (pt, pl) != (pb, pr):
             xin = F.pad(xin, (pl, pr, pt, pb))
@@ -454,12 +525,13 @@ def _pool_out_hw(h, w, k, s, p, d, ceil_mode):
     return one(h, k[0], s[0], p[0], p[1], d[0]), one(w, k[1], s[1], p[2], p[3], d[1])
 
 
-def _pool_finish(op, x, y_nchw, n, oh, ow, c, dtype, output_layout, memory_config, applied_shard_scheme):
+def _pool_finish(op, x, y_nchw, n, oh, ow, c, dtype, output_layout, memory_config, applied_shard_scheme,
+                 global_pool=False):
     rows = n * oh * ow
     y = y_nchw.permute(0, 2, 3, 1).reshape(1, 1, rows, c)
     attrs = {"output_layout": _layout_name(output_layout), "dtype": dtype_name(dtype),
              "out_shape": (1, 1, rows, c), "applied_shard_scheme": _shard_scheme_name(applied_shard_scheme),
-             "device_grid": DEVICE_GRID}
+             "device_grid": DEVICE_GRID, "global_pool": global_pool}
     lay = _out_layout(op if op != "global_avg_pool" else op, [x], attrs, memory_config, [x._flat4()])
     owned = y.untyped_storage().data_ptr() != x._data.untyped_storage().data_ptr()
     from ... import rules
@@ -522,7 +594,8 @@ def avg_pool2d(input_tensor, batch_size, input_h, input_w, channels, kernel_size
     _check(op, [x], {"output_layout": _layout_name(output_layout), "dtype": dtype_name(dtype)})
     xin = _pool_input(x, op, batch_size, input_h, input_w, channels)
     oh, ow = _pool_out_hw(input_h, input_w, k, s, p, (1, 1), ceil_mode)
-    if (k[0], k[1]) == (input_h, input_w) and p == (0, 0, 0, 0) and (oh, ow) == (1, 1):
+    global_pool = (k[0], k[1]) == (input_h, input_w) and p == (0, 0, 0, 0) and (oh, ow) == (1, 1)
+    if global_pool:
         y = xin.mean(dim=(2, 3), keepdim=True) if divisor_override is None else \
             xin.sum(dim=(2, 3), keepdim=True) / divisor_override
     else:
@@ -539,7 +612,7 @@ def avg_pool2d(input_tensor, batch_size, input_h, input_w, channels, kernel_size
             y = ssum / cnt[:, :, :oh, :ow]
     memory_config = _sliced_pool_memory(op, x, dram_slice_config, memory_config)
     out = _pool_finish(op, x, y, batch_size, oh, ow, channels, dtype, output_layout, memory_config,
-                       applied_shard_scheme)
+                       applied_shard_scheme, global_pool=global_pool)
     if deallocate_input:
         x._allocated, x._data = False, None
     return out
@@ -795,17 +868,25 @@ def _mm(op, a, b, bias, transpose_a, transpose_b, memory_config, dtype, program_
     attrs = {"program_config": program_config, "dtype": dtype_name(dtype) if dtype else None}
     _check("linear", ts, attrs)
     a_bits, b_bits = _fidelity(compute_kernel_config)
-    xa = a._data.transpose(-1, -2) if transpose_a else a._data
-    xb = b._data.transpose(-1, -2) if transpose_b else b._data
+    xa, xb = _operand(a, b_bits), _operand(b, a_bits)                    # in0 -> srcB, in1 -> srcA
+    xa = xa.transpose(-1, -2) if transpose_a else xa
+    xb = xb.transpose(-1, -2) if transpose_b else xb
     if xa.shape[-1] != xb.shape[-2]:
         raise Error(f"{current_layer(op)}: inner dims differ: a {list(a.shape)} b {list(b.shape)}")
-    y = torch.matmul(_truncate(xa, _effective_keep(a.dtype, b_bits)),     # in0 -> srcB,
-                     _truncate(xb, _effective_keep(b.dtype, a_bits)))     # in1 -> srcA
+    bv = None
     if bias is not None:
         bv = bias._data.reshape(-1)
-        if bv.numel() != y.shape[-1]:
+        if bv.numel() != xb.shape[-1]:
             bv = bias._data.reshape(-1, bias.shape[-1])[0]
-        y.add_(bv)                        # y is fresh (and already has the broadcast shape)
+    if xb.dim() == 2 or all(d == 1 for d in xb.shape[:-2]):
+        # a 2-D right operand (weights): one [M, K] x [K, N] product, as torch.matmul folds it
+        lead = torch.broadcast_shapes(xa.shape[:-2], xb.shape[:-2])
+        y = _matmul_bias(xa.reshape(-1, xa.shape[-1]), xb.reshape(xb.shape[-2:]), bv)
+        y = y.reshape(*lead, *xa.shape[-2:-1], xb.shape[-1])
+    else:
+        y = torch.matmul(xa, xb)
+        if bv is not None:
+            y.add_(bv)                    # y is fresh (and already has the broadcast shape)
     act = activation
     if act is None and program_config is not None:
         act = getattr(program_config, "fused_activation", None)
@@ -813,6 +894,15 @@ def _mm(op, a, b, bias, transpose_a, transpose_b, memory_config, dtype, program_
     out_dtype = dtype or a.dtype
     lay = _out_layout("linear", ts, attrs, memory_config, [t._flat4() for t in ts])
     return _emit(y, out_dtype, T.Layout.TILE, lay.memory, a._device, op, owned=True)
+
+
+def _matmul_bias(a2d: torch.Tensor, b2d: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``a2d @ b2d``, then ``+ bias`` in place: the bias added to the finished dot products, as a
+    card adds it after the K accumulation. Not ``torch.addmm``: BLAS initialises the output with
+    the bias and accumulates the K blocks onto it, a different summation order that moves float32
+    results by an ulp (caught by the float32 bit pins, tests/test_sim_bits.py)."""
+    y = torch.mm(a2d, b2d)
+    return y if bias is None else y.add_(bias)
 
 
 def linear(input_tensor_a, input_tensor_b, *, bias=None, transpose_a=False, transpose_b=False, memory_config=None,

@@ -75,6 +75,9 @@ def quantize_(data: torch.Tensor, dtype: T.DataType) -> torch.Tensor:
             return data.copy_(data.to(torch.bfloat16))
         if dtype == T.DataType.FLOAT32:
             return data
+        if dtype in (T.DataType.BFLOAT8_B, T.DataType.BFLOAT4_B):
+            from ... import formats
+            return formats.quantize_owned_(data, _DTYPE_NAMES[dtype])
     return quantize(data, dtype)
 
 
@@ -97,6 +100,18 @@ def _violation(rule: str, msg: str, op: str):
 # ---------------------------------------------------------------------------------------------
 
 def memspec(mc: T.MemoryConfig) -> MemSpec:
+    """``mc`` in the planner's vocabulary; remembered on ``mc`` (a layer passes the same config
+    object on every call), recomputed if one of its fields was reassigned."""
+    key = (mc.memory_layout, mc.buffer_type, id(mc.shard_spec))
+    hit = getattr(mc, "_memspec", None)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    ms = _memspec(mc)
+    mc._memspec = (key, ms)
+    return ms
+
+
+def _memspec(mc: T.MemoryConfig) -> MemSpec:
     kind = _MEM_NAMES[mc.memory_layout]
     buf = _BUF_NAMES[mc.buffer_type]
     ss = mc.shard_spec
@@ -129,13 +144,16 @@ def memory_config_of(ms: MemSpec) -> T.MemoryConfig:
 class SimTensor:
     """A ttnn.Tensor stand-in. ``_data`` holds the logical values (float32, already quantized)."""
 
-    __slots__ = ("_data", "_shape", "_padded", "dtype", "layout", "_memory_config", "_device",
-                 "_allocated", "_prep", "_cache", "_shared", "__weakref__")
+    __slots__ = ("_store", "_lazy", "_shape", "_padded", "dtype", "layout", "_memory_config",
+                 "_device", "_allocated", "_prep", "_cache", "_shared", "_lay", "__weakref__")
 
     def __init__(self, data: torch.Tensor, dtype: T.DataType, layout: T.Layout,
                  memory_config: T.MemoryConfig | None = None, device: SimDevice | None = None,
                  shape: tuple[int, ...] | None = None, padded_shape: tuple[int, ...] | None = None):
-        self._data = data
+        self._store = data
+        # A prepared weight keeps only its compute form (``_cache``): its stored matrix is
+        # rebuilt from that on demand (``_lazy()``), so the sim holds one copy of each weight.
+        self._lazy = None
         self._shape = T.Shape(shape if shape is not None else data.shape)
         # An op's own padded (physical) shape when it is not the layout's default, e.g. pool2d's
         # row-major output whose channels are padded to 16 (pool_op.cpp compute_output_specs).
@@ -152,6 +170,7 @@ class SimTensor:
         # separate buffers (the sim shares unchanged values instead of copying them): an op that
         # writes in place (output_tensor=) copies it first (``_own``).
         self._shared = False
+        self._lay = None         # (memory config, layout, dtype) -> TensorLayout, see _layout
 
     # --- ttnn.Tensor API -----------------------------------------------------------------
     @property
@@ -206,6 +225,27 @@ class SimTensor:
                 f"{where}, {memspec(self._memory_config).short() if self._device else ''})")
 
     # --- sim internals --------------------------------------------------------------------
+    @property
+    def _data(self):
+        d = self._store
+        if d is None and self._lazy is not None:
+            return self._lazy()
+        return d
+
+    @_data.setter
+    def _data(self, value) -> None:
+        self._store = value
+        if value is None:
+            self._lazy = None
+
+    def _twin(self, mc: T.MemoryConfig, device) -> "SimTensor":
+        """The same values (same storage, or the same lazily rebuilt matrix) in ``mc`` on
+        ``device``: what to_device / from_device return."""
+        out = _alias(self, SimTensor(self._store, self.dtype, self.layout, mc, device,
+                                     tuple(self._shape), self._padded))
+        out._lazy, out._prep, out._cache = self._lazy, self._prep, self._cache
+        return out
+
     def _live(self, op: str) -> "SimTensor":
         if not self._allocated:
             raise Error(f"{current_layer(op)}: tensor {list(self._shape)} was deallocated")
@@ -218,9 +258,13 @@ class SimTensor:
             self._shared = False
 
     def _layout(self) -> TensorLayout:
-        return TensorLayout(memspec(self._memory_config),
-                            "tile" if self.layout == T.Layout.TILE else "row_major",
-                            dtype_name(self.dtype))
+        key = (self._memory_config, self.layout, self.dtype)
+        hit = self._lay
+        if hit is None or hit[0] != key:
+            hit = self._lay = (key, TensorLayout(memspec(self._memory_config),
+                                                 "tile" if self.layout == T.Layout.TILE else "row_major",
+                                                 dtype_name(self.dtype)))
+        return hit[1]
 
     def _flat4(self) -> tuple[int, int, int, int]:
         s = tuple(int(v) for v in self._shape)
@@ -343,32 +387,75 @@ def to_device(tensor, device, memory_config=None, *, queue_id=None):
     t = tensor._live("to_device")
     mc = memory_config or T.DRAM_MEMORY_CONFIG
     validate_memory(tuple(t.shape), t.layout, t.dtype, mc, "to_device", device)
-    out = _alias(t, SimTensor(t._data, t.dtype, t.layout, mc, device))
-    out._prep, out._cache = t._prep, t._cache
-    return out
+    return t._twin(mc, device)
 
 
 def from_device(tensor, blocking=True, *, queue_id=None):
     t = tensor._live("from_device")
-    out = _alias(t, SimTensor(t._data, t.dtype, t.layout, T.DRAM_MEMORY_CONFIG, None))
-    out._prep, out._cache = t._prep, t._cache
-    return out
+    return t._twin(T.DRAM_MEMORY_CONFIG, None)
 
 
 def deallocate(tensor, force: bool = True) -> None:
     if isinstance(tensor, SimTensor):
         tensor._allocated = False
         tensor._data = None
+        tensor._cache = None
 
 
 # ---------------------------------------------------------------------------------------------
 # layout / dtype / memory moves
 # ---------------------------------------------------------------------------------------------
 
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def _freeze(v):
+    """A hashable stand-in for an attrs value (dicts and lists by content, in their order: each
+    op builds its attrs in a fixed order; objects by identity: layers hand the same config
+    objects over on every call)."""
+    if isinstance(v, _PLAIN):
+        return v
+    if isinstance(v, dict):
+        return tuple((k, _freeze(x)) for k, x in v.items())
+    if isinstance(v, list):
+        return tuple(_freeze(x) for x in v)
+    try:
+        hash(v)              # tuples of plain values, enums, hashable config objects
+        return v
+    except TypeError:
+        if isinstance(v, tuple):
+            return tuple(_freeze(x) for x in v)
+        return ("id", id(v))
+
+
+def memo_key(op: str, inputs, attrs: dict, extra=None) -> tuple:
+    return (op, tuple(t._layout() if t is not None else None for t in inputs),
+            tuple(t._flat4() if t is not None else None for t in inputs), _freeze(attrs), extra)
+
+
+# Rule results per (op, operand layouts and shapes, attrs, output): the rules are pure functions
+# of these and a plan calls each op with the same few combinations on every run, so the table
+# is consulted once per combination (bounded: a pathological caller only loses the memo).
+_RULE_MEMO: dict = {}
+_MEMO_MAX = 20000
+
+
+def memoized(key, fn):
+    hit = _RULE_MEMO.get(key)
+    if hit is None:
+        hit = fn()
+        if len(_RULE_MEMO) >= _MEMO_MAX:
+            _RULE_MEMO.clear()
+        _RULE_MEMO[key] = hit
+    return hit
+
+
 def _check(op: str, inputs: list[SimTensor | None], attrs: dict, output: MemSpec | None = None):
     from ... import rules
-    vs = rules.check(op, [t._layout() if t is not None else None for t in inputs], attrs, output,
-                     shapes=[t._flat4() if t is not None else None for t in inputs])
+    key = memo_key("check:" + op, inputs, attrs, output)
+    vs = memoized(key, lambda: tuple(rules.check(
+        op, [t._layout() if t is not None else None for t in inputs], attrs, output,
+        shapes=[t._flat4() if t is not None else None for t in inputs])))
     rules.raise_if_violations(vs, current_layer(op))
 
 
@@ -385,8 +472,8 @@ def _new(like: SimTensor, data: torch.Tensor, dtype=None, layout=None, mc=None, 
 
 def _alias(src: SimTensor, out: SimTensor) -> SimTensor:
     """Mark ``src`` and ``out`` as sharing storage when they do (see ``SimTensor._shared``)."""
-    if src._data is not None and out._data is not None and out._data.untyped_storage().data_ptr() == \
-            src._data.untyped_storage().data_ptr():
+    if src._store is not None and out._store is not None and out._store.untyped_storage().data_ptr() == \
+            src._store.untyped_storage().data_ptr():
         src._shared = out._shared = True
     return out
 

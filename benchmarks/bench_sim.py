@@ -1,0 +1,300 @@
+#!/usr/bin/env python
+"""The sim backend against torch float32 on the same weights and threads: latency ratios, memory,
+build times. Not a test: it prints figures (the README's benchmark table is its output).
+
+    python benchmarks/bench_sim.py [--only latency,memory,build] [--cases resnet50-b1,...]
+                                   [--runs 5] [--threads 2] [--quick]
+
+latency  sim/torch median latency, the two called alternately (sim, torch, sim, ...) in this
+         process so that machine load hits both alike; resnet50 at batch 1/2/8 (224x224) and at
+         320/448 (batch 1), both profiles (default; tt-perf = bfloat8_b activations, LoFi), the
+         BEVDet-R50 encoder at batch 6 (256x704). Torch: torchvision's resnet50 / the
+         tests/bevdet_reference.py encoder, float32, eval, no_grad. CPU-time ratios (process time
+         of both threads) are printed too: they move less with load than wall-clock ones.
+memory   peak RSS and RSS growth over the process's imports, each side built and run once in its
+         own spawned process (resnet50 batch 1 and 8, BEVDet batch 6).
+build    cold (empty weight cache) and warm (cache filled) build in a fresh process: spec ->
+         plan -> prepared weights -> layers, excluding and including ``import torch``.
+Weights: BN-calibrated random ones (``ttmodels.weights.random_state_dict``, seed 0).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import multiprocessing as mp
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))          # bevdet_reference
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import rss_mb  # noqa: E402
+
+BEVDET = "bevdet_r50_encoder"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    spec: str
+    batch: int
+    size: tuple[int, int]
+    profile: str | None = None
+
+
+LATENCY = (
+    Case("resnet50-b1", "resnet50", 1, (224, 224)),
+    Case("resnet50-b2", "resnet50", 2, (224, 224)),
+    Case("resnet50-b8", "resnet50", 8, (224, 224)),
+    Case("resnet50-b1-320", "resnet50", 1, (320, 320)),
+    Case("resnet50-b1-448", "resnet50", 1, (448, 448)),
+    Case("resnet50-b1-tt-perf", "resnet50", 1, (224, 224), "tt-perf"),
+    Case("resnet50-b2-tt-perf", "resnet50", 2, (224, 224), "tt-perf"),
+    Case("resnet50-b8-tt-perf", "resnet50", 8, (224, 224), "tt-perf"),
+    Case("bevdet-b6", BEVDET, 6, (256, 704)),
+    Case("bevdet-b6-tt-perf", BEVDET, 6, (256, 704), "tt-perf"),
+)
+MEMORY = ("resnet50-b1", "resnet50-b8", "bevdet-b6")
+BUILD = (Case("resnet50-b1", "resnet50", 1, (224, 224)), Case("bevdet-b6", BEVDET, 6, (256, 704)))
+QUICK = ("resnet50-b1", "resnet50-b8", "resnet50-b1-tt-perf", "bevdet-b6")
+
+
+# ---- models ------------------------------------------------------------------------------------
+
+def torch_model(case: Case, sd):
+    if case.spec == BEVDET:
+        from bevdet_reference import BEVDetEncoderReference, load_into
+        return load_into(BEVDetEncoderReference(), sd)
+    import torchvision
+    m = torchvision.models.resnet50()
+    m.load_state_dict(sd)
+    return m.eval()
+
+
+def sim_model(case: Case, sd):
+    import ttmodels
+    return ttmodels.build(case.spec, weights=sd, backend="sim", batch_size=case.batch,
+                          input_size=case.size, profile=case.profile, cache=False)
+
+
+def weights_file(spec: str, tmp: str) -> str:
+    """Calibrated random weights of ``spec`` saved once (their shapes do not depend on batch or
+    input size); each side loads them from here."""
+    path = os.path.join(tmp, f"{spec}.safetensors")
+    if not os.path.exists(path):
+        from safetensors.torch import save_file
+
+        import ttmodels
+        from ttmodels.weights import random_state_dict
+        size = (256, 704) if spec == BEVDET else (224, 224)
+        graph = ttmodels.load_graph(spec, batch_size=1, input_size=size)
+        sd = random_state_dict(graph, seed=0)
+        save_file({k: v.contiguous() for k, v in sd.items()}, path)
+    return path
+
+
+def images(case: Case):
+    from ttmodels.weights import synthetic_images
+    return synthetic_images(case.batch, 3, *case.size, seed=7)
+
+
+# ---- latency -----------------------------------------------------------------------------------
+
+def latency(case: Case, tmp: str, runs: int) -> dict:
+    import torch
+    from safetensors.torch import load_file
+    sd = load_file(weights_file(case.spec, tmp))
+    x = images(case)
+    ref, sim = torch_model(case, sd), sim_model(case, sd)
+    del sd
+    wall = {"sim": [], "torch": []}
+    cpu = {"sim": [], "torch": []}
+    with torch.no_grad():
+        sim(x), ref(x)                                    # warm-up (allocator, oneDNN primitives)
+        for _ in range(runs):
+            for name, fn in (("sim", sim), ("torch", ref)):
+                c0, t0 = time.process_time(), time.perf_counter()
+                fn(x)
+                wall[name].append(time.perf_counter() - t0)
+                cpu[name].append(time.process_time() - c0)
+    sim.close()
+    med = {k: statistics.median(v) for k, v in wall.items()}
+    cmed = {k: statistics.median(v) for k, v in cpu.items()}
+    return {"sim": med["sim"], "torch": med["torch"], "ratio": med["sim"] / med["torch"],
+            "cpu_ratio": cmed["sim"] / cmed["torch"]}
+
+
+# ---- memory ------------------------------------------------------------------------------------
+
+def _rss_worker(which: str, case: Case, wpath: str, q) -> None:
+    """Spawned: imports, note RSS, load weights, build, run once, report peak RSS."""
+    try:
+        import torch
+        torch.set_num_threads(int(os.environ["BENCH_THREADS"]))
+        from safetensors.torch import load_file
+        if which == "torch":
+            import torchvision  # noqa: F401
+            if case.spec == BEVDET:
+                import bevdet_reference  # noqa: F401
+        else:
+            import ttmodels.weights  # noqa: F401
+            import ttmodels.builder  # noqa: F401
+            import ttmodels.backends.sim  # noqa: F401
+        x = images(case)
+        base, _ = rss_mb()
+        sd = load_file(wpath)
+        with torch.no_grad():
+            m = torch_model(case, sd) if which == "torch" else sim_model(case, sd)
+            del sd
+            m(x)
+        _, peak = rss_mb()
+        q.put({"peak": peak, "growth": peak - base})
+    except BaseException as e:  # report, don't hang the parent
+        q.put({"error": f"{type(e).__name__}: {e}"})
+
+
+def memory(case: Case, tmp: str) -> dict:
+    ctx = mp.get_context("spawn")
+    out = {}
+    for which in ("sim", "torch"):
+        q = ctx.Queue()
+        p = ctx.Process(target=_rss_worker, args=(which, case, weights_file(case.spec, tmp), q))
+        p.start()
+        out[which] = q.get(timeout=1800)
+        p.join()
+    return out
+
+
+# ---- build -------------------------------------------------------------------------------------
+
+_BUILD_SNIPPET = """
+import os, sys, time
+c0, t0 = time.process_time(), time.perf_counter()
+import torch
+torch.set_num_threads(int(os.environ["BENCH_THREADS"]))
+c1, t1 = time.process_time(), time.perf_counter()
+import ttmodels
+m = ttmodels.build(sys.argv[1], weights="random", backend="sim", batch_size=int(sys.argv[2]),
+                   input_size=(int(sys.argv[3]), int(sys.argv[4])))
+c2, t2 = time.process_time(), time.perf_counter()
+print(t1 - t0, t2 - t1, c2 - c1, m.build_seconds)
+"""
+
+
+def build_times(case: Case, cache_dir: str) -> dict:
+    env = dict(os.environ, TTMODELS_CACHE_DIR=cache_dir)
+    out = {}
+    for kind in ("cold", "warm"):                   # the cold build fills the (fresh) cache
+        r = subprocess.run([sys.executable, "-c", _BUILD_SNIPPET, case.spec, str(case.batch),
+                            str(case.size[0]), str(case.size[1])], env=env, capture_output=True,
+                           text=True, check=False)
+        if r.returncode:
+            out[kind] = {"error": r.stderr.strip().splitlines()[-1:]}
+            continue
+        imp, build, build_cpu, _ = (float(v) for v in r.stdout.split()[-4:])
+        out[kind] = {"import_torch": imp, "build": build, "build_cpu": build_cpu}
+    return out
+
+
+# ---- report ------------------------------------------------------------------------------------
+
+TARGETS = {  # case -> latency ratio target (issue 12)
+    "resnet50-b1": 1.10, "resnet50-b8": 1.0, "resnet50-b1-tt-perf": 1.3}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="latency,memory,build",
+                    help="comma-separated parts: latency, memory, build (default: all)")
+    ap.add_argument("--cases", default=None,
+                    help=f"comma-separated latency cases (default: all): {', '.join(c.name for c in LATENCY)}")
+    ap.add_argument("--quick", action="store_true", help=f"latency cases {', '.join(QUICK)} only")
+    ap.add_argument("--runs", type=int, default=5, help="timed calls per side and case (median)")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    args = ap.parse_args(argv)
+    parts = {p.strip() for p in args.only.split(",") if p.strip()}
+    unknown = parts - {"latency", "memory", "build"}
+    if unknown or args.runs < 1:
+        print(f"error: unknown part(s) {sorted(unknown)}" if unknown else "error: --runs >= 1",
+              file=sys.stderr)
+        return 2
+    by_name = {c.name: c for c in LATENCY}
+    names = [c.name for c in LATENCY]
+    if args.quick:
+        names = list(QUICK)
+    if args.cases:
+        names = [n.strip() for n in args.cases.split(",") if n.strip()]
+        bad = [n for n in names if n not in by_name]
+        if bad:
+            print(f"error: unknown case(s) {bad}; known: {', '.join(by_name)}", file=sys.stderr)
+            return 2
+
+    os.environ.setdefault("TT_METAL_MOCK_CLUSTER_DESC_PATH",
+                          str(REPO / "ttmodels" / "data" / "wormhole_n150_mock_cluster.yaml"))
+    import torch
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    threads = torch.get_num_threads()
+    os.environ["BENCH_THREADS"] = str(threads)
+    load = os.getloadavg()
+    started = time.perf_counter()
+    print(f"bench_sim {datetime.date.today()} | torch {torch.__version__}, {threads} threads, "
+          f"{os.cpu_count()} cpus | load average at start {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+
+    with tempfile.TemporaryDirectory(prefix="bench_sim_") as tmp:
+        if "latency" in parts:
+            print(f"\nlatency (median of {args.runs} alternated calls per side)")
+            print(f"{'case':<22}{'sim ms':>10}{'torch ms':>10}{'ratio':>8}{'cpu ratio':>11}  target")
+            for n in names:
+                r = latency(by_name[n], tmp, args.runs)
+                t = TARGETS.get(n)
+                verdict = "" if t is None else \
+                    f"<= {t:.2f}: {'met' if r['ratio'] <= t else f'missed by {r['ratio'] - t:.2f}'}"
+                print(f"{n:<22}{r['sim'] * 1e3:10.1f}{r['torch'] * 1e3:10.1f}{r['ratio']:8.2f}"
+                      f"{r['cpu_ratio']:11.2f}  {verdict}", flush=True)
+        if "memory" in parts:
+            print("\nmemory (each side in its own process; growth = peak RSS - RSS after imports)")
+            print(f"{'case':<22}{'sim peak':>10}{'torch peak':>11}{'sim +MB':>9}{'torch +MB':>10}"
+                  f"{'growth ratio':>13}  target")
+            for n in MEMORY:
+                m = memory(by_name[n], tmp)
+                if "error" in m["sim"] or "error" in m["torch"]:
+                    print(f"{n:<22} failed: {m['sim'].get('error') or m['torch'].get('error')}")
+                    continue
+                g = m["sim"]["growth"] / max(m["torch"]["growth"], 1.0)
+                t = "" if n.startswith("bevdet") else \
+                    f"<= 1.20: {'met' if g <= 1.2 else f'missed by {g - 1.2:.2f}'}"
+                print(f"{n:<22}{m['sim']['peak']:10.0f}{m['torch']['peak']:11.0f}"
+                      f"{m['sim']['growth']:9.0f}{m['torch']['growth']:10.0f}{g:13.2f}  {t}",
+                      flush=True)
+        if "build" in parts:
+            print("\nbuild in a fresh process (sim, weights='random'; cold = empty weight cache)")
+            print(f"{'case':<14}{'kind':<6}{'import torch s':>15}{'build s':>9}{'build cpu s':>12}"
+                  f"{'total s':>9}  target (warm build < 0.5 s)")
+            for c in BUILD:
+                cache = os.path.join(tmp, f"cache-{c.name}")
+                for kind, r in build_times(c, cache).items():
+                    if "error" in r:
+                        print(f"{c.name:<14}{kind:<6} failed: {r['error']}")
+                        continue
+                    t = "" if kind == "cold" else \
+                        ("met" if r["build"] < 0.5 else f"missed by {r['build'] - 0.5:.2f} s")
+                    print(f"{c.name:<14}{kind:<6}{r['import_torch']:15.2f}{r['build']:9.2f}"
+                          f"{r['build_cpu']:12.2f}{r['import_torch'] + r['build']:9.2f}  {t}",
+                          flush=True)
+    load = os.getloadavg()
+    print(f"\ndone in {time.perf_counter() - started:.0f} s | load average at end {load[0]:.1f} "
+          f"{load[1]:.1f} {load[2]:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

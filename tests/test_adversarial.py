@@ -1,0 +1,427 @@
+"""Regressions for issue 10: what a new user and an adversarial tester broke.
+
+Each test failed on the code before its fix."""
+from __future__ import annotations
+
+import pytest
+
+from ttmodels.errors import LayoutError, SpecError
+from ttmodels.planner import plan_graph
+from ttmodels.spec import load_graph
+
+
+def _deep(blocks: int) -> dict:
+    return {"name": "deep", "inputs": {"x": {"channels": 32, "size": [16, 16]}},
+            "blocks": {"res": {"layers": [
+                {"name": "conv1", "op": "conv2d", "out": 32, "kernel": 3, "padding": 1,
+                 "act": "relu"},
+                {"name": "add", "op": "add", "in": ["conv1", "x"]}]}},
+            "layers": [{"name": "body", "block": "res", "repeat": blocks}],
+            "outputs": {"y": "body"}}
+
+
+class _CountingList(list):
+    walks = 0
+
+    def __iter__(self):
+        type(self).walks += 1
+        return super().__iter__()
+
+
+# ---- defect 5: planning is linear in the number of layers ------------------------------------
+def test_planning_walks_the_node_list_a_bounded_number_of_times():
+    """Node and consumer lookups are indexed: planning walks ``graph.nodes`` a fixed number of
+    times whatever the depth (a scan per lookup made planning quadratic)."""
+    walks = []
+    for blocks in (20, 80):
+        g = load_graph(_deep(blocks))
+        _CountingList.walks = 0
+        g.nodes = _CountingList(g.nodes)
+        plan_graph(g)
+        walks.append(_CountingList.walks)
+    assert walks[0] == walks[1] and walks[0] <= 4, walks
+
+
+def test_liveness_queries_see_only_live_tensors(monkeypatch):
+    """The per-layer liveness query gets the tensors that can still be alive, not every tensor
+    planned so far (which made planning quadratic again)."""
+    from ttmodels import liveness, planner
+    sizes = []
+    real = liveness.others_alive
+
+    def spy(i, node, held, *a, **k):
+        sizes.append(len(held))
+        return real(i, node, held, *a, **k)
+    monkeypatch.setattr(planner.lv, "others_alive", spy)
+    plan_graph(load_graph(_deep(80)))
+    assert sizes and max(sizes) <= 4, max(sizes)     # input, the residual, the output
+
+
+# ---- defect 6: huge inputs: bounded slice search, error quoting the slice size ---------------
+def _one_conv(hw: int, c_in: int = 16) -> dict:
+    return {"name": "one", "inputs": {"x": {"channels": c_in, "size": [hw, hw]}},
+            "layers": [{"name": "c", "op": "conv2d", "out": 64, "kernel": 3, "padding": 1}],
+            "outputs": {"y": "c"}}
+
+
+def _count_slice_candidates(monkeypatch):
+    from ttmodels import planner
+    calls = []
+    real = planner._Planner.slice_candidate
+
+    def counted(self, *a, **k):
+        calls.append(a[2])
+        return real(self, *a, **k)
+    monkeypatch.setattr(planner._Planner, "slice_candidate", counted)
+    return calls
+
+
+def test_huge_input_fails_fast_quoting_the_slice_size(monkeypatch):
+    calls = _count_slice_candidates(monkeypatch)
+    g = load_graph("resnet50", input_size=(20000, 20000))
+    with pytest.raises(LayoutError) as e:
+        plan_graph(g)
+    msg = str(e.value)
+    assert e.value.layer == "conv1"
+    # one probe per slicing direction: the finest slicing does not fit, so nothing coarser will
+    assert len(calls) <= 4, len(calls)
+    assert "10000 height slices of 1 output row it still needs" in msg, msg
+    assert "313 width slices of 32 output columns" in msg, msg
+
+
+def test_bounded_slice_search_finds_the_fewest_slices(monkeypatch):
+    """Past the one-by-one range the search doubles and bisects; it still returns the smallest
+    slice count that fits (checked against trying every count)."""
+    from ttmodels import planner
+    g = load_graph(_one_conv(4096))
+    sl = plan_graph(g).layers[0].config["slice"]
+    assert sl["num_slices"] > planner._Planner.LINEAR_SLICES
+    pl = planner._Planner(g, "wormhole_b0", True)
+    pl.seed()
+    x, node = pl.layouts["x"], g.nodes[0]
+    calls = _count_slice_candidates(monkeypatch)
+    st, k, _ = pl.fewest_slices(node, x, sl["type"])
+    assert (st, k) == (sl["type"], sl["num_slices"])
+    assert len(calls) < k - 2, len(calls)          # not one probe per slice count
+    monkeypatch.undo()
+    fits = [n for n in range(2, k + 1) if pl.slice_candidate(node, x, st, n) is not None]
+    assert fits[0] == k, fits
+
+
+# ---- defects 2, 3, 7: explicit layouts honoured or rejected with file and line ----------------
+from ttmodels.planner import check_plan, edge_mismatches  # noqa: E402
+
+
+def _conv_spec(layout: str, c: int = 64, hw: int = 56) -> str:
+    return f"""name: t
+inputs: {{x: {{channels: {c}, size: [{hw}, {hw}]}}}}
+layers:
+  - {{name: c0, op: conv2d, out: {c}, kernel: 3, padding: 1, act: relu}}
+  - {{name: c, op: conv2d, out: {c}, kernel: 3, padding: 1, layout: {layout}}}
+  - {{name: r, op: relu}}
+outputs: {{y: r}}
+"""
+
+
+@pytest.mark.parametrize("layout,kind,grid,c", [
+    ("block_sharded l1 4x4", "block_sharded", (4, 4), 128),     # 4 channel tiles over x = 4
+    ("block_sharded l1 8x4", "block_sharded", (8, 4), 256),
+    ("height_sharded l1 2x2", "height_sharded", (2, 2), 64),
+    ("height_sharded l1 8x3", "height_sharded", (8, 3), 64),
+])
+def test_explicit_conv_grid_is_honoured(layout, kind, grid, c):
+    plan = plan_graph(load_graph(_conv_spec(layout, c=c)))
+    m = plan.layer("c").output.memory
+    assert (m.memory_layout, m.grid, m.num_cores) == (kind, grid, grid[0] * grid[1])
+    assert plan.layer("c").inputs[0].memory.grid == grid       # conv reads on those cores
+    assert check_plan(plan) == [] and edge_mismatches(plan) == []
+
+
+def test_explicit_layout_that_cannot_apply_is_a_spec_error(tmp_path):
+    f = tmp_path / "w.yaml"
+    f.write_text(_conv_spec("width_sharded l1 8x1"))
+    with pytest.raises(SpecError) as e:
+        plan_graph(load_graph(f))
+    assert (e.value.file, e.value.line, e.value.layer) == (str(f), 5, "c")
+    assert "width_sharded l1 8x1" in str(e.value)
+    assert "derives its output cores from its input's and its output channels" in str(e.value)
+    # 64 output channels are 2 tiles: a block-sharded output cannot span 4 channel cores
+    with pytest.raises(SpecError, match=r"'block_sharded l1 4x4' cannot be applied .* 2x4"):
+        plan_graph(load_graph(_conv_spec("block_sharded l1 4x4", c=64)))
+
+
+def _concat_spec(layout: str) -> str:
+    return f"""name: t
+inputs: {{x: {{channels: 32, size: [28, 28]}}}}
+layers:
+  - {{name: a, op: conv2d, out: 32, kernel: 3, padding: 1, layout: interleaved l1}}
+  - {{name: b, op: conv2d, in: x, out: 64, kernel: 3, padding: 1, layout: interleaved l1}}
+  - {{name: cat, op: concat, in: [a, b], layout: {layout}}}
+  - {{name: r, op: relu}}
+outputs: {{y: r}}
+"""
+
+
+@pytest.mark.parametrize("layout,grid", [("height_sharded l1", None), ("height_sharded l1 4x2", (4, 2))])
+def test_concat_height_sharded_layout_is_honoured(layout, grid):
+    plan = plan_graph(load_graph(_concat_spec(layout)))
+    m = plan.layer("cat").output.memory
+    assert m.memory_layout == "height_sharded" and m.buffer == "l1"
+    assert grid is None or m.grid == grid
+    assert check_plan(plan) == [] and edge_mismatches(plan) == []
+
+
+@pytest.mark.parametrize("layout", ["block_sharded l1", "width_sharded", "interleaved dram"])
+def test_concat_layout_it_cannot_take_is_a_spec_error(layout):
+    with pytest.raises(SpecError) as e:
+        plan_graph(load_graph(_concat_spec(layout)))
+    assert (e.value.file, e.value.line, e.value.layer) == ("<string>", 6, "cat")
+    assert "concat" in e.value.reason and "interleaved/l1" in e.value.reason
+
+
+@pytest.mark.parametrize("spec,line,what", [
+    (_conv_spec("height_sharded dram"), 5, "sharded activations live in L1"),
+    (_conv_spec("height_sharded l1", c=512, hw=28), 5, "B of L1 per core"),
+    (_conv_spec("block_sharded l1 1x1", c=512, hw=28), 5, "on the 1x1 grid"),
+])
+def test_layout_errors_carry_the_layer_file_and_line(tmp_path, spec, line, what):
+    f = tmp_path / "s.yaml"
+    f.write_text(spec)
+    with pytest.raises(LayoutError) as e:
+        plan_graph(load_graph(f))
+    assert (e.value.file, e.value.line, e.value.layer) == (str(f), line, "c"), str(e.value)
+    assert str(e.value).startswith(f"{f}:{line}, layer 'c': ") and what in str(e.value)
+
+
+# ---- defect 4: image size bombs: one line, exit 2, nothing huge allocated ---------------------
+def _png_header_only(path, w: int, h: int) -> None:
+    """A PNG whose header claims w x h (PIL reads the size from IHDR before decoding)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + \
+            struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    ihdr = struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) +
+                     chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b""))
+
+
+@pytest.fixture
+def bombs(tmp_path):
+    from PIL import Image
+    strip = tmp_path / "strip.png"
+    Image.new("L", (20000, 1)).save(strip)
+    huge = tmp_path / "huge.png"
+    _png_header_only(huge, 20000, 20000)         # over twice PIL's limit: PIL raises
+    big = tmp_path / "big.png"
+    _png_header_only(big, 12000, 12000)           # between PIL's limit and twice it: PIL warns
+    return {"strip": strip, "huge": huge, "big": big}
+
+
+@pytest.mark.parametrize("which,what", [("strip", "aspect ratio over 16:1"),
+                                        ("huge", "too large to decode safely"),
+                                        ("big", "12000x12000 pixels, more than")])
+def test_imagenet_tensor_refuses_size_bombs(bombs, which, what):
+    import resource
+
+    from ttmodels.images import ImageError, imagenet_tensor
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(ImageError, match=what):
+        imagenet_tensor(bombs[which])
+    # nothing near the 4 GB the strip used to be resized into (peak RSS grows < 200 MB)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000
+
+
+@pytest.mark.parametrize("which", ["strip", "huge", "big"])
+def test_demo_and_compare_exit_2_with_one_line_on_image_bombs(bombs, which, capsys):
+    import importlib.util
+    from pathlib import Path
+
+    from ttmodels.cli import main as cli_main
+    demo = Path(__file__).resolve().parent.parent / "demos" / "resnet50.py"
+    spec = importlib.util.spec_from_file_location("demo_resnet50", demo)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    for run in (lambda: mod.main(["--image", str(bombs[which]), "--backend", "sim"]),
+                lambda: cli_main(["compare", "resnet18", "--image", str(bombs[which])])):
+        assert run() == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error: image "), err
+
+
+# ---- defect 8: weights diagnosed as what they are ---------------------------------------------
+_TINY = """name: tiny
+inputs: {x: {channels: 3, size: [16, 16]}}
+layers:
+  - {name: conv1, op: conv2d, out: 16, kernel: 3, padding: 1, bn: bn1, act: relu}
+  - {name: pool, op: global_avg_pool}
+  - {name: fc, op: linear, out: 4}
+outputs: {y: fc}
+"""
+
+
+def _tiny_weights():
+    import torch
+
+    from ttmodels.reference import expected_parameters
+    g = load_graph(_TINY)
+    sd = {k: torch.rand(tuple(s)) + 0.5 for k, s in expected_parameters(g).items()}
+    return g, sd
+
+
+def test_safetensors_named_bin_is_read_as_safetensors(tmp_path):
+    from safetensors.torch import save_file
+
+    from ttmodels.weights import load_state_dict
+    g, sd = _tiny_weights()
+    f = tmp_path / "model.bin"
+    save_file(sd, str(f))
+    got = load_state_dict(str(f), g)
+    assert sorted(got) == sorted(sd) and all(bool((got[k] == sd[k]).all()) for k in sd)
+
+
+def test_sparse_tensor_is_named_not_a_raw_notimplementederror():
+    from ttmodels.errors import WeightsError
+    from ttmodels.weights import load_state_dict
+    g, sd = _tiny_weights()
+    sd["fc.weight"] = sd["fc.weight"].to_sparse()
+    with pytest.raises(WeightsError) as e:
+        load_state_dict(sd, g)
+    assert [k for k, _ in e.value.invalid] == ["fc.weight"]
+    assert "fc.weight: torch.sparse_coo tensor; store it dense" in str(e.value)
+
+
+@pytest.mark.parametrize("typo,near", [("randm", "random"), ("pretrianed", "pretrained")])
+def test_misspelt_weights_name_suggests_the_close_one(typo, near, tmp_path, monkeypatch):
+    from ttmodels.errors import WeightsError
+    from ttmodels.weights import load_state_dict
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(WeightsError, match=f"'{typo}' not found; did you mean weights='{near}'"):
+        load_state_dict(typo, load_graph(_TINY))
+
+
+# ---- defect 9: the command line ----------------------------------------------------------------
+def _cli(argv, capsys):
+    from ttmodels.cli import main
+    rc = main(argv)
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+@pytest.fixture
+def tiny_spec(tmp_path):
+    f = tmp_path / "tiny.yaml"
+    f.write_text(_TINY)
+    return f
+
+
+def test_compare_exit_status_threshold_and_plot_name(tiny_spec, tmp_path, capsys, monkeypatch):
+    """One real comparison (threshold 0, --plot without extension), then the same rows against a
+    threshold no layer reaches: exit 1."""
+    from ttmodels import compare
+    rows = []
+    real = compare.compare_layers
+    monkeypatch.setattr(compare, "compare_layers", lambda *a, **k: rows.extend(real(*a, **k)) or rows)
+    target = tmp_path / "vgg_noext"
+    rc, out, _ = _cli(["compare", str(tiny_spec), "--threshold", "0", "--plot", str(target)],
+                      capsys)
+    assert rc == 0 and "all at or above threshold" in out
+    assert out.strip().splitlines()[-1] == f"wrote {target}.png"
+    assert (tmp_path / "vgg_noext.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    monkeypatch.setattr(compare, "compare_layers", lambda *a, **k: rows)
+    rc, out, _ = _cli(["compare", str(tiny_spec), "--threshold", "1.01"], capsys)
+    assert rc == 1 and "first below 1.01" in out
+
+
+def test_compare_plot_path_is_checked_before_comparing(tiny_spec, tmp_path, capsys, monkeypatch):
+    from ttmodels import compare
+    monkeypatch.setattr(compare, "compare_layers",
+                        lambda *a, **k: pytest.fail("compared before checking --plot"))
+    for bad, why in ((tmp_path / "no" / "such" / "dir.png", "does not exist"),
+                     (tmp_path, "is a directory")):
+        rc, _, err = _cli(["compare", str(tiny_spec), "--plot", str(bad)], capsys)
+        assert rc == 2 and why in err and err.count("\n") == 1, err
+
+
+def test_plan_into_a_closed_pipe_prints_no_traceback():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    import ttmodels
+    repo = Path(ttmodels.__file__).resolve().parent.parent     # the package under test
+    p = subprocess.Popen([sys.executable, "-m", "ttmodels.cli", "plan", "resnet50", "--format",
+                          "json"], cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env={**os.environ, "PYTHONPATH": str(repo)})
+    p.stdout.close()                  # the reader (head) has gone before anything is written
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 141
+    assert err == "", err
+
+
+def test_version_and_help_texts(capsys):
+    import ttmodels
+    from ttmodels.cli import main
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"ttmodels {ttmodels.__version__}"
+    helps = {}
+    for cmd in ("plan", "compare", "validate"):
+        with pytest.raises(SystemExit):
+            main([cmd, "-h"])
+        helps[cmd] = " ".join(capsys.readouterr().out.split())
+    assert "spec a shipped or registered model name" in helps["validate"]
+    assert "json: the whole plan (default: table)" in helps["plan"]
+    assert "makes the exit status 1 (default: 0.99)" in helps["compare"]
+
+
+def test_plan_that_does_not_fit_suggests_batch_or_input_size():
+    with pytest.raises(LayoutError) as e:
+        plan_graph(load_graph("resnet50", batch_size=256))
+    assert e.value.layer == "layer1.0.conv1" and e.value.file.endswith("resnet.yaml")
+    assert str(e.value).endswith("; use a smaller input size or batch")
+
+
+# ---- defect 10: what model(...) accepts ------------------------------------------------------
+@pytest.mark.parametrize("bad", ["ndarray", "list", "none"])
+def test_model_says_what_input_it_accepts(bad):
+    import numpy as np
+
+    import ttmodels
+    x = {"ndarray": np.zeros((1, 3, 16, 16), np.float32), "list": [[0.0]], "none": None}[bad]
+    with ttmodels.build(_TINY, weights="random", backend="sim") as m:
+        with pytest.raises(ttmodels.Error) as e:
+            m(x)
+    msg = str(e.value)
+    assert f"input 'x' is a {type(x).__name__}" in msg
+    assert "float NCHW torch tensor" in msg and "sim backend tensor" in msg
+
+
+# ---- defect 11: naming a layer after the block's input ----------------------------------------
+def test_layer_named_like_the_blocks_implicit_input():
+    spec = """name: t
+inputs: {image: {channels: 3, size: [16, 16]}}
+blocks:
+  b:
+    layers:
+      - {name: x, op: relu}
+layers:
+  - {name: s, block: b}
+"""
+    with pytest.raises(SpecError) as e:
+        load_graph(spec)
+    assert (e.value.line, e.value.layer) == (6, "s.x")
+    assert "'x' is the block's implicit input" in e.value.reason
+    assert "duplicate" not in e.value.reason
+
+
+# ---- spec.py no longer re-labels its own bugs as the user's mistakes --------------------------
+def test_internal_bug_in_the_compiler_is_not_reported_as_a_spec_error(monkeypatch):
+    from ttmodels import spec as S
+
+    def bug(self, *a, **k):
+        raise KeyError("an internal key")
+    monkeypatch.setattr(S._Compiler, "parse_inputs", bug)
+    with pytest.raises(KeyError, match="an internal key"):
+        load_graph(_TINY)

@@ -1,0 +1,84 @@
+"""The shipped models, the custom-backbone example and the field-report graphs, judged by the
+installed ttnn 0.81.1 on a mock Wormhole n150 (no card; ``ttmodels.verify``).
+
+For each: every step (layer and adapter) is accepted by ttnn, and every output memory config,
+dtype and tile layout ttnn produces is exactly the plan's. L1: the planner's per-layer estimate
+against ttnn's own figure for the step (``ttnn_op_peak_total``) is within 10 %, or the layer's
+kind is one of the explained gaps listed in one place, ``ttmodels.l1.KNOWN_ESTIMATE_GAPS``
+(docs/layouts.md has the measured table).
+
+Each model runs once per session (module-scoped cache); the whole module is ~1-2 minutes on two
+cores. These tests fail, never skip, when the mechanism breaks: ttnn is a pinned dependency."""
+from pathlib import Path
+
+import pytest
+
+from ttmodels import l1 as l1m
+from ttmodels.verify import verify
+
+REPO = Path(__file__).resolve().parent.parent
+FIELD = REPO / "tests" / "specs" / "field_report"
+
+MODELS = {
+    "resnet50-b1": ("resnet50", {"batch_size": 1}),
+    "resnet50-b2": ("resnet50", {"batch_size": 2}),
+    "resnet50-b16": ("resnet50", {"batch_size": 16}),
+    "bevdet-b6-256x704": ("bevdet_r50_encoder", {"batch_size": 6, "input_size": (256, 704)}),
+    "my_backbone": (REPO / "examples" / "my_backbone" / "backbone.yaml", {}),
+    "field-conv-multiply": (FIELD / "conv_multiply.yaml", {}),
+    "field-conv-maxpool": (FIELD / "conv_maxpool.yaml", {}),
+    "field-residual-shards": (FIELD / "residual_shards.yaml", {}),
+}
+# the issue asks the L1 comparison for these
+L1_MODELS = ("resnet50-b1", "resnet50-b16", "bevdet-b6-256x704")
+
+
+@pytest.fixture(scope="module")
+def reports():
+    """key -> (plan, its verify report); each model planned and run once."""
+    from ttmodels.planner import plan_graph
+    from ttmodels.spec import load_graph
+    cache = {}
+
+    def get(key):
+        if key not in cache:
+            spec, kw = MODELS[key]
+            plan = plan_graph(load_graph(spec, **kw))
+            cache[key] = (plan, verify(None, plan=plan))
+        return cache[key]
+    return get
+
+
+@pytest.mark.parametrize("key", list(MODELS))
+def test_every_step_accepted_with_the_planned_memory_config(reports, key):
+    _, r = reports(key)
+    assert r.ttnn_version == "0.81.1" and r.steps
+    rejected = [(s.name, s.error, s.error_location) for s in r.steps if not s.accepted]
+    assert not rejected, rejected
+    memory = [(s.name, s.planned_memory, s.ttnn_memory) for s in r.steps if not s.memory_match]
+    assert not memory, memory
+    layout = [(s.name, s.planned_layout, s.ttnn_layout) for s in r.steps if not s.layout_match]
+    assert not layout, layout
+    assert r.ok
+
+
+@pytest.mark.parametrize("key", L1_MODELS)
+def test_l1_estimates_within_10_percent_or_explained(reports, key):
+    plan, r = reports(key)
+    assert r.layers
+    unexplained = []
+    for s in r.layers:
+        assert s.ttnn_op_peak_total > 0, s.name
+        err = (s.l1_estimate - s.ttnn_op_peak_total) / s.ttnn_op_peak_total
+        if abs(err) <= 0.10:
+            continue
+        gap = l1m.KNOWN_ESTIMATE_GAPS.get(l1m.estimate_kind(plan.layer(s.name)))
+        if gap is None:
+            unexplained.append((s.name, s.op, s.l1_estimate, s.ttnn_op_peak_total, round(err, 2)))
+        else:
+            # an explained gap still has to stay in the band the explanation gives
+            lo, hi = gap.band
+            if not lo <= 1 + err <= hi:
+                unexplained.append((s.name, s.op, s.l1_estimate, s.ttnn_op_peak_total,
+                                    round(err, 2), f"outside {gap.band}"))
+    assert not unexplained, unexplained
