@@ -65,7 +65,7 @@ def test_corpus_is_generated_and_covers_every_op():
     for op in ("conv2d", "add", "relu", "max_pool2d", "upsample", "concat", "pad", "reshard"):
         verdicts = {not c.rule_violations() for c in cases if c.op == op}
         assert verdicts == {True, False}, op
-    assert set(KNOWN_DIFFERENCES) <= ids
+    assert {k for k in KNOWN_DIFFERENCES if not k.startswith("plan/")} <= ids
 
 
 def test_rules_agree_with_ttnn_on_the_corpus(device):
