@@ -78,22 +78,22 @@ def _count_slice_candidates(monkeypatch):
 
 def test_huge_input_fails_fast_quoting_the_slice_size(monkeypatch):
     calls = _count_slice_candidates(monkeypatch)
-    g = load_graph("resnet50", input_size=(20000, 20000))
+    g = load_graph("resnet50", input_size=(60000, 60000))
     with pytest.raises(LayoutError) as e:
         plan_graph(g)
     msg = str(e.value)
     assert e.value.layer == "conv1"
     # one probe per slicing direction: the finest slicing does not fit, so nothing coarser will
     assert len(calls) <= 4, len(calls)
-    assert "10000 height slices of 1 output row it still needs" in msg, msg
-    assert "313 width slices of 32 output columns" in msg, msg
+    assert "30000 height slices of 1 output row it still needs" in msg, msg
+    assert "938 width slices of 32 output columns" in msg, msg
 
 
 def test_bounded_slice_search_finds_the_fewest_slices(monkeypatch):
     """Past the one-by-one range the search doubles and bisects; it still returns the smallest
     slice count that fits (checked against trying every count)."""
     from ttmodels import planner
-    g = load_graph(_one_conv(4096))
+    g = load_graph(_one_conv(6144))
     sl = plan_graph(g).layers[0].config["slice"]
     assert sl["num_slices"] > planner._Planner.LINEAR_SLICES
     pl = planner._Planner(g, "wormhole_b0", True)
@@ -181,7 +181,7 @@ def test_concat_layout_it_cannot_take_is_a_spec_error(layout):
 
 @pytest.mark.parametrize("spec,line,what", [
     (_conv_spec("height_sharded dram"), 5, "sharded activations live in L1"),
-    (_conv_spec("height_sharded l1", c=512, hw=28), 5, "B of L1 per core"),
+    (_conv_spec("height_sharded l1", c=1024, hw=28), 5, "B of L1 per core"),
     (_conv_spec("block_sharded l1 1x1", c=512, hw=28), 5, "on the 1x1 grid"),
 ])
 def test_layout_errors_carry_the_layer_file_and_line(tmp_path, spec, line, what):

@@ -12,6 +12,12 @@ import rules_corpus as C
 
 # case id -> why rules.check and ttnn 0.81.1 differ there (docs/layouts.md, "Known differences")
 KNOWN_DIFFERENCES = {
+    # the planner test "backbone" planned with adapters off, since the conv output specs follow
+    # ttnn (49/61-core grids): its channel concat gets height shards of unequal grids, which
+    # ttnn 0.81.1 accepts and concat.sharded refuses (stricter; with adapters the planner
+    # reshards them onto one grid)
+    "plan/backbone/cat": "channel concat of height shards on different grids: accepted by ttnn, "
+                         "refused by concat.sharded",
     # ttnn accepts, the table refuses (stricter; the planner never produces these inputs)
     "concat/w2+dram/row_major": "row-major width/block-sharded first input next to an interleaved "
                                 "one: accepted by ttnn, refused by concat.mixed",
@@ -59,7 +65,7 @@ def test_corpus_is_generated_and_covers_every_op():
     for op in ("conv2d", "add", "relu", "max_pool2d", "upsample", "concat", "pad", "reshard"):
         verdicts = {not c.rule_violations() for c in cases if c.op == op}
         assert verdicts == {True, False}, op
-    assert set(KNOWN_DIFFERENCES) <= ids
+    assert {k for k in KNOWN_DIFFERENCES if not k.startswith("plan/")} <= ids
 
 
 def test_rules_agree_with_ttnn_on_the_corpus(device):

@@ -472,9 +472,24 @@ class _Planner:
             if k == WIDTH and len(kinds) == 3 and self.is_mm(node):
                 continue  # ttnn: a matmul (1x1) conv is never auto width-sharded
             try:
-                cands.append(self.conv_candidate(node, k, x, None, follow))
+                cand = self.conv_candidate(node, k, x, None, follow)
+                # an output spec ttnn would refuse for this shape (e.g. width shards on fewer
+                # cores than shards) is no candidate
+                if R.tensor_checks(cand["out"], _flat(node.shape), "conv2d output"):
+                    continue
+                cands.append(cand)
             except (ValueError, ZeroDivisionError):
                 continue
+        if not cands and follow and policy.kind == "auto":
+            # following the input gives no valid output spec: choose afresh (a reshard follows)
+            follow = False
+            for k in (HEIGHT, BLOCK) if self.is_mm(node) else (HEIGHT, BLOCK, WIDTH):
+                try:
+                    cand = self.conv_candidate(node, k, x, None, False)
+                except (ValueError, ZeroDivisionError):
+                    continue
+                if not R.tensor_checks(cand["out"], _flat(node.shape), "conv2d output"):
+                    cands.append(cand)
         if policy.kind == "auto" and not follow and len(cands) >= 2:
             chosen = self.auto_pick(cands)
         else:

@@ -746,6 +746,11 @@ def _v(rule: str, msg: str) -> Violation:
     return Violation(rule, msg)
 
 
+def tensor_checks(t: TensorLayout, shape: Shape4 | None, what: str = "tensor") -> list[Violation]:
+    """The TensorSpec checks of one tensor (see ``_tensor_checks``)."""
+    return _tensor_checks(t, shape, what)
+
+
 def _tensor_checks(t: TensorLayout, shape: Shape4 | None, what: str, *,
                    l1_shards: bool = True) -> list[Violation]:
     """tt-metal's TensorSpec validation (tensor_spec.cpp validate_shard_spec_with_tensor_shape,
