@@ -133,10 +133,10 @@ def binary_cases():
     a_mems = [("dram", DRAM), ("l1", L1), ("h8", hs),
               ("b2x2", R.sharded_memspec(BLOCK, s.rows, s.c, grid=(2, 2))),
               ("w2", R.sharded_memspec(WIDTH, s.rows, s.c, num_cores=2)), _hdram(s)]
-    for op in ("add", "multiply"):
+    for op in R.BINARY:
         for (ak, am), (bk, bm) in itertools.product(a_mems, other.items()):
             for la, lb in ((TILE_LAYOUT, TILE_LAYOUT), (ROW_MAJOR, ROW_MAJOR), (TILE_LAYOUT, ROW_MAJOR)):
-                if op == "multiply" and (la, lb) != (TILE_LAYOUT, TILE_LAYOUT):
+                if op != "add" and (la, lb) != (TILE_LAYOUT, TILE_LAYOUT):
                     continue
                 if la == ROW_MAJOR and am.sharded and bk not in ("same", "dram"):
                     continue
@@ -175,6 +175,57 @@ def binary_cases():
         yield _binary(f"add/h8+h8/inplace/out-{dt}", "add", T(hs), T(hs), s, s, dtype=dt,
                       inplace=True)
     yield _binary("add/h8+b2x2/inplace", "add", T(hs), T(other["b2x2"]), s, s, inplace=True)
+
+
+def unary_cases():
+    """The other unary ops (activations, identity) on relu's axes, bfloat16 (default params)."""
+    s = SHAPES["even"]
+    for op in R.UNARY:
+        if op == "relu":
+            continue
+        for layout in (TILE_LAYOUT, ROW_MAJOR):
+            for mk, m in memories(s.rows, s.c, layout, bad=False)[:5]:
+                x = T(m, layout)
+                yield Case(f"{op}/even/{mk}/{layout}", op, [x], [s], s,
+                           R.output_layout(op, [x], {}, None, [s.flat]))
+
+
+def batch_norm_cases():
+    """x * scale + shift with [1, 1, 1, C] TILE constants (the layer's two binary_ng calls)."""
+    s = SHAPES["even"]
+    for (mk, m), (ck, cm) in itertools.product(memories(s.rows, s.c, TILE_LAYOUT, bad=False)[:5],
+                                               (("l1", L1), ("dram", DRAM))):
+        x = T(m)
+        cfg = {"dtype": "bfloat16", "constant_memory": cm, "constant_dtype": "bfloat16"}
+        out = R.output_layout("batch_norm", [x, T(cm)], {"dtype": "bfloat16",
+                                                         "out_shape": s.flat}, None,
+                              [s.flat, (1, 1, 1, s.c)])
+        yield Case(f"batch_norm/{mk}/const-{ck}", "batch_norm", [x], [s], s, out,
+                   {"activation": None}, cfg)
+
+
+def slice_cases():
+    s = SHAPES["even"]
+    for layout in (TILE_LAYOUT, ROW_MAJOR):
+        for mk, m in memories(s.rows, s.c, layout, bad=False)[:5]:
+            for lo, hi in ((0, 32), (32, s.c)) if layout == TILE_LAYOUT else ((0, 16), (8, 40)):
+                x = T(m, layout)
+                o = TensorShape(s.n, s.h, s.w, hi - lo)
+                yield Case(f"slice/{mk}/{layout}/{lo}-{hi}", "slice", [x], [s], o,
+                           R.output_layout("slice", [x], {}, None, [s.flat]),
+                           {"start": lo, "stop": hi})
+
+
+def adaptive_pool_cases():
+    s = TensorShape(1, 16, 16, 64)
+    for size in ((1, 1), (4, 4)):
+        o = TensorShape(1, *size, 64)
+        for mk, m in memories(s.rows, s.c, TILE_LAYOUT, bad=False)[:5] + [_hdram(s)]:
+            for layout in (TILE_LAYOUT, ROW_MAJOR):
+                x = T(_fit(m, s.rows, s.c, layout), layout)
+                yield _pool(f"adaptive_avg_pool2d/{size[0]}x{size[1]}/{mk}/{layout}",
+                            "adaptive_avg_pool2d", x, s, o, {"size": size},
+                            None if m.sharded else HEIGHT, ROW_MAJOR, "bfloat16")
 
 
 def _binary(cid, op, a, b, sa, sb, *, dtype=None, inplace=False):
@@ -421,7 +472,8 @@ def _adapter(cid, kind, before, after, s):
     return Case(cid, kind, [before], [s], s, after)
 
 
-GENERATORS = (relu_cases, binary_cases, conv_cases, matmul_conv_cases, pool_cases, linear_cases, upsample_cases,
+GENERATORS = (relu_cases, unary_cases, batch_norm_cases, slice_cases, adaptive_pool_cases,
+              binary_cases, conv_cases, matmul_conv_cases, pool_cases, linear_cases, upsample_cases,
               concat_cases, pad_cases, adapter_cases)
 
 
@@ -453,6 +505,9 @@ def _params(case: Case):
         k = a["kernel"]
         return {"weight": torch.zeros(a["out_channels"], a["in_channels"] // a.get("groups", 1), *k),
                 "bias": torch.zeros(a["out_channels"])}
+    if case.op == "batch_norm":
+        c = case.out_shape.c
+        return {"scale": torch.full((c,), 0.5), "shift": torch.zeros(c)}
     if case.op == "linear":
         return {"weight": torch.zeros(case.attrs["out_features"], case.attrs["in_features"]),
                 "bias": torch.zeros(case.attrs["out_features"])}
@@ -484,7 +539,7 @@ def ttnn_verdict(case: Case, tt, dev) -> TtnnVerdict:
                         case.out_shape, precision=case.precision)
             pl = PlannedLayer(node, list(case.inputs), case.output, 0, dict(case.config))
             layer = make_layer(pl, _params(case), be, input_shapes=list(case.in_shapes))
-            out = layer(xs if case.op in ("add", "multiply", "concat") else [xs[0]])
+            out = layer(xs if case.op in R.BINARY + ("concat",) else [xs[0]])
     except Exception as e:        # ttnn's TT_FATAL / TT_THROW (or a host-side type error)
         msg, loc = split_error(e)
         return TtnnVerdict(False, msg, loc, stage)

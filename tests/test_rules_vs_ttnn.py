@@ -28,6 +28,13 @@ KNOWN_DIFFERENCES = {
         "global average pool is accepted (max/avg pool with a 2x2 window refuse it); "
         "tensor.shard_l1 refuses it for every pool",
     "global_avg_pool/hdram/row_major/None/row_major-bfloat16": "as above",
+    "adaptive_avg_pool2d/1x1/hdram/tile": "as global_avg_pool: a DRAM height-sharded input to "
+        "a 1x1 adaptive average pool is accepted (4x4 refuses it); tensor.shard_l1 refuses it",
+    "adaptive_avg_pool2d/1x1/hdram/row_major": "as above",
+    **{f"slice/{m}/{lay}/{r}": "ttnn.slice accepts an L1 height-sharded input (TILE or row-major); "
+       "slice.memory refuses it (stricter; the planner moves a sharded input to interleaved first)"
+       for m in ("h2", "h8", "h20")
+       for lay, rs in (("tile", ("0-32", "32-64")), ("row_major", ("0-16", "8-40"))) for r in rs},
     # ttnn runs it but does not do what was asked
     "global_avg_pool/h8/tile/None/tile-bfloat8_b": "a whole-map avg_pool2d of a sharded input "
         "returns bfloat16 whatever dtype is asked; the table has no rule for it (it would make "
