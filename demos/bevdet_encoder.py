@@ -176,6 +176,26 @@ def save_bev_figure(path: Path, bev, neck, title: str, max_samples: int = 4) -> 
     plt.close(fig)
 
 
+def build_and_run(spec, weights, x, **build_kw):
+    """Build ``spec`` (``weights()`` gives its weights), run it once on ``x``, close it:
+    ``(model, outputs, build seconds, run seconds)``, or exit code 2 after printing a
+    ttmodels error."""
+    import ttmodels
+    try:
+        t0 = time.perf_counter()
+        model = ttmodels.build(spec, weights=weights(), **build_kw)
+        build_s = time.perf_counter() - t0
+    except ttmodels.Error as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
+        t0 = time.perf_counter()
+        outputs = model.run(x)
+        return model, outputs, build_s, time.perf_counter() - t0
+    finally:
+        model.close()
+
+
 def bev_main(args) -> int:
     import ttmodels
     from ttmodels.weights import random_state_dict, synthetic_images
@@ -202,26 +222,17 @@ def bev_main(args) -> int:
     if args.weights != "random" and not Path(args.weights).is_file():
         print(f"error: weights file not found: {args.weights}", file=sys.stderr)
         return 2
-    try:
-        t0 = time.perf_counter()
-        if args.weights == "random":
-            # BN calibration on 4 synthetic maps: the default (sized for 224x224 images) would
-            # run 25 128x128 maps through the float32 reference
-            weights = random_state_dict(ttmodels.load_graph(spec, input_size=size), calibration_batch=4)
-        else:
-            weights = args.weights
-        model = ttmodels.build(spec, weights=weights, backend=args.backend, batch_size=batch,
-                               input_size=size)
-        build_s = time.perf_counter() - t0
-    except ttmodels.Error as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    try:
-        t0 = time.perf_counter()
-        outputs = model.run(x)
-        run_s = time.perf_counter() - t0
-    finally:
-        model.close()
+    def weights():
+        if args.weights != "random":
+            return args.weights
+        # BN calibration on 4 synthetic maps: the default (sized for 224x224 images) would run
+        # 25 128x128 maps through the float32 reference
+        return random_state_dict(ttmodels.load_graph(spec, input_size=size), calibration_batch=4)
+    done = build_and_run(spec, weights, x, backend=args.backend, batch_size=batch,
+                         input_size=size)
+    if isinstance(done, int):
+        return done
+    model, outputs, build_s, run_s = done
     neck = outputs["neck"]
     print(f"backend: {model.backend_name}   weights: {model.weights_info or args.weights}")
     print(f"input: {tuple(x.shape)} ({source})")
@@ -299,20 +310,11 @@ def main(argv=None) -> int:
         return 2
 
     x = preprocess_cameras(images, size)
-    try:
-        t0 = time.perf_counter()
-        model = ttmodels.build("bevdet_r50_encoder", weights=args.weights, backend=args.backend,
-                               batch_size=len(CAMERA_ORDER), input_size=size, mesh=args.mesh)
-        build_s = time.perf_counter() - t0
-    except ttmodels.Error as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    try:
-        t0 = time.perf_counter()
-        outputs = model.run(x)
-        run_s = time.perf_counter() - t0
-    finally:
-        model.close()
+    done = build_and_run("bevdet_r50_encoder", lambda: args.weights, x, backend=args.backend,
+                         batch_size=len(CAMERA_ORDER), input_size=size, mesh=args.mesh)
+    if isinstance(done, int):
+        return done
+    model, outputs, build_s, run_s = done
     names = list(outputs)
     neck = outputs[names[0]]
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from bevdet_reference import load_into  # noqa: F401  (one loader for both halves' references)
 from ttmodels.reference import pcc  # noqa: F401  (re-exported for the tests)
 
 
@@ -112,13 +113,3 @@ class BEVEncoderReference(nn.Module):
     def forward(self, x):
         feats = self.img_bev_encoder_backbone(x)
         return (*feats, self.img_bev_encoder_neck(feats))
-
-
-def load_into(ref: nn.Module, state_dict) -> nn.Module:
-    """Load a BEVDet-keyed state dict; only missing ``num_batches_tracked`` entries are tolerated."""
-    result = ref.load_state_dict(dict(state_dict), strict=False)
-    missing = [k for k in result.missing_keys if not k.endswith("num_batches_tracked")]
-    if missing or result.unexpected_keys:
-        raise KeyError(f"reference load: missing {missing[:10]} ({len(missing)}), "
-                       f"unexpected {result.unexpected_keys[:10]} ({len(result.unexpected_keys)})")
-    return ref.eval()

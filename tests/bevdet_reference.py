@@ -89,7 +89,7 @@ def bevdet_keys(module: nn.Module | None = None) -> list[str]:
     return list((module or BEVDetEncoderReference()).state_dict().keys())
 
 
-def load_into(ref: BEVDetEncoderReference, state_dict) -> BEVDetEncoderReference:
+def load_into(ref: "nn.Module", state_dict) -> "nn.Module":
     """Load a BEVDet-keyed state dict; tolerate only missing ``num_batches_tracked`` entries
     (ttmodels' state dicts omit them), anything else missing/unexpected is an error."""
     result = ref.load_state_dict(dict(state_dict), strict=False)
