@@ -80,14 +80,8 @@ class Model:
             raise Error(f"input '{name}' is a {type(x).__name__}; the model takes a float NCHW "
                         f"torch tensor (e.g. torch.from_numpy(a).float()) or a {self.backend_name} "
                         "backend tensor in the plan's [1, 1, N*H*W, C] input layout")
-        s = self.graph.inputs[name]
-        chips = self.plan.num_chips
-        expected = (s.n * chips, s.c, s.h, s.w)
-        if tuple(x.shape) != expected:
-            from .errors import Error
-            on = f" on {self.plan.mesh.describe()}, {s.n} per chip" if chips > 1 else ""
-            raise Error(f"input '{name}' has shape {tuple(x.shape)}, the plan expects NCHW "
-                        f"{expected} (batch_size={s.n * chips}{on}, input_size=({s.h}, {s.w}))")
+        from .runtime import check_input_shape
+        check_input_shape(self.plan, name, x)
 
     def run(self, x) -> dict[str, Any]:
         """All named outputs as float torch tensors."""

@@ -123,11 +123,7 @@ class Executor:
             raise Error(f"unknown model input '{name}'; the graph's inputs are {list(g.inputs)}")
         s = g.inputs[name]
         chips = self.plan.num_chips
-        whole = (s.n * chips, s.c, s.h, s.w)
-        if tuple(x.shape) != whole:
-            on = f" ({s.n} per chip x {chips} chips)" if chips > 1 else ""
-            raise Error(f"input '{name}' has shape {tuple(x.shape)}, the plan expects NCHW "
-                        f"{whole}{on}")
+        check_input_shape(self.plan, name, x)
         tt = self.tt
         lay = self.plan.input_layouts[name]
         flat = x.detach().float().permute(0, 2, 3, 1).reshape((chips,) + tuple(s.flat[1:]))
@@ -247,6 +243,17 @@ class Executor:
         if self._trace is not None:
             self._trace.release()
             self._trace = None
+
+
+def check_input_shape(plan: Plan, name: str, x) -> None:
+    """An NCHW input must hold the whole batch (every chip's share on a mesh)."""
+    s = plan.graph.inputs[name]
+    chips = plan.num_chips
+    expected = (s.n * chips, s.c, s.h, s.w)
+    if tuple(x.shape) != expected:
+        on = f" on {plan.mesh.describe()}, {s.n} per chip" if chips > 1 else ""
+        raise Error(f"input '{name}' has shape {tuple(x.shape)}, the plan expects NCHW "
+                    f"{expected} (batch_size={s.n * chips}{on}, input_size=({s.h}, {s.w}))")
 
 
 def to_torch_nchw(*args) -> "torch.Tensor":  # noqa: F821
