@@ -17,13 +17,11 @@ from ttmodels import mock_device  # noqa: E402
 mock_device.prepare("n150")
 
 
-def _card_present() -> bool:
-    # Tenstorrent kernel driver exposes one node per card.
-    return Path("/dev/tenstorrent").exists() and any(Path("/dev/tenstorrent").iterdir())
 
 
 def pytest_collection_modifyitems(config, items):
-    if _card_present():
+    from ttmodels.backends.select import card_present
+    if card_present():
         return
     skip = pytest.mark.skip(reason="needs a Tenstorrent card (no /dev/tenstorrent device found)")
     for item in items:

@@ -181,3 +181,14 @@ def test_probe_1x1_on_the_mock_device_reports_acceptance_and_l1(tmp_path, capsys
             assert c["accepted"] is True and c["ttnn_peak_total"] > 0
     with pytest.raises(Exception, match="times nothing"):
         probe.run_probe("resnet50", mock=True, write_spec=str(tmp_path / "w.yaml"))
+
+
+def test_a_second_mock_system_in_one_process_is_refused(monkeypatch):
+    """tt-metal reads the cluster descriptor once per process: after an n150, an n300 must run
+    in its own process (the environment is left as it was)."""
+    import os
+    monkeypatch.setattr(mock_device, "_OPENED", {"n150"})
+    before = os.environ.get(mock_device.ENV_DESC)
+    with pytest.raises(DeviceError, match="already opened a mock n150"):
+        mock_device.prepare("n300")
+    assert os.environ.get(mock_device.ENV_DESC) == before

@@ -188,8 +188,8 @@ def prepare(system: str = "n150") -> MockEnvironment:
     env = environment(system)
     want = {ENV_ROOT: str(env.root), ENV_DESC: str(env.descriptor), ENV_CACHE: f"{env.cache}/"}
     current = {k: os.environ.get(k) for k in want}
-    if current != want and system in _OPENED_OTHER and _OPENED_OTHER != {system}:
-        raise DeviceError(f"this process already opened a mock {sorted(_OPENED_OTHER)[0]}; "
+    if current != want and _OPENED - {system}:
+        raise DeviceError(f"this process already opened a mock {sorted(_OPENED - {system})[0]}; "
                           "tt-metal reads its cluster descriptor once per process: run "
                           f"the {system} check in its own process")
     os.environ.update(want)
@@ -198,7 +198,7 @@ def prepare(system: str = "n150") -> MockEnvironment:
     return env
 
 
-_OPENED_OTHER: set[str] = set()   # mock systems this process has opened
+_OPENED: set[str] = set()   # mock systems this process has opened
 
 
 _TOO_LATE = ("; ttnn initialised its runtime before the mock device was prepared (tt-metal "
@@ -219,7 +219,7 @@ def open_device(system: str = "n150", *, l1_small_size: int, trace_region_size: 
     except Exception as e:
         raise DeviceError(f"could not open the mock {system} device: {first_line(e)}"
                           + (_TOO_LATE if "sfpi not found" in str(e) else "")) from e
-    _OPENED_OTHER.add(system)
+    _OPENED.add(system)
     # Per-op sub-graphs in ttnn.graph captures need the slow runtime path: with fast runtime
     # mode ttnn records only its FastOperation summaries (ttnn/graph.py begin_graph_capture).
     ttnn.CONFIG.enable_fast_runtime_mode = False
@@ -243,7 +243,7 @@ def open_mesh_device(mesh, *, l1_small_size: int, trace_region_size: int = 0):
     except DeviceError as e:
         raise DeviceError(f"mock {system}: {e}" + (_TOO_LATE if "sfpi not found" in str(e)
                                                    else "")) from e
-    _OPENED_OTHER.add(system)
+    _OPENED.add(system)
     ttnn.CONFIG.enable_fast_runtime_mode = False   # per-op sub-graphs, as in open_device
     return ttnn, dev
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .backends.select import card_present  # noqa: F401  (tests replace it here)
 from .errors import Error, LayoutError
 from .graph import Graph
 from .matmul_solver import (KINDS, KIND_1D, LOWERINGS, MatmulConfig, conv1x1_as_matmul_shape,
@@ -35,13 +36,6 @@ NO_CARD_MESSAGE = ("error: probe-1x1 measures kernels on a Tenstorrent card, and
                    "configs ttnn accepts, with their L1 figures, on a mock device")
 MOCK_NOTE = ("mock device (no card): ttnn's acceptance and per-core L1 figures only; timing and "
              "bit identity need a Tenstorrent card")
-
-
-def card_present() -> bool:
-    """The Tenstorrent kernel driver lists a card (``backends.select.card_present``, the one
-    definition; a function here so tests can stub the probe's view)."""
-    from .backends.select import card_present as present
-    return present()
 
 
 # ---------------------------------------------------------------------------------------------
