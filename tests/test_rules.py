@@ -79,6 +79,39 @@ def test_parallel_config_mirrors_ttnn():
     assert R.determine_parallel_config(WIDTH, 49, 2048, 512).num_cores == 64
 
 
+def _mm_conv_out(x: MemSpec, rows: int, c_in: int, c_out: int) -> MemSpec:
+    return R.output_layout("conv2d", [TensorLayout(x)],
+                           {"is_mm_conv": True, "in_channels": c_in,
+                            "out_shape": (1, 1, rows, c_out)}, None, None).memory
+
+
+@pytest.mark.parametrize("rows,c_in,c_out,grid,shard,expect_grid,expect_shard", [
+    # mobilenet_v2 features.9.conv.0.0: 64 channels in 32-wide shards on 6 channel cores
+    # (6*32 != 64): conv2d reshards onto its own 2x7 config (2 divides 2 and 12 channel tiles)
+    (196, 64, 384, (6, 7), (32, 32), (2, 7), (32, 192)),
+    # features.15.conv.0.0: 160 -> 960 on 49 rows, 6x2 input of 32-wide shards -> 5x2
+    (49, 160, 960, (6, 2), (32, 32), (5, 2), (32, 192)),
+    # efficientnet_b0 features.4.0.block.3.0: 240 -> 80 (8 and 3 tiles): one channel core
+    (196, 240, 80, (8, 7), (32, 32), (1, 7), (32, 96)),
+    (392, 240, 80, (8, 7), (64, 32), (1, 7), (64, 96)),          # batch 2
+    # channel cores that split the input exactly are kept, even when not "optimal"
+    (196, 192, 384, (6, 7), (32, 32), (6, 7), (32, 64)),
+    (196, 256, 384, (8, 7), (32, 32), (8, 7), (32, 64)),
+])
+def test_matmul_conv_output_follows_conv2d_internal_reshard(rows, c_in, c_out, grid, shard,
+                                                            expect_grid, expect_shard):
+    """Measured on the mock n150 (ttnn 0.81.1): a block-sharded 1x1 conv input whose channel
+    cores times shard width is not the input's channel count is resharded inside ttnn.conv2d
+    (conv2d_utils.cpp get_conv_padded_input_shape_and_mem_config), and the matmul's output
+    lands on that config's cores."""
+    x = MemSpec(BLOCK, "l1", grid, grid[0] * grid[1], shard)
+    out = _mm_conv_out(x, rows, c_in, c_out)
+    assert (out.memory_layout, out.grid, out.num_cores, out.shard_shape) == \
+        (BLOCK, expect_grid, expect_grid[0] * expect_grid[1], expect_shard)
+    assert R.conv_reshards_input(x, c_in, is_mm=True) == (expect_grid != grid)
+    assert not R.conv_reshards_input(x, c_in, is_mm=False)      # only the matmul path checks
+
+
 def test_select_shard_layout_heuristic():
     assert R.select_conv_shard_layout(12544, 64, 64) == HEIGHT
     assert R.select_conv_shard_layout(196, 1024, 256) == BLOCK

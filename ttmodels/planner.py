@@ -393,7 +393,13 @@ class _Planner:
             in_rows, in_w, out_rows = dims
         c_in = a["in_channels"]
         is_mm = self.is_mm(node)
-        if follow_input:
+        if follow_input and R.conv_reshards_input(x.memory, c_in, is_mm=is_mm):
+            # conv2d would reshard this input itself onto its own parallel config: plan that
+            # config, so an adapter does the reshard in the open (and the L1 estimate sees it)
+            pc = R.conv_input_parallel_config(x.memory, out_rows, c_in, c_out, is_mm=is_mm,
+                                              device_grid=self.grid, act_block_h=act_block_h)
+            conv_in = TensorLayout(R.conv_memspec(pc.kind, in_rows, c_in, pc), x.layout, x.dtype)
+        elif follow_input:
             pc = R.parallel_config_of(x.memory)
             conv_in = x
         else:

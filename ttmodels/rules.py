@@ -550,6 +550,33 @@ def parallel_config_of(mem: MemSpec) -> ParallelConfig:
     return ParallelConfig(HEIGHT, n, mem.grid, n, 1)
 
 
+def conv_reshards_input(mem: MemSpec, c_in: int, *, is_mm: bool) -> bool:
+    """Whether conv2d reshards an already sharded input itself (reshard_if_not_optimal=False).
+    conv2d_utils.cpp get_conv_padded_input_shape_and_mem_config: a matmul (1x1) conv with a
+    BLOCK sharded input sets needs_shard_or_reshard when ``in_channels != num_cores_c *
+    shard width`` (num_cores_c = the grid's x extent, row-major), i.e. when the channel cores do
+    not split the input's channels exactly (64 channels in 32-wide shards on 6 channel cores:
+    192 != 64). Measured on the mock n150: such an input gets a ReshardDeviceOperation inside
+    ttnn.conv2d; 192 or 256 channels on 6 / 8 channel cores of 32 are kept."""
+    if not (is_mm and mem.memory_layout == BLOCK and mem.shard_shape is not None):
+        return False
+    return int(c_in) != mem.grid[0] * mem.shard_shape[1]
+
+
+def conv_input_parallel_config(mem: MemSpec, rows_out: int, c_in: int, c_out: int, *,
+                               is_mm: bool, device_grid: tuple[int, int] = (8, 8),
+                               act_block_h: int | None = None) -> ParallelConfig:
+    """The parallel config conv2d runs on when given an input sharded as ``mem``: the input's own
+    grid (``parallel_config_of``), unless conv2d reshards it (``conv_reshards_input``); then
+    get_conv_padded_input_shape_and_mem_config takes ``determine_parallel_config`` of the conv
+    (the matmul conv's: no channel padding, so channel cores divide both channel tile counts),
+    e.g. 64 -> 384 channels on 196 rows: 2x7 cores whatever grid the input came on."""
+    if conv_reshards_input(mem, c_in, is_mm=is_mm):
+        return determine_parallel_config(mem.memory_layout, rows_out, c_in, c_out, device_grid,
+                                         channels_padding=not is_mm, act_block_h=act_block_h)
+    return parallel_config_of(mem)
+
+
 def conv_output_parallel_config(pc: ParallelConfig, c_out: int, *, is_mm: bool,
                                 device_grid: tuple[int, int] = (8, 8)) -> ParallelConfig:
     """conv2d_utils.cpp ``determine_output_parallel_config``: a matmul (1x1) conv keeps the input's
@@ -1362,9 +1389,12 @@ def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
             mem = requested
         elif x is not None and x.memory.sharded and out_rc is not None:
             # a sharded input is used as it is (reshard_if_not_optimal=False): its grid is the
-            # conv's parallel config
-            mem = conv_output_memspec(parallel_config_of(x.memory), *out_rc, is_mm=is_mm,
-                                      device_grid=grid)
+            # conv's parallel config, unless conv2d reshards it itself (conv_reshards_input)
+            c_in = attrs.get("in_channels") or (shapes[0][3] if shapes and shapes[0] else None)
+            pc = parallel_config_of(x.memory) if c_in is None else conv_input_parallel_config(
+                x.memory, out_rc[0], c_in, out_rc[1], is_mm=is_mm, device_grid=grid,
+                act_block_h=attrs.get("act_block_h_override"))
+            mem = conv_output_memspec(pc, *out_rc, is_mm=is_mm, device_grid=grid)
         elif out_rc is not None:
             kind = attrs.get("shard_layout") or HEIGHT
             pc = attrs.get("parallel") or determine_parallel_config(
