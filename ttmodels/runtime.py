@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import liveness
 from .backends import common
 from .errors import Error, LayoutError, WeightsError
 from .graph import Constant, TensorShape
@@ -175,6 +176,11 @@ class Executor:
                     if t2 is not t:
                         temps.append(t2)
                     t = t2
+                if t is not env[src] and liveness.freed_after_adapters(src, i, pl.node,
+                                                                       self.last_use, keep):
+                    # this copy is the original's last use: free the original now, before the
+                    # op allocates (liveness.freed_after_adapters)
+                    tt.deallocate(env.pop(src))
                 args.append(t)
             # An in-place op's output lives in one operand's buffer: that operand must not be
             # freed (on a card ttnn returns a new Tensor object sharing it, so identity with

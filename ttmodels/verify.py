@@ -49,7 +49,7 @@ class StepCheck:
     layout_match: bool = False
     ttnn_shape: list[int] | None = None
     l1_estimate: int | None = None  # planner: the op's own bytes/core (layers only)
-    live_estimate: int | None = None  # planner: bytes/core with every live tensor (layers only)
+    live_estimate: int | None = None  # planner: bytes/core with every live tensor (every step)
     ttnn_peak_cb: int = 0
     ttnn_peak_l1: int = 0
     ttnn_peak_total: int = 0
@@ -351,6 +351,11 @@ def _run(tt, dev, plan, *, system, adapters, version, bank, l1_small_size) -> Ve
             step.peak.total
         ins = inner_input_bytes[key]
         c.ttnn_op_peak_total = int(inner_peaks[key].peak_total) + ins
+    # the planner's figure for every step (adapters and spills too: liveness.step_figures)
+    planned = {(st.kind, st.name): st.total for st in getattr(plan, "step_l1", ())}
+    for key, c in checks.items():
+        if key in planned:
+            c.live_estimate = planned[key]
     report.steps = list(checks.values())
     return report
 
