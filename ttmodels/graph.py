@@ -162,10 +162,11 @@ class Graph:
     def _index(self) -> None:
         if self._indexed == len(self.nodes):
             return
-        self._by_name = {n.name: n for n in self.nodes}
-        self._producer = {t: n for n in self.nodes for t in n.tensors}
-        self._readers = {}
-        for n in self.nodes:
+        self._by_name, self._producer, self._readers = {}, {}, {}
+        for n in self.nodes:            # one walk (planning stays linear in depth)
+            self._by_name[n.name] = n
+            for t in n.tensors:
+                self._producer[t] = n
             for src in dict.fromkeys(n.inputs):
                 self._readers.setdefault(src, []).append(n)
         self._indexed = len(self.nodes)

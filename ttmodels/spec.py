@@ -1046,6 +1046,10 @@ class _Compiler:
         if len(self.nodes) >= MAX_GRAPH_NODES:
             raise f.fail(f"the graph has more than {MAX_GRAPH_NODES} layers")
         n_in = len(ins)
+        for t in ins:          # e.g. a repeated split: its repeats would read the split itself
+            if t in self.splits:
+                outs = ", ".join(self.splits[t].values())
+                raise f.fail(f"'{t}' is a split with named outputs: read one of {outs}", "in")
         if op in BINARY:
             if n_in != 2:
                 raise f.fail(f"{op} takes 2 inputs, got {n_in}", "in")
