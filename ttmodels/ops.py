@@ -50,9 +50,6 @@ OPS: tuple[str, ...] = tuple(SPEC_FIELDS)
 #: ops whose layer holds parameters loaded from the weights (key prefix ``Node.weights``)
 PARAMETRIC = ("conv2d", "conv_transpose2d", "linear", "batch_norm")
 
-#: ops with several named outputs (``Node.outputs``); every other op has one, the node's name
-MULTI_OUTPUT = ("split",)
-
 
 def unary_activation(op: str, attrs: dict) -> str | None:
     """The canonical activation a standalone unary op applies (None for identity)."""
