@@ -234,6 +234,33 @@ def conv_l1(*, kind: str, in_layout: TensorLayout, out_layout: TensorLayout, in_
     return L1Estimate(sum(parts.values()), parts)
 
 
+def split_l1(*, in_layout: TensorLayout, out_layout: TensorLayout, rows: int, c_in: int,
+             channels: list[int], num_cores: int = 64) -> L1Estimate:
+    """A split: one ttnn.slice per output, run one after the other. At the last slice the input
+    and every output are allocated (the earlier outputs stay alive for their readers), plus one
+    slice's CBs: two input tiles and 16 B (ttnn 0.81.1 on the mock device, interleaved TILE
+    input, sections starting on a 32-channel boundary: 8208 B for [0, 8) of a 2048x16 bfloat16
+    tensor, 10256 B for [32, 64) of 2048x64; a section starting inside a tile takes slice's
+    padded path, whose CBs are larger: ``KNOWN_ESTIMATE_GAPS["split_unaligned"]``)."""
+    parts = {"input": per_core_bytes(in_layout, rows, c_in, num_cores)}
+    for k, ck in enumerate(channels):
+        parts[f"output{k}"] = per_core_bytes(out_layout, rows, ck, num_cores)
+    if not in_layout.memory.sharded:
+        parts["slice_cb"] = 2 * tile_bytes(in_layout.dtype if in_layout.layout == "tile"
+                                           else "bfloat16") + 16
+    return L1Estimate(sum(parts.values()), parts)
+
+
+def conv_transpose_geometry(n: int, ih: int, iw: int, oh: int, ow: int, kernel, stride, padding,
+                            output_padding, dilation) -> ConvGeometry:
+    """The sliding window of the stride-1 conv2d micro-op ttnn runs for a conv_transpose2d: over
+    the halo's zero-inserted, really padded "full input" (conv_transpose2d.cpp,
+    sliding_window.cpp get_transposed_full_input_shape: output + dilation * (kernel - 1))."""
+    kh, kw = kernel
+    dh, dw = dilation
+    return ConvGeometry(n, oh + dh * (kh - 1), ow + dw * (kw - 1), oh, ow, (kh, kw))
+
+
 def pool_l1(*, in_layout: TensorLayout, out_layout: TensorLayout, in_rows: int, in_w: int,
             c: int, out_rows: int, kernel: tuple[int, int], num_cores: int,
             global_pool: bool = False, geometry: ConvGeometry | None = None,
@@ -376,6 +403,11 @@ def estimate_kind(layer) -> str:
         return "conv2d_matmul" if c.get("is_mm_conv") else "conv2d"
     if op in ("add", "multiply"):
         return "binary"
+    if op == "conv_transpose2d":
+        return "conv_transpose2d_matmul" if c.get("is_mm_conv") else "conv_transpose2d"
+    if op == "split" and layer.inputs and layer.inputs[0].layout == "tile" and any(
+            lo % TILE for _, lo, _ in layer.node.attrs["sections"]):
+        return "split_unaligned"
     return op
 
 
@@ -386,6 +418,13 @@ KNOWN_ESTIMATE_GAPS: dict[str, EstimateGap] = {
         "batch 1's 2 x 4096) and, for a TILE output, a final tilize_with_val_padding; the "
         "estimate uses the batch-1 CB sizes (ResNet50 batch 16: 0.84 of ttnn's figure)",
         (0.8, 1.05)),
+    "split_unaligned": EstimateGap(
+        "a split section of a TILE tensor that starts inside a tile (not on a 32-channel "
+        "boundary) runs ttnn.slice's padded path, whose CBs grow with the tensor's width and are "
+        "not modelled: the estimate counts the aligned path's two input tiles (an 8/8 split of "
+        "2048x16 bfloat16: 10,256 B against ttnn's 11,776; one slice [8, 16) of 2048x64: "
+        "CBs of 18,944 B instead of 4,112); split on multiples of 32 channels where you can",
+        (0.4, 1.05)),
 }
 
 

@@ -71,7 +71,8 @@ def last_uses(nodes: Sequence[Node]) -> dict[str, int]:
     a layer nobody reads is freed right after it runs, unless kept)."""
     last: dict[str, int] = {}
     for i, n in enumerate(nodes):
-        last.setdefault(n.name, i)
+        for t in n.tensors:
+            last.setdefault(t, i)
         for s in n.inputs:
             last[s] = i
     return last
@@ -112,7 +113,7 @@ def others_alive(i: int, node: Node, held: Mapping[str, TensorLayout], last: Map
         own = set()
     out: dict[str, int] = {}
     for name, t in held.items():
-        if name in own or name == node.name:
+        if name in own or name in node.tensors:
             continue
         if last.get(name, -1) < i and name not in keep:
             continue

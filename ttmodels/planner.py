@@ -157,8 +157,9 @@ class _Planner:
                 raise LayoutError(f"no planning rule for op '{node.op}'", layer=node.name)
             layer = self.plan_live(i, node, fn)
             self.layers.append(layer)
-            self.layouts[node.name] = layer.output
-            self.flat[node.name] = _flat(node.shape)
+            for t, lay in layer.tensor_layouts().items():   # a split has several outputs
+                self.layouts[t] = lay
+                self.flat[t] = _flat(self.g.shape_of(t))
             if self.with_adapters:
                 vs = R.check(self.rule_op(node), layer.inputs, self.check_attrs(layer),
                              None, shapes=[self.flat[s] for s in node.inputs])
@@ -347,7 +348,7 @@ class _Planner:
     def spill_point(self, i: int, t: str) -> str:
         """The layer after which ``t`` goes to DRAM: its last reader before layer ``i``, or its
         producer."""
-        after = t
+        after = self.g.producer(t).name if t not in self.g.inputs else t
         for node in self.g.nodes[:i]:
             if t in node.inputs:
                 after = node.name
@@ -1098,6 +1099,107 @@ class _Planner:
         est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=rows,
                              c=node.shape.c)
         return PlannedLayer(node, [x], out, est.total, {"l1_parts": est.parts})
+
+    def plan_split(self, node: Node) -> PlannedLayer:
+        """One ttnn.slice per named output (layers/slice.py Split): the input interleaved (rule
+        slice.memory), every output in the input's memory config."""
+        x = self.layouts[node.inputs[0]]
+        if self.with_adapters and x.memory.sharded:
+            x = self.to_interleaved(node, 0, x, "split runs ttnn.slice, which takes interleaved "
+                                    "tensors")
+        out = R.output_layout("split", [x], {}, None, [self.flat[node.inputs[0]]])
+        rows, c = self.rc(node.inputs[0])
+        est = l1m.split_l1(in_layout=x, out_layout=out, rows=rows, c_in=c,
+                           channels=[hi - lo for _, lo, hi in node.attrs["sections"]])
+        return PlannedLayer(node, [x], out, est.total, {"l1_parts": est.parts},
+                            outputs={t: out for t in node.outputs})
+
+    # ---- conv_transpose2d --------------------------------------------------------------------
+    def conv_transpose_candidate(self, node: Node, kind: str, x: TensorLayout,
+                                 act_block_h: int | None, follow: bool) -> dict:
+        """One layout of a conv_transpose2d and its L1 estimate: conv2d's parallel config and
+        output spec for the transposed conv's output rows, the conv2d micro-op's CBs and halo
+        over the zero-inserted full input (conv_transpose2d.cpp conv_transpose2d_L1 calls
+        determine_conv_config_for_auto_shard / shard_or_reshard_tensor_if_required with the
+        output size and the full input size)."""
+        a = node.attrs
+        s_in = self.g.shape_of(node.inputs[0])
+        rows_in, c_in = self.rc(node.inputs[0])
+        out_rows, c_out = node.shape.rows, node.shape.c
+        is_mm = R.is_matmul_conv(a["kernel"], a["stride"], a["padding"], a["dilation"],
+                                 a["groups"])
+        if follow:
+            pc, conv_in = R.parallel_config_of(x.memory), x
+        else:
+            pc = R.determine_parallel_config(kind, out_rows, c_in, c_out, self.grid,
+                                             channels_padding=not is_mm, act_block_h=act_block_h)
+            conv_in = TensorLayout(R.conv_memspec(kind, rows_in, c_in, pc), x.layout, x.dtype)
+        out = TensorLayout(R.conv_output_memspec(pc, out_rows, c_out, is_mm=False,
+                                                 device_grid=self.grid),
+                           TILE_LAYOUT, node.precision.activations)
+        geo = l1m.conv_transpose_geometry(s_in.n, s_in.h, s_in.w, node.shape.h, node.shape.w,
+                                          a["kernel"], a["stride"], a["padding"],
+                                          a["output_padding"], a["dilation"])
+        est = l1m.conv_l1(kind=kind, in_layout=conv_in, out_layout=out, in_rows=rows_in,
+                          in_w=s_in.w, c_in=c_in, out_rows=out_rows, c_out=c_out,
+                          kernel=tuple(a["kernel"]), cores_nhw=pc.cores_nhw, cores_c=pc.cores_c,
+                          num_cores=pc.num_cores, weights_dtype=node.precision.weights,
+                          fp32_accum=node.precision.fp32_accum, act_block_h=act_block_h,
+                          bias=bool(a.get("bias")), geometry=geo, is_mm=is_mm,
+                          received=None if follow or x.memory.sharded else x)
+        return dict(kind=kind, pc=pc, conv_in=conv_in, out=out, est=est, is_mm=is_mm,
+                    act_block_h=act_block_h or 0)
+
+    def plan_conv_transpose2d(self, node: Node) -> PlannedLayer:
+        """Like conv2d's plan on its L1 path: follow a sharded input, else ttnn's auto choice
+        among height/block/width (auto_pick); smaller act blocks when over budget. No DRAM
+        slicing (its slice path is not modelled): an input in DRAM is first moved to L1
+        interleaved (rule conv_transpose2d.l1_path)."""
+        x = self.layouts[node.inputs[0]]
+        policy = node.layout
+        if self.with_adapters and x.memory.buffer == "dram":
+            x = self.adapt(node, 0, x, "to_memory_config",
+                           replace(x, memory=MemSpec(INTERLEAVED, "l1")),
+                           "conv_transpose2d runs its L1 path on an L1 input")
+        follow = policy.kind == "auto" and x.memory.sharded
+        kinds = [policy.kind] if policy.kind in (HEIGHT, BLOCK, WIDTH) else (
+            [x.memory.memory_layout] if follow else [HEIGHT, BLOCK, WIDTH])
+        cands = []
+        for k in kinds:
+            try:
+                cand = self.conv_transpose_candidate(node, k, x, None, follow)
+            except (ValueError, ZeroDivisionError):
+                continue
+            if not R.tensor_checks(cand["out"], _flat(node.shape), "conv_transpose2d output"):
+                cands.append(cand)
+        if not cands:
+            raise LayoutError("no shard layout gives ttnn a valid conv_transpose2d output",
+                              layer=node.name)
+        chosen = self.auto_pick(cands) if len(cands) >= 2 else cands[0]
+        tried = [chosen] + [c for c in cands if c is not chosen]
+        fallback = [c2 for c in tried for c2 in
+                    [c] + [self.conv_transpose_candidate(node, c["kind"], x, abh, follow)
+                           for abh in (128, 64, 32)]]
+        fit = next((c for c in fallback if c["est"].total <= self.op_budget), None)
+        if fit is None:
+            best = min(fallback, key=lambda c: c["est"].total)
+            raise LayoutError(
+                f"conv_transpose2d needs at least {best['est'].total} B of L1 per core "
+                f"({best['kind']}, {best['est']}), over the {self.op_budget} B left by the "
+                f"{self.budget} B bank of {self.arch} and the tensors alive around it (it is not "
+                "DRAM-sliced); use a smaller input size or batch", layer=node.name)
+        cin = x
+        if self.with_adapters and x.memory.sharded and x.memory != fit["conv_in"].memory:
+            cin = self.adapt(node, 0, x, "reshard", replace(fit["conv_in"], layout=x.layout),
+                             f"conv_transpose2d wants its input {fit['kind']} on "
+                             f"{fit['pc'].num_cores} cores; producer gives {x.memory.short()}")
+        requested = self.requested_memory(node, node.shape.rows, node.shape.c) \
+            if policy.kind == INTERLEAVED else None
+        layer = self.conv_layer(node, cin, fit, requested)
+        a = node.attrs
+        layer.config.update(kernel=tuple(a["kernel"]), padding=tuple(a["padding"]),
+                            dilation=tuple(a["dilation"]))
+        return layer
 
     # ---- linear ----------------------------------------------------------------------------
     def plan_linear(self, node: Node) -> PlannedLayer:

@@ -69,10 +69,17 @@ class PlannedLayer:
     # other tensors by name with their bytes per core.
     live_l1: int | None = None
     live_tensors: dict[str, int] = field(default_factory=dict)
+    # A split's named outputs (``Node.outputs``): tensor name -> its layout; ``output`` is then
+    # the first of them. Empty for single-output ops.
+    outputs: dict[str, TensorLayout] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
         return self.node.name
+
+    def tensor_layouts(self) -> dict[str, TensorLayout]:
+        """Every tensor this layer produces and its layout (one: the layer's name)."""
+        return dict(self.outputs) if self.outputs else {self.node.name: self.output}
 
 
 @dataclass
