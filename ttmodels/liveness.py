@@ -243,12 +243,13 @@ def step_figures(plan) -> list[StepL1]:
         steps, carry = layer_steps(i, pl.node, pl, into.get(pl.name, ()), held, last, keep, g,
                                    carry)
         out.extend(steps)
-        held[pl.name] = pl.output
+        made = pl.tensor_layouts()          # a split makes several tensors
+        held.update(made)
         for sp in plan.spills_after(pl.name):
             # runs before the layer's inputs are freed; writes DRAM, so it allocates no L1
             alive = others_alive(i, pl.node, held, last, keep, g, received=())
-            rows, c = tensor_rows_c(g, pl.name)
-            alive[pl.name] = bank_bytes(pl.output, rows, c)
+            for t, lay in made.items():
+                alive[t] = bank_bytes(lay, *tensor_rows_c(g, t))
             own = alive.pop(sp.tensor, 0)
             out.append(StepL1("spill", f"{sp.tensor} after {sp.after}", own, 0, 0, carry, alive))
             held[sp.tensor] = sp.to
