@@ -65,7 +65,8 @@ class PlannedLayer:
     l1_bytes_per_core: int                # estimate: input/output shards + weights + CBs
     config: dict[str, Any] = field(default_factory=dict)  # op-specific decisions (e.g. conv
     # shard_layout, act_block_h, matmul program config parameters) for the builder/backends
-    # With every other tensor alive in L1 while it runs (liveness.py): the total per core, and the
+    # With every other tensor alive in L1 while it runs and the CBs the previous program still
+    # holds (liveness.py, ttnn's accounting): the total per core, and the
     # other tensors by name with their bytes per core.
     live_l1: int | None = None
     live_tensors: dict[str, int] = field(default_factory=dict)
