@@ -10,8 +10,8 @@ import ttmodels
 from ttmodels import activations as A
 from ttmodels import ops, rules
 from ttmodels.backends import sim
-from ttmodels.layers import LAYERS
-from ttmodels.planner import _Planner, plan_graph, plan_hook
+from ttmodels.layers import Layer
+from ttmodels.planner import _Planner, plan_graph
 from ttmodels.reference import ReferenceModel, node_parameters, pcc
 from ttmodels.spec import load_graph
 from ttmodels.weights import load_state_dict, synthetic_images
@@ -23,15 +23,53 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.parametrize("op", ops.OPS)
 def test_every_op_has_every_piece(op):
-    assert op in ops.SPEC_FIELDS                                   # spec fields
-    assert callable(getattr(_Planner, f"plan_{plan_hook(op)}", None)), op   # planning hook
-    assert op in rules._CHECKS                                     # layout rules
+    """One registry entry (ttmodels/ops/<module>.py) holds every fact of the op."""
+    d = ops.get(op)
+    assert d.name == op and d.family and d.doc
+    # spec fields and their types
+    assert all(isinstance(f, ops.Field) for f in d.fields)
+    assert len(set(d.field_names)) == len(d.fields)
+    assert d.arity in (1, 2, "2+")
+    # attrs and shape inference, float32 reference, parameter schema
+    assert callable(d.parse) and callable(d.reference) and callable(d.params)
+    if d.parametric:
+        assert d.prepare is not None and d.prepared_shapes is not None
+    # planning hook and layout rules
+    assert callable(getattr(_Planner, d.plan, None)), (op, d.plan)
+    assert callable(d.rules.resolve()) and rules.check_function(op) is d.rules.resolve()
     assert any(op in r.op.split("|") or r.op == "*" for r in rules.RULES.values())
-    assert op in LAYERS                                            # layer class
-    from ttmodels import reference
-    assert op in reference._KNOWN_OPS                              # torch reference
-    if op in ops.PARAMETRIC:                                       # parameter schema
-        assert op in ("conv2d", "linear", "batch_norm")
+    assert op not in rules._CHECKS            # no parallel table: the entry names the check
+    # layer class and the sim ops it calls
+    assert issubclass(d.layer.resolve(), Layer)
+    assert d.sim_ops and all(callable(getattr(sim, f, None)) for f in d.sim_ops), d.sim_ops
+
+
+def test_ops_live_in_modules_of_their_own():
+    """Every op's entry is built by one module of ttmodels/ops (a family shares one)."""
+    mods = {}
+    for op, d in ops.REGISTRY.items():
+        mods.setdefault(d.parse.__module__, set()).add(d.family)
+        assert d.parse.__module__.startswith("ttmodels.ops."), op
+        assert d.reference.__module__ == d.parse.__module__, op
+    assert all(len(fams) == 1 for fams in mods.values()), mods
+    with pytest.raises(ValueError, match="twice"):
+        ops.register(ops.get("conv2d"))
+
+
+def test_parametric_ops_schema_and_prepared_shapes():
+    g = load_graph({"inputs": {"x": {"channels": 8, "size": 8}}, "layers": [
+        {"name": "c", "op": "conv2d", "out": 16, "kernel": 3, "groups": 2, "bn": "cbn"},
+        {"name": "b", "op": "batch_norm"},
+        {"name": "p", "op": "global_avg_pool"},
+        {"name": "fc", "op": "linear", "out": 4}]})
+    assert ops.PARAMETRIC == ("conv2d", "linear", "batch_norm")
+    assert node_parameters(g.node("c"))["c.weight"] == (16, 4, 3, 3)
+    assert node_parameters(g.node("fc")) == {"fc.weight": (4, 16), "fc.bias": (4,)}
+    assert node_parameters(g.node("p")) == {}
+    from ttmodels.weights import prepared_shapes
+    shapes = prepared_shapes(g)
+    assert shapes["c"] == {"weight": (16, 4, 3, 3), "bias": (16,)}      # BN folded into a bias
+    assert shapes["b"] == {"scale": (16,), "shift": (16,)} and "p" not in shapes
 
 
 @pytest.mark.parametrize("name", A.NAMES)

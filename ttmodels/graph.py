@@ -79,8 +79,9 @@ class LayoutPolicy:
 class Node:
     """One layer of the expanded graph.
 
-    ``op`` is one of OPS. ``inputs`` are names of graph inputs, earlier nodes or constants, in the
-    op's operand order. ``attrs`` hold the op's canonical attributes (see OP_ATTRS). ``weights`` is
+    ``op`` is one of ``ttmodels.ops.OPS``. ``inputs`` are names of graph inputs, earlier nodes
+    or constants, in the op's operand order. ``attrs`` hold the op's canonical attributes (see
+    below). ``weights`` is
     the key prefix of the layer's parameters in a state dict ("layer1.0.conv1" -> weight/bias keys),
     ``bn`` the prefix of a BatchNorm folded into a conv, both None for parameter-free ops.
     """
@@ -97,7 +98,8 @@ class Node:
     block: str | None = None      # name of the block instance this node came from, if any
 
 
-# Canonical attributes of each op after parsing (all tuples fully expanded):
+# Canonical attributes of each op after parsing (all tuples fully expanded; each op's module in
+# ttmodels/ops/ builds them):
 #   conv2d:       in_channels, out_channels, kernel (kh, kw), stride (sh, sw),
 #                 padding (top, bottom, left, right), dilation (dh, dw), groups, bias (bool),
 #                 activation (None | canonical act of ttmodels.activations), lowering ("conv2d" | "linear" | "auto")
@@ -114,7 +116,6 @@ class Node:
 #                 present when set, bilinear only: lowered to ttnn.grid_sample)
 #   concat:       {}  -- channel concat of >= 2 inputs with equal N, H, W
 #   pad:          padding (t, b, l, r), value (float)
-from .ops import OPS  # noqa: E402  (the op vocabulary lives in ops.py)
 
 
 @dataclass

@@ -36,19 +36,9 @@ from .formats import BLOCK_FLOAT_DTYPES
 from .graph import TILE, Graph, Node, TensorShape, round_up
 from .layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                      TensorLayout)
-from .ops import BINARY, UNARY
+from . import ops
+from .ops import BINARY
 from .plans import Adapter, Plan, PlannedLayer, ReorderNote
-
-
-def plan_hook(op: str) -> str:
-    """The ``_Planner.plan_<hook>`` method that plans ``op`` (families share one)."""
-    if op in BINARY:
-        return "binary"
-    if op in UNARY:
-        return "unary"
-    if op in ("max_pool2d", "avg_pool2d", "global_avg_pool", "adaptive_avg_pool2d"):
-        return "pool"
-    return op
 
 
 BFP = BLOCK_FLOAT_DTYPES     # formats.py holds the block-float dtype set
@@ -141,7 +131,8 @@ class _Planner:
             if node.layout.kind in (HEIGHT, WIDTH, BLOCK) and node.layout.buffer == "dram":
                 raise LayoutError(f"policy {node.layout.kind} in dram: sharded activations live "
                                   "in L1", layer=node.name, rule="tensor.shard_l1")
-            fn = getattr(self, f"plan_{plan_hook(node.op)}", None)
+            d = ops.REGISTRY.get(node.op)
+            fn = getattr(self, d.plan, None) if d is not None else None   # the op's hook
             if fn is None:
                 raise LayoutError(f"no planning rule for op '{node.op}'", layer=node.name)
             layer = self.plan_live(i, node, fn)
@@ -297,18 +288,6 @@ class _Planner:
         """What DRAM slicing moves: the conv's input and output through DRAM."""
         return self.total_bytes(node.inputs[0]) + int(node.shape.rows * node.shape.c * 2)
 
-    # Why an op's output cannot take a layout of its own (it is what ttnn gives it).
-    FOLLOWS_INPUT = {
-        "relu": "relu's output keeps its input's memory config",
-        "upsample": "upsample's output keeps its input's memory config",
-        "pad": "pad's output keeps its input's memory config",
-        "concat": "concat's output keeps its first input's memory config",
-        "linear": "linear runs interleaved (no sharded program config is planned)",
-        "max_pool2d": "pool2d's output keeps the shard grid it reads its input on",
-        "avg_pool2d": "pool2d's output keeps the shard grid it reads its input on",
-        "global_avg_pool": "pool2d's output keeps the shard grid it reads its input on",
-    }
-
     def check_policy(self, node: Node, layer: PlannedLayer) -> None:
         """An explicit layout is honoured or rejected naming the spec line, never replaced."""
         p = node.layout
@@ -327,7 +306,8 @@ class _Planner:
             why = ("conv2d derives its output cores from its input's and its output channels "
                    "(conv2d_utils.cpp determine_output_parallel_config)")
         else:
-            why = self.FOLLOWS_INPUT.get(node.op, f"{node.op} does not take this layout here")
+            # why an op's output cannot take a layout of its own (its registry entry says)
+            why = ops.get(node.op).follows_input or f"{node.op} does not take this layout here"
         loc = node.loc
         raise SpecError(f"layout '{asked}' cannot be applied to this {node.op}: the plan gives "
                         f"{m.short()} ({why}); use 'layout: auto' or another layout",
@@ -1170,11 +1150,9 @@ class _Planner:
 
 
 def rule_op(node: Node) -> str:
-    """The ttnn op whose rules a node's layer obeys: ``grid_sample`` for an align_corners
-    upsample (its lowering), else the node's op."""
-    if node.op == "upsample" and node.attrs.get("align_corners"):
-        return "grid_sample"
-    return node.op
+    """The ttnn op whose rules a node's layer obeys (its registry entry's ``rule_op``: an
+    align_corners upsample obeys ``grid_sample``'s, its lowering)."""
+    return ops.get(node.op).rule_op(node)
 
 
 class _Reorder(Exception):

@@ -23,6 +23,7 @@ from .errors import LayoutError
 from .graph import TILE, round_up
 from .layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                      TensorLayout)
+from . import ops
 from .ops import BINARY, OPS, POOLS, UNARY
 
 Shape4 = tuple[int, int, int, int]
@@ -821,7 +822,7 @@ def check(op: str, inputs: list[TensorLayout | None], attrs: dict, output: MemSp
         vs += _tensor_checks(out_t, shapes[0], f"{op} output", l1_shards=False)
     elif output is not None and output.sharded and output.buffer != "l1":
         vs.append(_v("tensor.shard_l1", f"{op} output is {output.memory_layout} in {output.buffer}"))
-    fn = _CHECKS.get(op)
+    fn = check_function(op)
     if fn is None:
         raise ValueError(f"rules.check: unknown op {op!r}")
     vs += fn(inputs, attrs, output, shapes)
@@ -1272,15 +1273,24 @@ def _c_batch_norm(inputs, attrs, output, shapes):
     return _c_binary(inputs, attrs, output, shapes)
 
 
+# The checks of ttnn ops that are not spec ops (a spec op's check is named by its registry entry,
+# ``ttmodels/ops/<op>.py``: ``OpDef.rules``).
 _CHECKS = {
-    "conv2d": _c_conv, **{op: _c_binary for op in BINARY}, **{op: _c_relu for op in UNARY},
-    "max_pool2d": _c_pool, "avg_pool2d": _c_pool, "global_avg_pool": _c_pool,
-    "adaptive_avg_pool2d": _c_pool, "slice": _c_slice, "batch_norm": _c_batch_norm,
-    "linear": _c_linear, "upsample": _c_upsample, "concat": _c_concat, "pad": _c_pad,
     "grid_sample": _c_grid_sample,
     "interleaved_to_sharded": _c_i2s, "sharded_to_interleaved": _c_s2i, "reshard": _c_reshard,
     "to_layout": _c_to_layout, "typecast": _c_typecast, "to_memory_config": _c_tmc,
 }
+
+
+_SPEC_OP_CHECKS: dict = {}     # resolved registry entries (the sim checks on every op call)
+
+
+def check_function(op: str):
+    """The rules check of ttnn op / spec op ``op`` (None when there is none)."""
+    fn = _CHECKS.get(op) or _SPEC_OP_CHECKS.get(op)
+    if fn is None and op in ops.REGISTRY:
+        fn = _SPEC_OP_CHECKS[op] = ops.REGISTRY[op].rules.resolve()
+    return fn
 
 
 def _out_shape(op: str, attrs: dict, shapes: list[Shape4 | None]) -> tuple[int, int] | None:

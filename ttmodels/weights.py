@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from . import activations
+from . import activations, ops
 from .errors import WeightsError
 from .graph import Graph
 from .reference import (BN_EPS, ReferenceModel, constant_tensor, expected_parameters,
@@ -675,18 +675,9 @@ def prepared_shapes(graph: Graph) -> dict[str, dict[str, tuple[int, ...]]]:
     out: dict[str, dict[str, tuple[int, ...]]] = {}
     exp = expected_parameters(graph)
     for node in graph.nodes:
-        if node.op == "conv2d":
-            d = {"weight": exp[f"{node.weights}.weight"]}
-            if node.attrs.get("bias") or node.bn:
-                d["bias"] = (d["weight"][0],)
-            out[node.name] = d
-        elif node.op == "linear":
-            d = {"weight": exp[f"{node.weights}.weight"]}
-            if node.attrs.get("bias"):
-                d["bias"] = (d["weight"][0],)
-            out[node.name] = d
-        elif node.op == "batch_norm":
-            out[node.name] = {"scale": (node.shape.c,), "shift": (node.shape.c,)}
+        shapes = ops.get(node.op).prepared_shapes
+        if shapes is not None:
+            out[node.name] = shapes(node, exp)
     for c in graph.constants.values():
         out[c.name] = {"value": tuple(int(s) for s in c.shape)}
     return out
@@ -721,26 +712,9 @@ def prepare_parameters(graph: Graph, state_dict: Mapping[str, "torch.Tensor"], *
         f32 = lambda t: t.detach().to(dtype=torch.float32, copy=True).contiguous()  # noqa: E731
     out: dict[str, dict[str, torch.Tensor]] = {}
     for node in graph.nodes:
-        if node.op == "batch_norm":
-            out[node.name] = batchnorm_scale_shift(
-                *(state_dict[f"{node.weights}.{k}"] for k in ("weight", "bias", "running_mean",
-                                                              "running_var")))
-            continue
-        if node.op not in ("conv2d", "linear"):
-            continue
-        p = node.weights
-        w = take(f"{p}.weight")
-        b = take(f"{p}.bias") if node.attrs.get("bias") else None
-        if node.op == "conv2d" and node.bn:
-            bn = node.bn
-            w2, b2 = fold_batchnorm(w, b, take(f"{bn}.weight"), take(f"{bn}.bias"),
-                                    take(f"{bn}.running_mean"), take(f"{bn}.running_var"))
-            del w
-            out[node.name] = {"weight": w2, "bias": b2}
-        else:
-            out[node.name] = {"weight": f32(w)}
-            if b is not None:
-                out[node.name]["bias"] = f32(b)
+        prepare = ops.get(node.op).prepare       # the op's module: BN folded, torch layouts
+        if prepare is not None:
+            out[node.name] = prepare(node, take, f32, state_dict)
     for name, c in graph.constants.items():
         out[name] = {"value": constant_tensor(c, state_dict)}
     return out

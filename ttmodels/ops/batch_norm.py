@@ -1,0 +1,41 @@
+"""batch_norm: a standalone eval-mode BatchNorm2d (one that follows a conv is that conv's
+``bn:``, folded), run as ``x * scale + shift`` with an activation fused."""
+from __future__ import annotations
+
+from ..graph import Node
+from .base import Field, OpDef, Parsed, Ref, activation, register
+from .conv2d import BN_PARAMS, batch_norm, need_prefix
+
+
+def parse(x) -> Parsed:
+    shape = x.shape(0)
+    return Parsed(dict(activation=x.f.act()), shape, weights=x.key("weights"))
+
+
+def params(node: Node) -> dict[str, tuple[int, ...]]:
+    p = need_prefix(node)
+    return {f"{p}.{s}": (int(node.shape.c),) for s in BN_PARAMS}
+
+
+def reference(model, node: Node, env):
+    y = batch_norm(model, node.weights, model.operand(node.inputs[0], env))
+    return activation(y, node.attrs.get("activation"), node)
+
+
+def prepare(node: Node, take, f32, state_dict) -> dict:
+    from ..weights import batchnorm_scale_shift
+    return batchnorm_scale_shift(*(state_dict[f"{node.weights}.{k}"] for k in BN_PARAMS))
+
+
+def prepared_shapes(node: Node, expected: dict) -> dict:
+    return {"scale": (node.shape.c,), "shift": (node.shape.c,)}
+
+
+register(OpDef(
+    "batch_norm", "batch_norm", fields=(Field("weights", "name"), Field("act", "act")), arity=1,
+    parse=parse, reference=reference, plan="plan_batch_norm",
+    rules=Ref("ttmodels.rules:_c_batch_norm"), layer=Ref("ttmodels.layers.norm:BatchNorm"),
+    sim_ops=("multiply", "add"), params=params, prepare=prepare,
+    prepared_shapes=prepared_shapes, batch_norms=lambda n: (n.weights,) if n.weights else (),
+    doc="standalone eval BatchNorm2d",
+))

@@ -1,0 +1,132 @@
+"""conv2d: dense, grouped and depthwise convolution, an optional folded BatchNorm (``bn:``) and a
+fused activation; 1x1 convs may run as ``ttnn.linear`` (``lowering:``, docs/lowering.md)."""
+from __future__ import annotations
+
+from ..graph import Node, TensorShape
+from .base import Field, OpDef, Parsed, Ref, activation, pads, register, window_out
+
+BN_EPS = 1e-5
+BN_PARAMS = ("weight", "bias", "running_mean", "running_var")
+LOWERINGS = ("conv2d", "linear", "auto")
+
+
+def parse(x) -> Parsed:
+    f, s_in = x.f, x.shape(0)
+    out = f.int("out")
+    k = f.pair("kernel")
+    s = f.pair("stride", 1)
+    p = f.pad4("padding", 0)
+    d = f.pair("dilation", 1)
+    g = f.int("groups", 1)
+    if "in_channels" in f.src and f.int("in_channels") != s_in.c:
+        raise f.fail(f"channel mismatch: in_channels is {f.int('in_channels')} but the "
+                     f"input '{x.ins[0]}' has {s_in.c} channels", "in_channels")
+    if s_in.c % g or out % g:
+        raise f.fail(f"groups={g} must divide in channels ({s_in.c}) and out ({out})", "groups")
+    oh = window_out(s_in.h, k[0], s[0], p[0], p[1], d[0], False)
+    ow = window_out(s_in.w, k[1], s[1], p[2], p[3], d[1], False)
+    if oh < 1 or ow < 1:
+        raise f.fail(f"kernel {list(k)} (dilation {list(d)}) does not fit the padded input "
+                     f"{s_in.h}x{s_in.w} of '{x.ins[0]}'", "kernel")
+    lowering = f.choice("lowering", LOWERINGS, "conv2d")
+    if lowering == "linear" and (k != (1, 1) or s != (1, 1) or any(p) or g != 1
+                                 or d != (1, 1)):
+        raise f.fail("lowering: linear needs a 1x1 conv with stride 1, no padding, "
+                     "groups 1 and dilation 1", "lowering")
+    attrs = dict(in_channels=s_in.c, out_channels=out, kernel=k, stride=s, padding=p,
+                 dilation=d, groups=g, bias=f.bool("bias", False),
+                 activation=f.act(), lowering=lowering)
+    return Parsed(attrs, TensorShape(s_in.n, oh, ow, out), weights=x.key("weights"),
+                  bn=x.key("bn", None))
+
+
+def params(node: Node) -> dict[str, tuple[int, ...]]:
+    a, p = node.attrs, need_prefix(node)
+    kh, kw = a["kernel"]
+    o = int(a["out_channels"])
+    out = {f"{p}.weight": (o, int(a["in_channels"]) // int(a.get("groups", 1)), int(kh), int(kw))}
+    if a.get("bias"):
+        out[f"{p}.bias"] = (o,)
+    if node.bn:
+        for s in BN_PARAMS:
+            out[f"{node.bn}.{s}"] = (o,)
+    return out
+
+
+def need_prefix(node: Node) -> str:
+    if not node.weights:
+        from ..errors import WeightsError
+        raise WeightsError(f"layer '{node.name}' ({node.op}) has no weights key prefix in the "
+                           "graph")
+    return node.weights
+
+
+def conv_raw(model, node: Node, x):
+    """The convolution alone (bias included, BN and activation not)."""
+    import torch.nn.functional as F
+    a, p = node.attrs, node.weights
+    w = model.params[f"{p}.weight"]
+    b = model.params.get(f"{p}.bias") if a.get("bias") else None
+    t, bo, l, r = pads(a.get("padding", (0, 0, 0, 0)))
+    if t == bo and l == r:
+        pad = (t, l)
+    else:
+        x, pad = F.pad(x, (l, r, t, bo)), (0, 0)
+    return F.conv2d(x, w, b, stride=tuple(a.get("stride", (1, 1))), padding=pad,
+                    dilation=tuple(a.get("dilation", (1, 1))), groups=int(a.get("groups", 1)))
+
+
+def batch_norm(model, prefix: str, y):
+    """Eval-mode BatchNorm2d with the parameters under ``prefix`` (torch's own, not folded)."""
+    import torch.nn.functional as F
+    return F.batch_norm(y, model.params[f"{prefix}.running_mean"],
+                        model.params[f"{prefix}.running_var"], model.params[f"{prefix}.weight"],
+                        model.params[f"{prefix}.bias"], training=False, eps=BN_EPS)
+
+
+def reference(model, node: Node, env):
+    y = conv_raw(model, node, model.operand(node.inputs[0], env))
+    if node.bn:
+        y = batch_norm(model, node.bn, y)
+    return activation(y, node.attrs.get("activation"), node)
+
+
+def prepare(node: Node, take, f32, state_dict) -> dict:
+    """weight [O, I/groups, kh, kw] and bias [O], any BatchNorm folded in (bias present iff the
+    conv has a bias or a BN)."""
+    from ..weights import fold_batchnorm
+    p = node.weights
+    w = take(f"{p}.weight")
+    b = take(f"{p}.bias") if node.attrs.get("bias") else None
+    if node.bn:
+        bn = node.bn
+        w2, b2 = fold_batchnorm(w, b, take(f"{bn}.weight"), take(f"{bn}.bias"),
+                                take(f"{bn}.running_mean"), take(f"{bn}.running_var"))
+        del w
+        return {"weight": w2, "bias": b2}
+    out = {"weight": f32(w)}
+    if b is not None:
+        out["bias"] = f32(b)
+    return out
+
+
+def prepared_shapes(node: Node, expected: dict) -> dict:
+    d = {"weight": expected[f"{node.weights}.weight"]}
+    if node.attrs.get("bias") or node.bn:
+        d["bias"] = (d["weight"][0],)
+    return d
+
+
+register(OpDef(
+    "conv2d", "conv",
+    fields=(Field("out", "int"), Field("kernel", "pair"), Field("stride", "pair"),
+            Field("padding", "pad4"), Field("dilation", "pair"), Field("groups", "int"),
+            Field("bias", "bool"), Field("act", "act"), Field("bn", "name"),
+            Field("lowering", "choice"), Field("weights", "name"), Field("in_channels", "int")),
+    arity=1, parse=parse, reference=reference, plan="plan_conv2d",
+    rules=Ref("ttmodels.rules:_c_conv"), layer=Ref("ttmodels.layers.conv2d:Conv2d"),
+    sim_ops=("conv2d", "prepare_conv_weights", "prepare_conv_bias", "linear"),
+    params=params, prepare=prepare, prepared_shapes=prepared_shapes,
+    batch_norms=lambda n: (n.bn,) if n.bn else (),
+    doc="convolution (dense, grouped, depthwise), BN folded, activation fused",
+))
