@@ -38,7 +38,9 @@ def test_every_op_has_every_piece(op):
     assert callable(getattr(_Planner, d.plan, None)), (op, d.plan)
     assert callable(d.rules.resolve()) and rules.check_function(op) is d.rules.resolve()
     assert any(op in r.op.split("|") or r.op == "*" for r in rules.RULES.values())
-    assert op not in rules._CHECKS            # no parallel table: the entry names the check
+    assert rules.output_function(op) is d.output.resolve()          # what it produces
+    assert d.output_shape in (None, "same", "broadcast", "concat")
+    assert op not in rules._CHECKS and op not in rules._OUTPUTS    # no parallel tables
     # layer class and the sim ops it calls
     assert issubclass(d.layer.resolve(), Layer)
     assert d.sim_ops and all(callable(getattr(sim, f, None)) for f in d.sim_ops), d.sim_ops

@@ -1295,16 +1295,18 @@ def check_function(op: str):
 
 def _out_shape(op: str, attrs: dict, shapes: list[Shape4 | None]) -> tuple[int, int] | None:
     """Output [rows, C] when attrs carry it (``out_shape``: flat 4-tuple) or it follows from the
-    inputs (eltwise, adapters)."""
+    inputs (the op's entry says how: ``OpDef.output_shape``; adapters keep their input's)."""
     if attrs.get("out_shape") is not None:
         return _rows_c(tuple(attrs["out_shape"]))
     if shapes and shapes[0] is not None:
-        if op in BINARY + ("batch_norm",) and len(shapes) > 1 and shapes[1] is not None:
+        d = ops.REGISTRY.get(op)
+        rule = d.output_shape if d is not None else ("same" if op in ADAPTER_OPS else None)
+        if rule == "broadcast" and len(shapes) > 1 and shapes[1] is not None:
             return _rows_c(tuple(max(a, b) for a, b in zip(shapes[0], shapes[1])))
-        if op == "concat":
+        if rule == "concat":
             s = [x for x in shapes if x is not None]
             return (s[0][0] * s[0][1] * s[0][2], sum(x[3] for x in s))
-        if op in UNARY + ADAPTER_OPS:
+        if rule == "same":
             return _rows_c(shapes[0])
     return None
 
@@ -1339,9 +1341,28 @@ def upsample_output_memspec(mem: MemSpec, factor: int) -> MemSpec:
     return replace(mem, shard_shape=(h * factor, w))
 
 
+@dataclass(frozen=True)
+class OutputQuery:
+    """One ``output_layout`` question: op, operand layouts and flat shapes, attrs, the requested
+    memory config, and what every op's answer starts from."""
+    op: str
+    inputs: list
+    attrs: dict
+    requested: MemSpec | None
+    shapes: list
+    x: TensorLayout | None          # input 0
+    dtype_in: str                   # input 0's dtype
+    out_rc: tuple[int, int] | None  # output [rows, C] when known
+    dtype: str                      # attrs' dtype, else input 0's
+
+    def fit(self, mem: MemSpec, layout: str = TILE_LAYOUT) -> MemSpec:
+        return reshape_memspec(mem, *self.out_rc, layout) if self.out_rc is not None else mem
+
+
 def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
                   requested: MemSpec | None, shapes: list[Shape4 | None] | None) -> TensorLayout:
-    """What ``op`` produces, as ttnn 0.81 does (``requested`` = the memory_config argument).
+    """What ``op`` produces, as ttnn 0.81 does (``requested`` = the memory_config argument): the
+    op's own function (a spec op's entry names it, ``OpDef.output``; see each ``_out_*``).
 
     conv2d: sharded like its input if that is sharded, else by ``shard_layout`` (attrs
     ``parallel`` = a ParallelConfig, or computed), in L1, ``output_layout`` (TILE) and ``dtype``.
@@ -1352,122 +1373,156 @@ def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
     concat: ``requested`` or the first input's memory (shards widened to the output channels).
     linear: ``requested`` or interleaved L1/DRAM like input a. Adapters: ``requested`` memory,
     ``layout``/``dtype`` from attrs."""
+    fn = output_function(op)
+    if fn is None:
+        raise ValueError(f"rules.output_layout: unknown op {op!r}")
     shapes = list(shapes) if shapes is not None else [None] * len(inputs)
     x = inputs[0] if inputs else None
     dtype_in = x.dtype if x is not None else "bfloat16"
-    out_rc = _out_shape(op, attrs, shapes)
-    dtype = attrs.get("dtype") or dtype_in
+    return fn(OutputQuery(op, inputs, attrs, requested, shapes, x, dtype_in,
+                          _out_shape(op, attrs, shapes), attrs.get("dtype") or dtype_in))
 
-    def fit(mem: MemSpec, layout: str = TILE_LAYOUT) -> MemSpec:
-        return reshape_memspec(mem, *out_rc, layout) if out_rc is not None else mem
 
-    if op == "conv2d":
-        grid = tuple(attrs.get("device_grid", (8, 8)))
-        if attrs.get("slice"):
-            # conv2d_DRAM writes every slice into a DRAM interleaved output (memory_config ignored)
-            return TensorLayout(MemSpec(INTERLEAVED, "dram"),
-                                attrs.get("output_layout", TILE_LAYOUT), dtype)
-        is_mm = bool(attrs.get("is_mm_conv", False))
-        if requested is not None:
-            mem = requested
-        elif x is not None and x.memory.sharded and out_rc is not None:
-            # a sharded input is used as it is (reshard_if_not_optimal=False): its grid is the
-            # conv's parallel config
-            mem = conv_output_memspec(parallel_config_of(x.memory), *out_rc, is_mm=is_mm,
-                                      device_grid=grid)
-        elif out_rc is not None:
-            kind = attrs.get("shard_layout") or HEIGHT
-            pc = attrs.get("parallel") or determine_parallel_config(
-                kind, out_rc[0], attrs.get("in_channels", out_rc[1]), out_rc[1], grid,
-                channels_padding=not is_mm, act_block_h=attrs.get("act_block_h_override"))
-            mem = conv_output_memspec(pc, *out_rc, is_mm=is_mm, device_grid=grid)
-        else:
-            mem = x.memory if x is not None else MemSpec()
-        return TensorLayout(mem, attrs.get("output_layout", TILE_LAYOUT), dtype)
-    if op in POOLS:
-        out_layout = attrs.get("output_layout", ROW_MAJOR)
-        if requested is not None:
-            mem = requested
-        elif op == "global_avg_pool" or attrs.get("global_pool"):
-            # ttnn 0.81.1 runs an avg_pool2d whose window is the whole (unpadded) map as a
-            # reduction -- sharded_to_interleaved, untilize_with_unpadding, reduce (mean) -- whose
-            # output is interleaved in L1 (observed in its graph capture on the mock device;
-            # pool/global_avg_pool/global_avg_pool.cpp pool_2d is the same reduce path)
-            mem = MemSpec(INTERLEAVED, "l1")
-        elif x is not None and out_rc is not None:
-            pc = pool_parallel_config_of(x.memory) if x.memory.sharded else pool_parallel_config(
-                attrs.get("applied_shard_scheme") or HEIGHT, out_rc[0], out_rc[1],
-                in_tiled=x.layout == TILE_LAYOUT, out_tiled=out_layout == TILE_LAYOUT,
-                device_grid=tuple(attrs.get("device_grid", (8, 8))))
-            mem = pool_output_memspec(pc, *out_rc, out_tiled=out_layout == TILE_LAYOUT)
-        else:
-            mem = x.memory if x is not None else MemSpec()
-        return TensorLayout(mem, out_layout, attrs.get("dtype") or "bfloat16")
-    if op in BINARY + ("batch_norm",):
-        a = x
-        b = inputs[1] if len(inputs) > 1 else None
-        mem = requested if requested is not None else fit(binary_output_source(a, b).memory, a.layout)
-        return TensorLayout(mem, a.layout, dtype)
-    if op == "upsample" and attrs.get("mode") == "bilinear" and requested is None and \
+def _out_conv(q: OutputQuery) -> TensorLayout:
+    attrs, x, out_rc, requested, dtype = q.attrs, q.x, q.out_rc, q.requested, q.dtype
+    grid = tuple(attrs.get("device_grid", (8, 8)))
+    if attrs.get("slice"):
+        # conv2d_DRAM writes every slice into a DRAM interleaved output (memory_config ignored)
+        return TensorLayout(MemSpec(INTERLEAVED, "dram"),
+                            attrs.get("output_layout", TILE_LAYOUT), dtype)
+    is_mm = bool(attrs.get("is_mm_conv", False))
+    if requested is not None:
+        mem = requested
+    elif x is not None and x.memory.sharded and out_rc is not None:
+        # a sharded input is used as it is (reshard_if_not_optimal=False): its grid is the
+        # conv's parallel config
+        mem = conv_output_memspec(parallel_config_of(x.memory), *out_rc, is_mm=is_mm,
+                                  device_grid=grid)
+    elif out_rc is not None:
+        kind = attrs.get("shard_layout") or HEIGHT
+        pc = attrs.get("parallel") or determine_parallel_config(
+            kind, out_rc[0], attrs.get("in_channels", out_rc[1]), out_rc[1], grid,
+            channels_padding=not is_mm, act_block_h=attrs.get("act_block_h_override"))
+        mem = conv_output_memspec(pc, *out_rc, is_mm=is_mm, device_grid=grid)
+    else:
+        mem = x.memory if x is not None else MemSpec()
+    return TensorLayout(mem, attrs.get("output_layout", TILE_LAYOUT), dtype)
+
+
+def _out_pool(q: OutputQuery) -> TensorLayout:
+    attrs, x, out_rc, requested = q.attrs, q.x, q.out_rc, q.requested
+    out_layout = attrs.get("output_layout", ROW_MAJOR)
+    if requested is not None:
+        mem = requested
+    elif q.op == "global_avg_pool" or attrs.get("global_pool"):
+        # ttnn 0.81.1 runs an avg_pool2d whose window is the whole (unpadded) map as a
+        # reduction -- sharded_to_interleaved, untilize_with_unpadding, reduce (mean) -- whose
+        # output is interleaved in L1 (observed in its graph capture on the mock device;
+        # pool/global_avg_pool/global_avg_pool.cpp pool_2d is the same reduce path)
+        mem = MemSpec(INTERLEAVED, "l1")
+    elif x is not None and out_rc is not None:
+        pc = pool_parallel_config_of(x.memory) if x.memory.sharded else pool_parallel_config(
+            attrs.get("applied_shard_scheme") or HEIGHT, out_rc[0], out_rc[1],
+            in_tiled=x.layout == TILE_LAYOUT, out_tiled=out_layout == TILE_LAYOUT,
+            device_grid=tuple(attrs.get("device_grid", (8, 8))))
+        mem = pool_output_memspec(pc, *out_rc, out_tiled=out_layout == TILE_LAYOUT)
+    else:
+        mem = x.memory if x is not None else MemSpec()
+    return TensorLayout(mem, out_layout, attrs.get("dtype") or "bfloat16")
+
+
+def _out_binary(q: OutputQuery) -> TensorLayout:
+    """binary_ng (and batch_norm, run as multiply + add): ``requested`` or the memory config of
+    the operand ``binary_output_source`` picks, refitted to the output shape."""
+    a = q.x
+    b = q.inputs[1] if len(q.inputs) > 1 else None
+    mem = q.requested if q.requested is not None else q.fit(binary_output_source(a, b).memory,
+                                                            a.layout)
+    return TensorLayout(mem, a.layout, q.dtype)
+
+
+def _out_upsample(q: OutputQuery) -> TensorLayout:
+    attrs, x, out_rc, requested, dtype_in = q.attrs, q.x, q.out_rc, q.requested, q.dtype_in
+    if attrs.get("mode") == "bilinear" and requested is None and \
             x.memory.memory_layout == HEIGHT and out_rc is not None and x.memory.shard_shape:
         # upsample_common.cpp compute_integer_output_mem_config (bilinear): the haloed input's
         # cores, shard height round_up(out rows, cores) / cores, the input's shard width
         n = x.memory.num_cores or x.memory.grid[0] * x.memory.grid[1]
         return TensorLayout(replace(x.memory, shard_shape=(round_up(out_rc[0], n) // n,
                                                            x.memory.shard_shape[1])), x.layout, dtype_in)
-    if op == "upsample" and requested is None and x.memory.sharded and out_rc is not None \
-            and shapes[0] is not None:
-        factor = out_rc[0] // _rows_c(tuple(shapes[0]))[0]
+    if requested is None and x.memory.sharded and out_rc is not None and q.shapes[0] is not None:
+        factor = out_rc[0] // _rows_c(tuple(q.shapes[0]))[0]
         return TensorLayout(upsample_output_memspec(x.memory, factor), x.layout, dtype_in)
-    if op in UNARY:
-        # same shape: the input's memory config as it is (unary compute_output_specs)
-        return TensorLayout(requested if requested is not None else x.memory, x.layout, dtype_in)
-    if op == "slice":
-        mem = requested if requested is not None else x.memory
-        return TensorLayout(mem, x.layout, dtype_in)
-    if op == "upsample":
-        mem = requested if requested is not None else (fit(x.memory, x.layout) if x.memory.sharded
-                                                       else x.memory)
-        return TensorLayout(mem, x.layout, dtype_in)
-    if op == "grid_sample":
-        # invoke: memory_config.value_or(grid's); compute_output_specs: bilinear with an
-        # interleaved grid and an interleaved config stays interleaved; a config with a shard spec
-        # (grid interleaved) is used as is; otherwise height shards over split_work_to_cores of
-        # the grid points. Output ROW_MAJOR in the input's dtype.
-        g = inputs[1] if len(inputs) > 1 and inputs[1] is not None else attrs.get("grid")
-        mem = requested if requested is not None else (g.memory if g is not None else x.memory)
-        grid_sharded = g is not None and g.memory.sharded
-        if attrs.get("mode", "bilinear") == "bilinear" and not grid_sharded and not mem.sharded:
-            pass
-        elif mem.sharded and mem.shard_shape is not None and not grid_sharded:
-            pass
-        elif grid_sharded:
-            n = g.memory.num_cores or g.memory.grid[0] * g.memory.grid[1]
-            mem = MemSpec(HEIGHT, "l1", g.memory.grid, n,
-                          (g.memory.shard_shape[0], out_rc[1] if out_rc else x.memory.shard_shape[1]))
-        elif out_rc is not None:
-            cores, per = split_work_to_cores(out_rc[0], tuple(attrs.get("device_grid", (8, 8))))
-            mem = MemSpec(HEIGHT, "l1", cores_to_grid(cores, tuple(attrs.get("device_grid", (8, 8)))),
-                          cores, (per, out_rc[1]))
-        return TensorLayout(mem, ROW_MAJOR, dtype_in)
-    if op == "pad":
-        # pad.cpp pad_impl: memory_config.value_or(input's), shard spec *not* refitted to the
-        # padded rows (only width padding of a height-sharded input gets a recomputed config);
-        # a sharded pad that adds rows must be given a memory_config that covers them.
-        return TensorLayout(requested if requested is not None else x.memory, x.layout, dtype_in)
-    if op == "concat":
-        mem = requested if requested is not None else fit(x.memory, x.layout)
-        return TensorLayout(mem, x.layout, dtype_in)
-    if op == "linear":
-        mem = requested if requested is not None else (x.memory if not x.memory.sharded else
+    mem = requested if requested is not None else (q.fit(x.memory, x.layout) if x.memory.sharded
+                                                   else x.memory)
+    return TensorLayout(mem, x.layout, dtype_in)
+
+
+def _out_same_memory(q: OutputQuery) -> TensorLayout:
+    """Unary eltwise ops and slice: the input's memory config as it is (unary
+    compute_output_specs), its layout and dtype. pad.cpp pad_impl too: memory_config.value_or(
+    input's), shard spec *not* refitted to the padded rows (only width padding of a
+    height-sharded input gets a recomputed config); a sharded pad that adds rows must be given a
+    memory_config that covers them."""
+    x = q.x
+    return TensorLayout(q.requested if q.requested is not None else x.memory, x.layout, q.dtype_in)
+
+
+def _out_grid_sample(q: OutputQuery) -> TensorLayout:
+    # invoke: memory_config.value_or(grid's); compute_output_specs: bilinear with an
+    # interleaved grid and an interleaved config stays interleaved; a config with a shard spec
+    # (grid interleaved) is used as is; otherwise height shards over split_work_to_cores of
+    # the grid points. Output ROW_MAJOR in the input's dtype.
+    attrs, inputs, x, out_rc, requested = q.attrs, q.inputs, q.x, q.out_rc, q.requested
+    g = inputs[1] if len(inputs) > 1 and inputs[1] is not None else attrs.get("grid")
+    mem = requested if requested is not None else (g.memory if g is not None else x.memory)
+    grid_sharded = g is not None and g.memory.sharded
+    if attrs.get("mode", "bilinear") == "bilinear" and not grid_sharded and not mem.sharded:
+        pass
+    elif mem.sharded and mem.shard_shape is not None and not grid_sharded:
+        pass
+    elif grid_sharded:
+        n = g.memory.num_cores or g.memory.grid[0] * g.memory.grid[1]
+        mem = MemSpec(HEIGHT, "l1", g.memory.grid, n,
+                      (g.memory.shard_shape[0], out_rc[1] if out_rc else x.memory.shard_shape[1]))
+    elif out_rc is not None:
+        cores, per = split_work_to_cores(out_rc[0], tuple(attrs.get("device_grid", (8, 8))))
+        mem = MemSpec(HEIGHT, "l1", cores_to_grid(cores, tuple(attrs.get("device_grid", (8, 8)))),
+                      cores, (per, out_rc[1]))
+    return TensorLayout(mem, ROW_MAJOR, q.dtype_in)
+
+
+def _out_concat(q: OutputQuery) -> TensorLayout:
+    x = q.x
+    mem = q.requested if q.requested is not None else q.fit(x.memory, x.layout)
+    return TensorLayout(mem, x.layout, q.dtype_in)
+
+
+def _out_linear(q: OutputQuery) -> TensorLayout:
+    x = q.x
+    mem = q.requested if q.requested is not None else (x.memory if not x.memory.sharded else
                                                        MemSpec(INTERLEAVED, "l1"))
-        return TensorLayout(mem, TILE_LAYOUT, dtype)
-    if op in ADAPTER_OPS:
-        mem = requested if requested is not None else x.memory
-        if op == "sharded_to_interleaved" and requested is None:
-            mem = MemSpec(INTERLEAVED, "l1")
-        return TensorLayout(mem, attrs.get("layout") or x.layout, dtype)
-    raise ValueError(f"rules.output_layout: unknown op {op!r}")
+    return TensorLayout(mem, TILE_LAYOUT, q.dtype)
+
+
+def _out_adapter(q: OutputQuery) -> TensorLayout:
+    x = q.x
+    mem = q.requested if q.requested is not None else x.memory
+    if q.op == "sharded_to_interleaved" and q.requested is None:
+        mem = MemSpec(INTERLEAVED, "l1")
+    return TensorLayout(mem, q.attrs.get("layout") or x.layout, q.dtype)
+
+
+# What ttnn ops that are not spec ops produce (a spec op's entry names its ``_out_*``).
+_OUTPUTS = {"grid_sample": _out_grid_sample, **{op: _out_adapter for op in ADAPTER_OPS}}
+_SPEC_OP_OUTPUTS: dict = {}
+
+
+def output_function(op: str):
+    fn = _OUTPUTS.get(op) or _SPEC_OP_OUTPUTS.get(op)
+    if fn is None and op in ops.REGISTRY:
+        fn = _SPEC_OP_OUTPUTS[op] = ops.REGISTRY[op].output.resolve()
+    return fn
 
 
 def raise_if_violations(violations: Iterable[Violation], layer: str) -> None:

@@ -15,8 +15,9 @@ entry. The entry holds every fact the rest of the library needs about the op:
   reads;
 * ``reference``: its float32 torch reference (``reference.ReferenceModel`` calls it);
 * ``plan``: the planner's hook (a ``planner._Planner`` method name); ``rules``: its layout-rule
-  check (``rules.check``), ``rule_op``: the ttnn op whose rules a node obeys; ``follows_input``:
-  why its output layout cannot be chosen (planner messages);
+  check (``rules.check``), ``output``: the layout ttnn gives its output (``rules.output_layout``),
+  ``output_shape``: how rules derive its output [rows, C]; ``rule_op``: the ttnn op whose rules a
+  node obeys; ``follows_input``: why its output layout cannot be chosen (planner messages);
 * ``layer``: the layer class; ``sim_ops``: the ttnn functions the layer calls (the sim backend
   provides each under the same name).
 
@@ -97,6 +98,7 @@ class OpDef:
     reference: Callable                       # (ReferenceModel, node, env) -> NCHW float32
     plan: str                                 # planner._Planner method that plans it
     rules: Ref                                # rules check function (inputs, attrs, out, shapes)
+    output: Ref                               # rules function: the layout ttnn gives its output
     layer: Ref                                # layers.<module>:<class>
     sim_ops: tuple[str, ...]                  # ttnn functions the layer calls
     params: Callable[[Node], dict[str, tuple[int, ...]]] = _no_params   # state-dict schema
@@ -104,6 +106,8 @@ class OpDef:
     prepared_shapes: Callable | None = None   # (node, expected) -> {param: shape}
     batch_norms: Callable[[Node], tuple[str, ...]] = _no_bns   # BN key prefixes it reads
     rule_op: Callable[[Node], str] = _own_rule_op
+    output_shape: str | None = None           # rules' output [rows, C] from the inputs' when attrs
+    #                                           lack it: "same", "broadcast", "concat" or None
     follows_input: str | None = None          # why its output layout is its input's
     doc: str = ""
 

@@ -34,7 +34,9 @@ def prepared_shapes(node: Node, expected: dict) -> dict:
 register(OpDef(
     "batch_norm", "batch_norm", fields=(Field("weights", "name"), Field("act", "act")), arity=1,
     parse=parse, reference=reference, plan="plan_batch_norm",
-    rules=Ref("ttmodels.rules:_c_batch_norm"), layer=Ref("ttmodels.layers.norm:BatchNorm"),
+    rules=Ref("ttmodels.rules:_c_batch_norm"),
+    output=Ref("ttmodels.rules:_out_binary"), output_shape="broadcast",
+    layer=Ref("ttmodels.layers.norm:BatchNorm"),
     sim_ops=("multiply", "add"), params=params, prepare=prepare,
     prepared_shapes=prepared_shapes, batch_norms=lambda n: (n.weights,) if n.weights else (),
     doc="standalone eval BatchNorm2d",

@@ -25,6 +25,7 @@ def reference(model, node: Node, env):
 register(OpDef(
     "pad", "pad", fields=(Field("padding", "pad4"), Field("value", "number")), arity=1,
     parse=parse, reference=reference, plan="plan_pad", rules=Ref("ttmodels.rules:_c_pad"),
+    output=Ref("ttmodels.rules:_out_same_memory"),
     layer=Ref("ttmodels.layers.pad:Pad"), sim_ops=("pad", "to_layout", "reshape"),
     follows_input="pad's output keeps its input's memory config",
     doc="constant padding of H and W",
