@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_every_op_has_every_piece(op):
     """One registry entry (ttmodels/ops/<module>.py) holds every fact of the op."""
     d = ops.get(op)
-    assert d.name == op and d.family and d.doc
+    assert d.name == op and d.family and d.doc and d.attrs_doc
     # spec fields and their types
     assert all(isinstance(f, ops.Field) for f in d.fields)
     assert len(set(d.field_names)) == len(d.fields)

@@ -98,24 +98,8 @@ class Node:
     block: str | None = None      # name of the block instance this node came from, if any
 
 
-# Canonical attributes of each op after parsing (all tuples fully expanded; each op's module in
-# ttmodels/ops/ builds them):
-#   conv2d:       in_channels, out_channels, kernel (kh, kw), stride (sh, sw),
-#                 padding (top, bottom, left, right), dilation (dh, dw), groups, bias (bool),
-#                 activation (None | canonical act of ttmodels.activations), lowering ("conv2d" | "linear" | "auto")
-#   add, multiply, subtract: activation (None | act)  -- 2 inputs; either may be a constant
-#   relu, relu6, sigmoid, ... (ttmodels.activations), identity: {} (leaky_relu: slope)
-#   batch_norm:   activation -- standalone BatchNorm2d (eval), params at ``Node.weights``
-#   slice:        start, stop -- channel slice [start, stop)
-#   adaptive_avg_pool2d: size (oh, ow)
-#   max_pool2d:   kernel, stride, padding (t, b, l, r), dilation, ceil_mode
-#   avg_pool2d:   kernel, stride, padding (t, b, l, r), ceil_mode, count_include_pad
-#   global_avg_pool: {}
-#   linear:       in_features, out_features, bias (bool), activation
-#   upsample:     scale (sh, sw) ints, mode ("nearest" | "bilinear"), align_corners (True; only
-#                 present when set, bilinear only: lowered to ttnn.grid_sample)
-#   concat:       {}  -- channel concat of >= 2 inputs with equal N, H, W
-#   pad:          padding (t, b, l, r), value (float)
+# Each op's canonical attributes (all tuples fully expanded) are built by its module's ``parse``
+# and listed in its entry's ``attrs_doc`` (ttmodels/ops/<op>.py).
 
 
 @dataclass

@@ -110,6 +110,7 @@ class OpDef:
     #                                           lack it: "same", "broadcast", "concat" or None
     follows_input: str | None = None          # why its output layout is its input's
     doc: str = ""
+    attrs_doc: str = ""                       # its canonical Node.attrs after parse
 
     @property
     def field_names(self) -> tuple[str, ...]:

@@ -40,4 +40,5 @@ register(OpDef(
     sim_ops=("multiply", "add"), params=params, prepare=prepare,
     prepared_shapes=prepared_shapes, batch_norms=lambda n: (n.weights,) if n.weights else (),
     doc="standalone eval BatchNorm2d",
+    attrs_doc="activation; parameters at Node.weights",
 ))

@@ -62,4 +62,5 @@ register(*(OpDef(
     output=Ref("ttmodels.rules:_out_binary"), output_shape="broadcast",
     layer=Ref(f"ttmodels.layers.eltwise:{cls}"), sim_ops=(op, "reshape"),
     doc=f"tensor {op} tensor / constant / per-image vector, activation fused",
+    attrs_doc="activation (None | act); 2 inputs, either may be a constant",
 ) for op, cls in _LAYERS.items()))

@@ -28,4 +28,5 @@ register(OpDef(
     layer=Ref("ttmodels.layers.concat:Concat"), sim_ops=("concat",),
     follows_input="concat's output keeps its first input's memory config",
     doc="channel concat",
+    attrs_doc="{}; >= 2 inputs with equal N, H, W",
 ))

@@ -130,4 +130,7 @@ register(OpDef(
     params=params, prepare=prepare, prepared_shapes=prepared_shapes,
     batch_norms=lambda n: (n.bn,) if n.bn else (),
     doc="convolution (dense, grouped, depthwise), BN folded, activation fused",
+    attrs_doc="in_channels, out_channels, kernel (kh, kw), stride (sh, sw), padding (top, bottom, "
+              "left, right), dilation (dh, dw), groups, bias (bool), activation (None | canonical "
+              "act of ttmodels.activations), lowering ('conv2d' | 'linear' | 'auto')",
 ))

@@ -65,4 +65,5 @@ register(OpDef(
     sim_ops=("linear",), params=params, prepare=prepare, prepared_shapes=prepared_shapes,
     follows_input="linear runs interleaved (no sharded program config is planned)",
     doc="fully connected on [N, 1, 1, C]",
+    attrs_doc="in_features, out_features, bias (bool), activation",
 ))

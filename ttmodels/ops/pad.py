@@ -29,4 +29,5 @@ register(OpDef(
     layer=Ref("ttmodels.layers.pad:Pad"), sim_ops=("pad", "to_layout", "reshape"),
     follows_input="pad's output keeps its input's memory config",
     doc="constant padding of H and W",
+    attrs_doc="padding (t, b, l, r), value (float)",
 ))

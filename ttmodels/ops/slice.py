@@ -31,4 +31,5 @@ register(OpDef(
     output=Ref("ttmodels.rules:_out_same_memory"),
     layer=Ref("ttmodels.layers.slice:Slice"), sim_ops=("slice",),
     doc="channel slice [start, stop)",
+    attrs_doc="start, stop: channels [start, stop)",
 ))

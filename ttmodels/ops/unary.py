@@ -47,6 +47,8 @@ register(*(_def(a.name, (Field(a.param, "number"),) if a.param else (),
                 "Relu" if a.name == "relu" else "Unary", a.ttnn_function,
                 follows_input="relu's output keeps its input's memory config"
                 if a.name == "relu" else None,
-                doc=f"standalone {a.name} (ttnn.{a.ttnn_function})")
+                doc=f"standalone {a.name} (ttnn.{a.ttnn_function})",
+                attrs_doc=f"{a.param} (float)" if a.param else "{}")
            for a in A.ACTIVATIONS.values()),
-         _def("identity", (), "Unary", "identity", doc="ttnn.identity (a copy)"))
+         _def("identity", (), "Unary", "identity", doc="ttnn.identity (a copy)",
+              attrs_doc="{}"))

@@ -56,4 +56,6 @@ register(OpDef(
     sim_ops=("upsample", "grid_sample", "prepare_grid_sample_grid", "reshape"),
     rule_op=rule_op, follows_input="upsample's output keeps its input's memory config",
     doc="nearest / bilinear upsample by an integer factor",
+    attrs_doc="scale (sh, sw) ints, mode ('nearest' | 'bilinear'), align_corners (True; only "
+              "present when set, bilinear only: lowered to ttnn.grid_sample)",
 ))
