@@ -32,16 +32,14 @@ from . import l1 as l1m
 from . import liveness as lv
 from . import rules as R
 from .errors import LayoutError, SpecError
-from .formats import BLOCK_FLOAT_DTYPES
+from .formats import is_block_float
 from .graph import TILE, Graph, Node, TensorShape, round_up
 from .layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                      TensorLayout)
 from . import ops
-from .ops import BINARY
 from .plans import Adapter, Plan, PlannedLayer, ReorderNote
 
 
-BFP = BLOCK_FLOAT_DTYPES     # formats.py holds the block-float dtype set
 POOLS = ("max_pool2d", "avg_pool2d", "global_avg_pool")
 
 
@@ -85,7 +83,8 @@ class _Planner:
     def seed(self) -> None:
         dt = self.g.input_precision.activations
         for name, shape in self.g.inputs.items():
-            t = TensorLayout(MemSpec(INTERLEAVED, "dram"), TILE_LAYOUT if dt in BFP else ROW_MAJOR, dt)
+            t = TensorLayout(MemSpec(INTERLEAVED, "dram"),
+                             TILE_LAYOUT if is_block_float(dt) else ROW_MAJOR, dt)
             self.input_layouts[name] = self.layouts[name] = t
             self.flat[name] = _flat(shape)
         for name, c in self.g.constants.items():
@@ -115,7 +114,7 @@ class _Planner:
 
     def to_row_major(self, node, idx, cur, reason):
         # block-float exists only in TILE (rule to_layout.dtype): untilize to bfloat16
-        dtype = "bfloat16" if cur.dtype in BFP else cur.dtype
+        dtype = "bfloat16" if is_block_float(cur.dtype) else cur.dtype
         return self.adapt(node, idx, cur, "to_layout", replace(cur, layout=ROW_MAJOR, dtype=dtype),
                           reason)
 
@@ -724,8 +723,8 @@ class _Planner:
     # ---- pools -----------------------------------------------------------------------------
 
     def consumers_need_tile(self, node: Node) -> bool:
-        return any(c.op in ("linear", "concat", "batch_norm") + BINARY or
-                   c.precision.activations in BFP for c in self.g.consumers(node.name))
+        return any(ops.get(c.op).tile_input or is_block_float(c.precision.activations)
+                   for c in self.g.consumers(node.name))
 
     def plan_pool(self, node: Node) -> PlannedLayer:
         x = self.layouts[node.inputs[0]]
@@ -743,7 +742,7 @@ class _Planner:
             scheme = policy.kind
         dtype = node.precision.activations
         out_layout = TILE_LAYOUT if (self.with_adapters and (self.consumers_need_tile(node) or
-                                                             dtype in BFP)) else ROW_MAJOR
+                                                             is_block_float(dtype))) else ROW_MAJOR
         if not self.with_adapters or node.op == "adaptive_avg_pool2d":
             # adaptive_avg_pool2d has no dtype / output_layout arguments (0.81.1 signature)
             dtype = "bfloat16"
@@ -958,7 +957,7 @@ class _Planner:
         x = self.layouts[node.inputs[0]]
         want = node.precision.activations
         if self.with_adapters and x.dtype != want:
-            after = replace(x, dtype=want, layout=TILE_LAYOUT if want in BFP else x.layout)
+            after = replace(x, dtype=want, layout=TILE_LAYOUT if is_block_float(want) else x.layout)
             kind = "typecast" if x.layout == TILE_LAYOUT else "to_layout"
             x = self.adapt(node, 0, x, kind, after,
                            f"{node.op} has no dtype argument: {x.dtype} -> {want} before it")

@@ -22,7 +22,7 @@ from typing import Iterable
 from .errors import LayoutError
 from .graph import TILE, round_up
 from .layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
-                     TensorLayout)
+                     TensorLayout, core_extent)
 from . import ops
 from .ops import BINARY, OPS, POOLS, UNARY
 
@@ -365,31 +365,39 @@ GRAPH_OPS = OPS
 LOWERED_OPS = ("grid_sample",)
 ADAPTER_OPS = ("to_memory_config", "sharded_to_interleaved", "interleaved_to_sharded", "reshard",
                "to_layout", "typecast")
-BFP = BLOCK_FLOAT_DTYPES     # formats.py holds the block-float dtype set
 
 
 # ============================================================================================
 # Layout math (pure)
 # ============================================================================================
 
-def is_matmul_conv(kernel, stride, padding, dilation=(1, 1), groups: int = 1) -> bool:
-    """conv2d_utils.cpp ``use_matmul_for_1x1_conv``: a 1x1, stride-1, unpadded, undilated,
-    ungrouped conv runs as a matmul (ttnn::linear) inside conv2d. The one definition the planner,
-    the L1 model and the sim use. ``padding``: 2 or 4 values."""
+def matmul_conv_problem(kernel, stride, padding, dilation=(1, 1), groups: int = 1) -> str | None:
+    """Why a conv is not a matmul, or None when it is: conv2d_utils.cpp
+    ``use_matmul_for_1x1_conv``: a 1x1, stride-1, unpadded, undilated, ungrouped conv runs as a
+    matmul (ttnn::linear) inside conv2d. The one definition the planner, the L1 model, the
+    matmul solver (``lowering: linear``) and the sim use. ``padding``: 2 or 4 values."""
     pad = tuple(int(p) for p in padding)
-    return (tuple(int(k) for k in kernel) == (1, 1) and tuple(int(v) for v in stride) == (1, 1)
-            and not any(pad) and tuple(int(d) for d in dilation) == (1, 1) and int(groups) == 1)
+    checks = (("kernel", tuple(int(k) for k in kernel), (1, 1)),
+              ("stride", tuple(int(v) for v in stride), (1, 1)),
+              ("padding", pad, (0,) * (len(pad) or 4)),
+              ("dilation", tuple(int(d) for d in dilation), (1, 1)),
+              ("groups", int(groups), 1))
+    for name, got, want in checks:
+        if got != want:
+            return f"has {name} {got}, a matmul needs {want}"
+    return None
+
+
+def is_matmul_conv(kernel, stride, padding, dilation=(1, 1), groups: int = 1) -> bool:
+    """``matmul_conv_problem`` is None: the conv runs as a matmul inside conv2d."""
+    return matmul_conv_problem(kernel, stride, padding, dilation, groups) is None
 
 
 def cores_to_grid(num_cores: int, grid: tuple[int, int]) -> tuple[int, int]:
     """Extent (x, y) of ``num_cores`` cores laid out row-wise on ``grid`` starting at (0, 0), as
-    tt-metal's ``num_cores_to_corerangeset(n, grid, row_wise=true)`` builds it."""
-    gx, gy = grid
-    if num_cores <= 0 or num_cores > gx * gy:
-        raise ValueError(f"{num_cores} cores do not fit a {gx}x{gy} grid")
-    if num_cores <= gx:
-        return (num_cores, 1)
-    return (gx, -(-num_cores // gx))
+    tt-metal's ``num_cores_to_corerangeset(n, grid, row_wise=true)`` builds it
+    (``layout.core_ranges``)."""
+    return core_extent(num_cores, grid)
 
 
 def closest_divisor_with_padding(num: int, start: int) -> int:
@@ -759,7 +767,7 @@ def _tensor_checks(t: TensorLayout, shape: Shape4 | None, what: str, *,
     [round_up(rows, 32), round_up(C, 32)] and for a row-major one [rows, C] (or round_up(C, 16)
     for a pool2d output, see pool_output_padded_shape)."""
     out = []
-    if t.dtype in BFP and t.layout != TILE_LAYOUT:
+    if t.dtype in BLOCK_FLOAT_DTYPES and t.layout != TILE_LAYOUT:
         out.append(_v("tensor.bfp_tile", f"{what} is {t.dtype} in {t.layout} layout"))
     m = t.memory
     if m.sharded:
@@ -950,8 +958,8 @@ def _c_conv(inputs, attrs, output, shapes):
     abh = int(attrs.get("act_block_h_override") or 0)
     if abh % TILE:
         vs.append(_v("conv2d.act_block_h", f"act_block_h_override {abh} is not a multiple of 32"))
-    if attrs.get("output_layout", TILE_LAYOUT) == ROW_MAJOR and attrs.get("dtype") in BFP \
-            and not attrs.get("is_mm_conv"):
+    if attrs.get("output_layout", TILE_LAYOUT) == ROW_MAJOR and \
+            attrs.get("dtype") in BLOCK_FLOAT_DTYPES and not attrs.get("is_mm_conv"):
         vs.append(_v("conv2d.rm_bfp_output", "conv output_layout ROW_MAJOR with dtype bfloat8_b"))
     return vs
 
@@ -1028,7 +1036,7 @@ def _c_pool(inputs, attrs, output, shapes):
         return [_v("pool.memory", "pool input is missing")]
     if x.memory.memory_layout not in (INTERLEAVED, HEIGHT, WIDTH, BLOCK):
         vs.append(_v("pool.memory", f"pool input {x.memory.memory_layout}"))
-    if attrs.get("dtype") in BFP and attrs.get("output_layout", ROW_MAJOR) != TILE_LAYOUT:
+    if attrs.get("dtype") in BLOCK_FLOAT_DTYPES and attrs.get("output_layout", ROW_MAJOR) != TILE_LAYOUT:
         vs.append(_v("pool.dtype_layout", f"pool output {attrs.get('dtype')} needs output_layout=TILE"))
     return vs
 
@@ -1064,7 +1072,7 @@ def _c_upsample(inputs, attrs, output, shapes):
             vs.append(_v("upsample.layout", "sharded nearest upsample needs ROW_MAJOR, got TILE"))
         elif mode == "bilinear" and not x.memory.sharded:
             vs.append(_v("upsample.layout", "bilinear upsample of an interleaved TILE input"))
-        elif mode == "nearest" and x.dtype in BFP:
+        elif mode == "nearest" and x.dtype in BLOCK_FLOAT_DTYPES:
             vs.append(_v("upsample.layout", f"nearest upsample of an interleaved TILE input "
                          f"returns ROW_MAJOR bfloat16, not {x.dtype}"))
     if mode == "bilinear" and x.dtype != "bfloat16":
@@ -1189,7 +1197,7 @@ def _c_pad(inputs, attrs, output, shapes):
     # be a valid tensor there (tensor_spec.cpp).
     mem = attrs.get("memory_config") or x.memory
     if mem.sharded and attrs.get("out_shape") is not None:
-        rm_dtype = "bfloat16" if x.dtype in BFP else x.dtype    # what the layer pads
+        rm_dtype = "bfloat16" if x.dtype in BLOCK_FLOAT_DTYPES else x.dtype    # what the layer pads
         vs = _tensor_checks(TensorLayout(mem, ROW_MAJOR, rm_dtype), tuple(attrs["out_shape"]),
                             "pad output", l1_shards=False)
         return [_v("pad.memory", f"{v.message} (the padded tensor keeps "
@@ -1235,7 +1243,7 @@ def _c_to_layout(inputs, attrs, output, shapes):
     x = inputs[0]
     tgt = attrs.get("layout", TILE_LAYOUT)
     dt = attrs.get("dtype") or (x.dtype if x is not None else None)
-    if tgt == ROW_MAJOR and dt in BFP:
+    if tgt == ROW_MAJOR and dt in BLOCK_FLOAT_DTYPES:
         return [_v("to_layout.dtype", f"to_layout ROW_MAJOR with dtype {dt}")]
     return []
 
@@ -1246,7 +1254,7 @@ def _c_typecast(inputs, attrs, output, shapes):
     if x is not None and output is not None and output.memory_layout != x.memory.memory_layout:
         vs.append(_v("typecast.layout",
                      f"typecast {x.memory.memory_layout} -> {output.memory_layout}"))
-    if x is not None and attrs.get("dtype") in BFP and x.layout != TILE_LAYOUT:
+    if x is not None and attrs.get("dtype") in BLOCK_FLOAT_DTYPES and x.layout != TILE_LAYOUT:
         vs.append(_v("typecast.layout", f"typecast to {attrs['dtype']} of a {x.layout} tensor"))
     return vs
 

@@ -109,6 +109,7 @@ class OpDef:
     output_shape: str | None = None           # rules' output [rows, C] from the inputs' when attrs
     #                                           lack it: "same", "broadcast", "concat" or None
     follows_input: str | None = None          # why its output layout is its input's
+    tile_input: bool = False                  # wants TILE inputs (a pool before it outputs TILE)
     doc: str = ""
     attrs_doc: str = ""                       # its canonical Node.attrs after parse
 

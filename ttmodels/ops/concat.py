@@ -24,7 +24,7 @@ def reference(model, node: Node, env):
 register(OpDef(
     "concat", "concat", fields=(), arity="2+", parse=parse, reference=reference,
     plan="plan_concat", rules=Ref("ttmodels.rules:_c_concat"),
-    output=Ref("ttmodels.rules:_out_concat"), output_shape="concat",
+    output=Ref("ttmodels.rules:_out_concat"), output_shape="concat", tile_input=True,
     layer=Ref("ttmodels.layers.concat:Concat"), sim_ops=("concat",),
     follows_input="concat's output keeps its first input's memory config",
     doc="channel concat",

@@ -62,7 +62,7 @@ register(OpDef(
     arity=1, parse=parse, reference=reference, plan="plan_linear",
     rules=Ref("ttmodels.rules:_c_linear"), output=Ref("ttmodels.rules:_out_linear"),
     layer=Ref("ttmodels.layers.linear:Linear"),
-    sim_ops=("linear",), params=params, prepare=prepare, prepared_shapes=prepared_shapes,
+    sim_ops=("linear",), tile_input=True, params=params, prepare=prepare, prepared_shapes=prepared_shapes,
     follows_input="linear runs interleaved (no sharded program config is planned)",
     doc="fully connected on [N, 1, 1, C]",
     attrs_doc="in_features, out_features, bias (bool), activation",

@@ -18,12 +18,12 @@ import torch.nn.functional as F
 from ...errors import Error
 from ...layout import MemSpec
 from . import types as T
+from .tensor import _MEM_NAMES  # noqa: E402  (enum -> name: layout.TTNN_MEMORY_LAYOUTS)
 from .tensor import (SimTensor, _check, _on_device, _violation, current_layer, dtype_name, memo_key,
                      memoized, memory_config_of, memspec, quantize, quantize_, validate_memory)
 
 _log = logging.getLogger(__name__)
 builtins_slice = builtins.slice   # ``slice`` below is ttnn.slice
-_BFP = (T.DataType.BFLOAT8_B, T.DataType.BFLOAT4_B)
 DEVICE_GRID = (8, 8)
 
 # Number of conv weight preparations performed (tests use it to check that prepared weights are
@@ -425,11 +425,7 @@ def conv2d(*, input_tensor, weight_tensor, device, in_channels, out_channels, ba
     out_layout = cfg.output_layout
     is_mm = _is_mm_conv((kh, kw), (sh, sw), (pt, pb, pl, pr), (dh, dw), groups)
     sliced = _dram_slice(slice_config)
-    shard_layout = {T.TensorMemoryLayout.HEIGHT_SHARDED: "height_sharded",
-                    T.TensorMemoryLayout.WIDTH_SHARDED: "width_sharded",
-                    T.TensorMemoryLayout.BLOCK_SHARDED: "block_sharded",
-                    T.TensorMemoryLayout.INTERLEAVED: "interleaved"}.get(cfg.shard_layout) \
-        if cfg.shard_layout is not None else None
+    shard_layout = _MEM_NAMES.get(cfg.shard_layout) if cfg.shard_layout is not None else None
     rows_out = n * oh * ow
     attrs = {"shard_layout": shard_layout, "output_layout": _layout_name(out_layout),
              "dtype": dtype_name(out_dtype), "is_mm_conv": is_mm, "in_channels": in_channels,
@@ -504,9 +500,7 @@ def conv2d(*, input_tensor, weight_tensor, device, in_channels, out_channels, ba
 # ---------------------------------------------------------------------------------------------
 
 def _shard_scheme_name(s):
-    return None if s is None else {T.TensorMemoryLayout.HEIGHT_SHARDED: "height_sharded",
-                                    T.TensorMemoryLayout.WIDTH_SHARDED: "width_sharded",
-                                    T.TensorMemoryLayout.BLOCK_SHARDED: "block_sharded"}[s]
+    return None if s is None else _MEM_NAMES[s]
 
 
 def _pool_input(x: SimTensor, op, n, h, w, c) -> torch.Tensor:

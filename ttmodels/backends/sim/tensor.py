@@ -13,7 +13,7 @@ import math
 import torch
 
 from ...errors import Error, LayoutError
-from ...layout import MemSpec, TensorLayout
+from ...layout import TTNN_MEMORY_LAYOUTS, MemSpec, TensorLayout
 from . import types as T
 from .device import SimDevice
 
@@ -23,10 +23,8 @@ _DTYPE_NAMES = {T.DataType.BFLOAT16: "bfloat16", T.DataType.BFLOAT8_B: "bfloat8_
                 T.DataType.BFLOAT4_B: "bfloat4_b", T.DataType.FLOAT32: "float32"}
 _INT_DTYPES = {T.DataType.UINT32: torch.int64, T.DataType.INT32: torch.int32,
                T.DataType.UINT16: torch.int32, T.DataType.UINT8: torch.int32}
-_MEM_NAMES = {T.TensorMemoryLayout.INTERLEAVED: "interleaved",
-              T.TensorMemoryLayout.HEIGHT_SHARDED: "height_sharded",
-              T.TensorMemoryLayout.WIDTH_SHARDED: "width_sharded",
-              T.TensorMemoryLayout.BLOCK_SHARDED: "block_sharded"}
+_MEM_NAMES = {getattr(T.TensorMemoryLayout, enum): name    # layout.py holds the one map
+              for name, enum in TTNN_MEMORY_LAYOUTS.items()}
 _MEM_KINDS = {v: k for k, v in _MEM_NAMES.items()}
 _BUF_NAMES = {T.BufferType.DRAM: "dram", T.BufferType.L1: "l1", T.BufferType.L1_SMALL: "l1"}
 
