@@ -316,11 +316,11 @@ def estimate_kind(layer) -> str:
     """The kind of a PlannedLayer's estimate: what ``KNOWN_ESTIMATE_GAPS`` is keyed by."""
     op, c = layer.node.op, layer.config
     if op == "conv2d":
-        if c.get("slice"):
+        if c.slice:
             return "conv2d_sliced"
-        if c.get("lowering") == "linear":
+        if c.lowering == "linear":
             return "conv2d_linear"
-        return "conv2d_matmul" if c.get("is_mm_conv") else "conv2d"
+        return "conv2d_matmul" if c.is_mm_conv else "conv2d"
     if op in ("add", "multiply"):
         return "binary"
     return op

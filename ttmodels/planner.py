@@ -37,6 +37,15 @@ from .graph import TILE, Graph, Node, TensorShape, round_up
 from .layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                      TensorLayout)
 from . import ops
+from .ops.batch_norm import BatchNormPlan
+from .ops.binary import BinaryPlan
+from .ops.concat import ConcatPlan
+from .ops.conv2d import Conv2dPlan
+from .ops.linear import LinearPlan
+from .ops.pad import PadPlan
+from .ops.pool import PoolPlan
+from .ops.upsample import GridSamplePlan, UpsamplePlan
+from .plan_config import PlanConfig, SliceConfig
 from .plans import Adapter, Plan, PlannedLayer, ReorderNote
 
 
@@ -187,7 +196,7 @@ class _Planner:
         pre = self.others(i, node)
         layer, err, _ = self.try_plan(node, fn, pre)
         fits = layer is not None and self.live_total(i, node, layer) <= self.budget
-        if fits and not layer.config.get("slice"):
+        if fits and not layer.config.slice:
             return self.finish(i, node, layer)
         # an earlier place in the order, where fewer tensors are alive (0 bytes moved): e.g. a
         # bottleneck's downsample right after the block input, before the branch (plan_graph
@@ -208,7 +217,7 @@ class _Planner:
             for t in chosen:
                 self.layouts[t] = self.spilled_layout(saved[t])
             cand, _, _ = self.try_plan(node, fn, self.others(i, node))
-            ok = cand is not None and not cand.config.get("slice") and \
+            ok = cand is not None and not cand.config.slice and \
                 self.live_total(i, node, cand) <= self.budget
             if ok:
                 best = (chosen, saved, cand)
@@ -229,11 +238,11 @@ class _Planner:
             raise err
         total = self.live_total(i, node, layer)
         others = self.others(i, node, layer.inputs)
-        why = layer.config.get("inplace_blocked")
+        why = layer.config.inplace_blocked
         live = ", ".join(f"{k} {v:,}" for k, v in sorted(others.items(), key=lambda kv: -kv[1]))
         raise LayoutError(
             f"needs {total:,} B of L1 per core, over the {self.budget:,} B bank of {self.arch}: "
-            f"the op {layer.l1_bytes_per_core:,} B ({layer.config.get('l1_parts')}) + live "
+            f"the op {layer.l1_bytes_per_core:,} B ({dict(layer.config.l1_parts)}) + live "
             f"tensors {sum(others.values()):,} B ({live or 'none'}); no spill or smaller "
             "blocking fits" + (f"; cannot write in place into operand a: {why}" if why else "")
             + "; use a smaller batch or input size (--batch / --input-size)",
@@ -299,7 +308,7 @@ class _Planner:
             return
         asked = " ".join([p.kind] + ([p.buffer] if p.buffer else []) +
                          ([f"{p.grid[0]}x{p.grid[1]}"] if p.grid else []))
-        if layer.config.get("slice"):
+        if layer.config.slice:
             why = "no L1 layout fits, so it runs DRAM-sliced"
         elif node.op == "conv2d":
             why = ("conv2d derives its output cores from its input's and its output channels "
@@ -319,7 +328,7 @@ class _Planner:
 
     @staticmethod
     def check_attrs(layer: PlannedLayer) -> dict:
-        c = dict(layer.config)
+        c = layer.config.as_attrs()
         c.setdefault("dtype", layer.output.dtype)
         return c
 
@@ -537,14 +546,14 @@ class _Planner:
         out = c["out"]
         if requested is not None:
             out = replace(out, memory=requested)
-        config = {
-            "shard_layout": c["kind"], "act_block_h_override": c["act_block_h"],
-            "reshard_if_not_optimal": False, "override_sharding_config": False,
-            "output_layout": out.layout, "dtype": out.dtype, "is_mm_conv": c["is_mm"],
-            "num_cores": c["pc"].num_cores, "core_grid": c["pc"].grid,
-            "input_memory": c["conv_in"].memory, "memory_config": requested,
-            "weights_dtype": node.precision.weights, "l1_parts": c["est"].parts,
-        }
+        config = Conv2dPlan(
+            shard_layout=c["kind"], act_block_h_override=c["act_block_h"],
+            reshard_if_not_optimal=False, override_sharding_config=False,
+            output_layout=out.layout, dtype=out.dtype, is_mm_conv=c["is_mm"],
+            num_cores=c["pc"].num_cores, core_grid=c["pc"].grid,
+            input_memory=c["conv_in"].memory, memory_config=requested,
+            weights_dtype=node.precision.weights, l1_parts=c["est"].parts,
+        )
         return PlannedLayer(node, [cin], out, c["est"].total, config)
 
     def slice_dims(self, node: Node, slice_type: str, num_slices: int):
@@ -661,18 +670,18 @@ class _Planner:
                 cin = self.adapt(node, 0, x, "to_memory_config", replace(x, memory=dram),
                                  "DRAM-sliced conv2d reads its input from DRAM interleaved")
         out = TensorLayout(dram, TILE_LAYOUT, node.precision.activations)
-        config = {
-            "shard_layout": c["kind"], "act_block_h_override": c["act_block_h"],
-            "reshard_if_not_optimal": False, "override_sharding_config": False,
-            "output_layout": out.layout, "dtype": out.dtype, "is_mm_conv": False,
-            "num_cores": c["pc"].num_cores, "core_grid": c["pc"].grid,
-            "input_memory": dram, "memory_config": None,
-            "weights_dtype": node.precision.weights,
-            "slice": {"type": st, "num_slices": k},
-            "output_hw": (node.shape.h, node.shape.w),
-            "slice_input_memory": c["conv_in"].memory, "slice_output_memory": c["out"].memory,
-            "l1_parts": c["est"].parts,
-        }
+        config = Conv2dPlan(
+            shard_layout=c["kind"], act_block_h_override=c["act_block_h"],
+            reshard_if_not_optimal=False, override_sharding_config=False,
+            output_layout=out.layout, dtype=out.dtype, is_mm_conv=False,
+            num_cores=c["pc"].num_cores, core_grid=c["pc"].grid,
+            input_memory=dram, memory_config=None,
+            weights_dtype=node.precision.weights,
+            slice=SliceConfig(st, k),
+            output_hw=(node.shape.h, node.shape.w),
+            slice_input_memory=c["conv_in"].memory, slice_output_memory=c["out"].memory,
+            l1_parts=c["est"].parts,
+        )
         return PlannedLayer(node, [cin], out, c["est"].total, config)
 
     def plan_conv_as_linear(self, node: Node) -> PlannedLayer:
@@ -694,17 +703,17 @@ class _Planner:
                 ad = "reshard" if cin.memory.sharded else "interleaved_to_sharded"
                 cin = self.adapt(node, 0, cin, ad, replace(cin, memory=cfg.in0_memory), why)
         out = TensorLayout(cfg.out_memory, TILE_LAYOUT, node.precision.activations)
-        config = {
-            "lowering": "linear", "matmul": cfg.to_dict(),
+        config = Conv2dPlan(
+            lowering="linear", matmul=cfg.to_dict(),
             # what conv2d itself would be configured with for the same sharding (the layer may
             # still run ttnn.conv2d, whose mm_conv branch then sees the same shards)
-            "shard_layout": kind, "act_block_h_override": 0, "reshard_if_not_optimal": False,
-            "override_sharding_config": False, "output_layout": TILE_LAYOUT, "dtype": out.dtype,
-            "is_mm_conv": True, "num_cores": cfg.num_cores,
-            "core_grid": cfg.compute_with_storage_grid_size, "input_memory": cfg.in0_memory,
-            "memory_config": None, "weights_dtype": node.precision.weights,
-            "l1_parts": {"matmul": cfg.l1_bytes_per_core},
-        }
+            shard_layout=kind, act_block_h_override=0, reshard_if_not_optimal=False,
+            override_sharding_config=False, output_layout=TILE_LAYOUT, dtype=out.dtype,
+            is_mm_conv=True, num_cores=cfg.num_cores,
+            core_grid=cfg.compute_with_storage_grid_size, input_memory=cfg.in0_memory,
+            memory_config=None, weights_dtype=node.precision.weights,
+            l1_parts={"matmul": cfg.l1_bytes_per_core},
+        )
         return PlannedLayer(node, [cin], out, cfg.l1_bytes_per_core, config)
 
     @staticmethod
@@ -773,11 +782,11 @@ class _Planner:
                           out_layout=out, in_rows=in_rows, in_w=in_shape.w,
                           c=c, out_rows=node.shape.rows, kernel=kernel, num_cores=pc.num_cores,
                           global_pool=node.op == "global_avg_pool")
-        config = {"applied_shard_scheme": attrs["applied_shard_scheme"],
-                  "shard_scheme": scheme, "output_layout": out_layout, "dtype": dtype,
-                  "kernel": kernel, "num_cores": pc.num_cores, "core_grid": pc.grid,
-                  "input_memory": pool_in.memory, "out_shape": attrs["out_shape"],
-                  "l1_parts": est.parts}
+        config = PoolPlan(applied_shard_scheme=attrs["applied_shard_scheme"],
+                          shard_scheme=scheme, output_layout=out_layout, dtype=dtype,
+                          kernel=kernel, num_cores=pc.num_cores, core_grid=pc.grid,
+                          input_memory=pool_in.memory, out_shape=attrs["out_shape"],
+                          l1_parts=est.parts)
         if self.with_adapters and est.total > self.op_budget and \
                 node.op not in ("global_avg_pool", "adaptive_avg_pool2d"):
             sliced = self.plan_pool_sliced(node, x, est, config)
@@ -815,9 +824,9 @@ class _Planner:
             why = "a DRAM-sliced pool reads its input from DRAM interleaved"
             cin = self.to_interleaved(node, 0, x, why, buffer="dram") if x.memory.sharded else \
                 self.adapt(node, 0, x, "to_memory_config", replace(x, memory=dram), why)
-        out = TensorLayout(dram, config["output_layout"], config["dtype"])
-        config = dict(config, applied_shard_scheme=None, input_memory=dram, l1_parts=parts,
-                      slice={"type": "height", "num_slices": k})
+        out = TensorLayout(dram, config.output_layout, config.dtype)
+        config = replace(config, applied_shard_scheme=None, input_memory=dram, l1_parts=parts,
+                         slice=SliceConfig("height", k))
         return PlannedLayer(node, [cin], out, total, config)
 
     # ---- eltwise ---------------------------------------------------------------------------
@@ -915,16 +924,16 @@ class _Planner:
                                  out_layout=out, out_rows=node.shape.rows, c=node.shape.c,
                                  output_aliases_input=0)
         native = R.is_native_binary_sharding(a, b, out.memory, shapes[ia], shapes[ib])
-        config = {"swap_operands": swap, "dtype": dtype, "memory_config": req,
-                  "native_l1_sharding": native,
-                  "broadcast": "per_image" if per_image else (
-                      "row_b" if shapes[ib] != shapes[ia] else None),
-                  "activation": node.attrs.get("activation"), "l1_parts": est.parts}
+        config = BinaryPlan(swap_operands=swap, dtype=dtype, memory_config=req,
+                            native_l1_sharding=native,
+                            broadcast="per_image" if per_image else (
+                                "row_b" if shapes[ib] != shapes[ia] else None),
+                            activation=node.attrs.get("activation"), l1_parts=est.parts)
         if inplace:
-            config["inplace"] = True
-            config["out_shape"] = _flat(node.shape)
+            config = replace(config, inplace=True, out_shape=_flat(node.shape))
         elif est.total > self.op_budget and self.with_adapters:
-            config["inplace_blocked"] = blocker    # the plan fails: say why output_tensor=a won't do
+            # the plan fails: say why output_tensor=a won't do
+            config = replace(config, inplace_blocked=blocker)
         return PlannedLayer(node, received, out, est.total, config)
 
     def inplace_blocker(self, node: Node, ia: int, a: TensorLayout, shape_a, dtype: str,
@@ -964,7 +973,7 @@ class _Planner:
         out = R.output_layout(node.op, [x], {}, None, [self.flat[node.inputs[0]]])
         rows, c = self.rc(node.inputs[0])
         est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=rows, c=c)
-        return PlannedLayer(node, [x], out, est.total, {"l1_parts": est.parts})
+        return PlannedLayer(node, [x], out, est.total, PlanConfig(l1_parts=est.parts))
 
     def plan_batch_norm(self, node: Node) -> PlannedLayer:
         """x * scale + shift with [1, 1, 1, C] TILE constants in L1 (rules batch_norm.as_binary):
@@ -981,9 +990,10 @@ class _Planner:
         est = l1m.eltwise_l1(inputs=[(x, rows, c), (const, 1, c)], out_layout=out, out_rows=rows,
                              c=c)
         return PlannedLayer(node, [x], out, est.total,
-                            {"dtype": dtype, "constant_memory": const.memory,
-                             "constant_dtype": const.dtype,
-                             "activation": node.attrs.get("activation"), "l1_parts": est.parts})
+                            BatchNormPlan(dtype=dtype, constant_memory=const.memory,
+                                          constant_dtype=const.dtype,
+                                          activation=node.attrs.get("activation"),
+                                          l1_parts=est.parts))
 
     def plan_slice(self, node: Node) -> PlannedLayer:
         x = self.layouts[node.inputs[0]]
@@ -993,7 +1003,7 @@ class _Planner:
         rows, c = self.rc(node.inputs[0])
         est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=rows,
                              c=node.shape.c)
-        return PlannedLayer(node, [x], out, est.total, {"l1_parts": est.parts})
+        return PlannedLayer(node, [x], out, est.total, PlanConfig(l1_parts=est.parts))
 
     # ---- linear ----------------------------------------------------------------------------
     def plan_linear(self, node: Node) -> PlannedLayer:
@@ -1011,8 +1021,9 @@ class _Planner:
                             weights_dtype=node.precision.weights,
                             bias=bool(node.attrs.get("bias", True)))
         return PlannedLayer(node, [x], out, est.total,
-                            {"dtype": dtype, "memory_config": out.memory, "program_config": None,
-                             "activation": node.attrs.get("activation"), "l1_parts": est.parts})
+                            LinearPlan(dtype=dtype, memory_config=out.memory, program_config=None,
+                                       activation=node.attrs.get("activation"),
+                                       l1_parts=est.parts))
 
     # ---- upsample / concat / pad -----------------------------------------------------------
     def plan_upsample(self, node: Node) -> PlannedLayer:
@@ -1040,7 +1051,7 @@ class _Planner:
         out = R.output_layout("upsample", [x], attrs, None, [self.flat[node.inputs[0]]])
         rows, c = self.rc(node.inputs[0])
         est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=node.shape.rows, c=c)
-        return PlannedLayer(node, [x], out, est.total, {**attrs, "l1_parts": est.parts})
+        return PlannedLayer(node, [x], out, est.total, UpsamplePlan(**attrs, l1_parts=est.parts))
 
     def to_row_major_height(self, node: Node, idx: int, x: TensorLayout, want: MemSpec,
                             dtype: str, reason: str) -> TensorLayout:
@@ -1094,7 +1105,7 @@ class _Planner:
                  "memory_config": out_mem}
         out = R.output_layout("grid_sample", [x], attrs, out_mem, [self.flat[src]])
         est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=node.shape.rows, c=c)
-        return PlannedLayer(node, [x], out, est.total, {**attrs, "l1_parts": est.parts})
+        return PlannedLayer(node, [x], out, est.total, GridSamplePlan(**attrs, l1_parts=est.parts))
 
     def plan_concat(self, node: Node) -> PlannedLayer:
         ins = self.inputs_of(node)
@@ -1126,7 +1137,7 @@ class _Planner:
         out = R.output_layout("concat", ins, {"out_shape": _flat(node.shape)}, None, shapes)
         est = l1m.eltwise_l1(inputs=[(t, *self.rc(s)) for t, s in zip(ins, node.inputs)],
                              out_layout=out, out_rows=node.shape.rows, c=node.shape.c)
-        return PlannedLayer(node, ins, out, est.total, {"dim": -1, "l1_parts": est.parts})
+        return PlannedLayer(node, ins, out, est.total, ConcatPlan(dim=-1, l1_parts=est.parts))
 
     def plan_pad(self, node: Node) -> PlannedLayer:
         x = self.layouts[node.inputs[0]]
@@ -1143,9 +1154,9 @@ class _Planner:
         rows, c = self.rc(node.inputs[0])
         est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=node.shape.rows, c=c)
         return PlannedLayer(node, [x], out, est.total,
-                            {"padding": node.attrs.get("padding"), "value": node.attrs.get("value", 0.0),
-                             "memory_config": requested, "out_shape": attrs["out_shape"],
-                             "l1_parts": est.parts})
+                            PadPlan(padding=node.attrs.get("padding"),
+                                    value=node.attrs.get("value", 0.0), memory_config=requested,
+                                    out_shape=attrs["out_shape"], l1_parts=est.parts))
 
 
 def rule_op(node: Node) -> str:
@@ -1224,7 +1235,7 @@ def check_plan(plan: Plan) -> list[tuple[str, R.Violation]]:
                          "layout": sp.to.layout}, sp.to.memory, shapes=[flat[sp.tensor]]):
             out.append((f"spill {sp.tensor} after {sp.after}", v))
     for layer in plan.layers:
-        attrs = dict(layer.config)
+        attrs = layer.config.as_attrs()
         attrs.setdefault("dtype", layer.output.dtype)
         for v in R.check(rule_op(layer.node), layer.inputs, attrs, None,
                          shapes=[flat[s] for s in layer.node.inputs]):

@@ -18,6 +18,8 @@ entry. The entry holds every fact the rest of the library needs about the op:
   check (``rules.check``), ``output``: the layout ttnn gives its output (``rules.output_layout``),
   ``output_shape``: how rules derive its output [rows, C]; ``rule_op``: the ttnn op whose rules a
   node obeys; ``follows_input``: why its output layout cannot be chosen (planner messages);
+* ``config``: its typed, frozen plan config (``plan_config.PlanConfig``: what the planner
+  decided, what the layer reads);
 * ``layer``: the layer class; ``sim_ops``: the ttnn functions the layer calls (the sim backend
   provides each under the same name).
 
@@ -33,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..graph import Node, TensorShape
+from ..plan_config import PlanConfig
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -110,6 +113,7 @@ class OpDef:
     #                                           lack it: "same", "broadcast", "concat" or None
     follows_input: str | None = None          # why its output layout is its input's
     tile_input: bool = False                  # wants TILE inputs (a pool before it outputs TILE)
+    config: type[PlanConfig] = PlanConfig     # its typed, frozen plan config (the planner's output)
     doc: str = ""
     attrs_doc: str = ""                       # its canonical Node.attrs after parse
 

@@ -2,7 +2,11 @@
 ``bn:``, folded), run as ``x * scale + shift`` with an activation fused."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..graph import Node
+from ..layout import MemSpec
+from ..plan_config import PlanConfig
 from .base import Field, OpDef, Parsed, Ref, activation, register
 from .conv2d import BN_PARAMS, batch_norm, need_prefix
 
@@ -31,6 +35,16 @@ def prepared_shapes(node: Node, expected: dict) -> dict:
     return {"scale": (node.shape.c,), "shift": (node.shape.c,)}
 
 
+@dataclass(frozen=True)
+class BatchNormPlan(PlanConfig):
+    """A planned standalone batch_norm: output dtype, the memory and dtype of its per-channel
+    scale / shift constants, the activation fused into the add."""
+    dtype: str | None = None
+    constant_memory: MemSpec | None = None
+    constant_dtype: str = "bfloat16"
+    activation: str | None = None
+
+
 register(OpDef(
     "batch_norm", "batch_norm", fields=(Field("weights", "name"), Field("act", "act")), arity=1,
     parse=parse, reference=reference, plan="plan_batch_norm",
@@ -38,7 +52,7 @@ register(OpDef(
     output=Ref("ttmodels.rules:_out_binary"), output_shape="broadcast", tile_input=True,
     layer=Ref("ttmodels.layers.norm:BatchNorm"),
     sim_ops=("multiply", "add"), params=params, prepare=prepare,
-    prepared_shapes=prepared_shapes, batch_norms=lambda n: (n.weights,) if n.weights else (),
+    prepared_shapes=prepared_shapes, config=BatchNormPlan, batch_norms=lambda n: (n.weights,) if n.weights else (),
     doc="standalone eval BatchNorm2d",
     attrs_doc="activation; parameters at Node.weights",
 ))

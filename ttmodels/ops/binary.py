@@ -3,7 +3,11 @@ operand (binary_ng): equal shapes, a constant, or a per-image vector ``[N, 1, 1,
 ``[N, H, W, C]`` tensor (the squeeze-and-excitation gate); an activation fused."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..graph import Node
+from ..layout import MemSpec
+from ..plan_config import PlanConfig, optional
 from .base import Field, OpDef, Parsed, Ref, activation, register
 
 
@@ -54,13 +58,30 @@ def reference(model, node: Node, env):
     return activation(_MATH[node.op](x0, x1), node.attrs.get("activation"), node)
 
 
+@dataclass(frozen=True)
+class BinaryPlan(PlanConfig):
+    """A planned binary_ng op: operands swapped (a constant goes second), output dtype and memory
+    config, whether the sharding is binary_ng's native one, the broadcast ("row_b": b over a's
+    rows; "per_image": both 4-D), the fused activation; in place (``output_tensor=a``) or why
+    not."""
+    swap_operands: bool = False
+    dtype: str | None = None
+    memory_config: MemSpec | None = None
+    native_l1_sharding: bool = False
+    broadcast: str | None = None
+    activation: str | None = None
+    inplace: bool = optional(False)
+    out_shape: tuple[int, int, int, int] | None = optional()
+    inplace_blocked: str | None = optional()
+
+
 _LAYERS = {"add": "Add", "multiply": "Multiply", "subtract": "Subtract"}
 
 register(*(OpDef(
     op, "binary", fields=(Field("act", "act"),), arity=2, parse=parse, reference=reference,
     plan="plan_binary", rules=Ref("ttmodels.rules:_c_binary"),
     output=Ref("ttmodels.rules:_out_binary"), output_shape="broadcast", tile_input=True,
-    layer=Ref(f"ttmodels.layers.eltwise:{cls}"), sim_ops=(op, "reshape"),
+    layer=Ref(f"ttmodels.layers.eltwise:{cls}"), sim_ops=(op, "reshape"), config=BinaryPlan,
     doc=f"tensor {op} tensor / constant / per-image vector, activation fused",
     attrs_doc="activation (None | act); 2 inputs, either may be a constant",
 ) for op, cls in _LAYERS.items()))

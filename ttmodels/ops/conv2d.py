@@ -2,7 +2,12 @@
 fused activation; 1x1 convs may run as ``ttnn.linear`` (``lowering:``, docs/lowering.md)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from ..graph import Node, TensorShape
+from ..layout import MemSpec
+from ..plan_config import PlanConfig, SliceConfig, optional
 from .base import Field, OpDef, Parsed, Ref, activation, pads, register, window_out
 
 BN_EPS = 1e-5
@@ -117,6 +122,44 @@ def prepared_shapes(node: Node, expected: dict) -> dict:
     return d
 
 
+@dataclass(frozen=True)
+class Conv2dPlan(PlanConfig):
+    """A planned conv2d: the ``Conv2dConfig`` decisions (shard layout, act_block_h, no reshard),
+    its output format, the parallel config (cores, grid) and the input shards it reads; a
+    DRAM-sliced conv's slices; a conv lowered to ``ttnn.linear`` its matmul program config."""
+    # lowering: linear (matmul_solver.MatmulConfig.to_dict())
+    lowering: str | None = optional()
+    matmul: dict[str, Any] | None = optional()
+    shard_layout: str | None = None
+    act_block_h_override: int = 0
+    reshard_if_not_optimal: bool = False
+    override_sharding_config: bool = False
+    output_layout: str | None = None
+    dtype: str | None = None
+    is_mm_conv: bool = False
+    num_cores: int | None = None
+    core_grid: tuple[int, int] | None = None
+    input_memory: MemSpec | None = None
+    memory_config: MemSpec | None = None
+    weights_dtype: str | None = None
+    # DRAM slicing (conv2d_DRAM)
+    slice: SliceConfig | None = optional()
+    output_hw: tuple[int, int] | None = optional()
+    slice_input_memory: MemSpec | None = optional()
+    slice_output_memory: MemSpec | None = optional()
+    # further Conv2dConfig options, passed when set
+    enable_act_double_buffer: bool | None = optional()
+    enable_weights_double_buffer: bool | None = optional()
+    full_inner_dim: bool | None = optional()
+    act_block_w_div: int | None = optional()
+    reallocate_halo_output: bool | None = optional()
+    transpose_shards: bool | None = optional()
+
+    CONV2D_CONFIG_OPTIONS = ("enable_act_double_buffer", "enable_weights_double_buffer",
+                             "full_inner_dim", "act_block_w_div", "reallocate_halo_output",
+                             "transpose_shards")
+
+
 register(OpDef(
     "conv2d", "conv",
     fields=(Field("out", "int"), Field("kernel", "pair"), Field("stride", "pair"),
@@ -128,7 +171,7 @@ register(OpDef(
     layer=Ref("ttmodels.layers.conv2d:Conv2d"),
     sim_ops=("conv2d", "prepare_conv_weights", "prepare_conv_bias", "linear"),
     params=params, prepare=prepare, prepared_shapes=prepared_shapes,
-    batch_norms=lambda n: (n.bn,) if n.bn else (),
+    batch_norms=lambda n: (n.bn,) if n.bn else (), config=Conv2dPlan,
     doc="convolution (dense, grouped, depthwise), BN folded, activation fused",
     attrs_doc="in_channels, out_channels, kernel (kh, kw), stride (sh, sw), padding (top, bottom, "
               "left, right), dilation (dh, dw), groups, bias (bool), activation (None | canonical "

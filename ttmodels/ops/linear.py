@@ -2,7 +2,12 @@
 torch's ``[out, in]`` weight, an activation fused."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from ..graph import Node, TensorShape
+from ..layout import MemSpec
+from ..plan_config import PlanConfig
 from .base import Field, OpDef, Parsed, Ref, activation, register
 from .conv2d import need_prefix
 
@@ -55,6 +60,16 @@ def prepared_shapes(node: Node, expected: dict) -> dict:
     return d
 
 
+@dataclass(frozen=True)
+class LinearPlan(PlanConfig):
+    """A planned linear (the head): output dtype and memory, program config (None: ttnn's auto),
+    the fused activation."""
+    dtype: str | None = None
+    memory_config: MemSpec | None = None
+    program_config: Any = None
+    activation: str | None = None
+
+
 register(OpDef(
     "linear", "linear",
     fields=(Field("out", "int"), Field("bias", "bool"), Field("act", "act"),
@@ -62,7 +77,7 @@ register(OpDef(
     arity=1, parse=parse, reference=reference, plan="plan_linear",
     rules=Ref("ttmodels.rules:_c_linear"), output=Ref("ttmodels.rules:_out_linear"),
     layer=Ref("ttmodels.layers.linear:Linear"),
-    sim_ops=("linear",), tile_input=True, params=params, prepare=prepare, prepared_shapes=prepared_shapes,
+    sim_ops=("linear",), tile_input=True, config=LinearPlan, params=params, prepare=prepare, prepared_shapes=prepared_shapes,
     follows_input="linear runs interleaved (no sharded program config is planned)",
     doc="fully connected on [N, 1, 1, C]",
     attrs_doc="in_features, out_features, bias (bool), activation",

@@ -1,7 +1,11 @@
 """pad: constant padding of H and W (``padding`` as for convs, ``value``)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..graph import Node, TensorShape
+from ..layout import MemSpec
+from ..plan_config import PlanConfig
 from .base import Field, OpDef, Parsed, Ref, pads, register
 
 
@@ -22,11 +26,21 @@ def reference(model, node: Node, env):
                  value=float(node.attrs.get("value", 0.0)))
 
 
+@dataclass(frozen=True)
+class PadPlan(PlanConfig):
+    """A planned pad: the padding and value, the output memory config (a height-sharded input's
+    refitted to the padded rows), the output's flat shape."""
+    padding: tuple[int, int, int, int] | None = None
+    value: float = 0.0
+    memory_config: MemSpec | None = None
+    out_shape: tuple[int, int, int, int] | None = None
+
+
 register(OpDef(
     "pad", "pad", fields=(Field("padding", "pad4"), Field("value", "number")), arity=1,
     parse=parse, reference=reference, plan="plan_pad", rules=Ref("ttmodels.rules:_c_pad"),
     output=Ref("ttmodels.rules:_out_same_memory"),
-    layer=Ref("ttmodels.layers.pad:Pad"), sim_ops=("pad", "to_layout", "reshape"),
+    layer=Ref("ttmodels.layers.pad:Pad"), sim_ops=("pad", "to_layout", "reshape"), config=PadPlan,
     follows_input="pad's output keeps its input's memory config",
     doc="constant padding of H and W",
     attrs_doc="padding (t, b, l, r), value (float)",

@@ -2,7 +2,11 @@
 reduction) and adaptive_avg_pool2d (ttnn.adaptive_avg_pool2d)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..graph import Node, TensorShape
+from ..layout import MemSpec
+from ..plan_config import PlanConfig, SliceConfig, optional
 from .base import Field, OpDef, Parsed, Ref, pads, register, window_out
 
 
@@ -97,6 +101,24 @@ def reference_adaptive(model, node: Node, env):
     return F.adaptive_avg_pool2d(model.operand(node.inputs[0], env), tuple(node.attrs["size"]))
 
 
+@dataclass(frozen=True)
+class PoolPlan(PlanConfig):
+    """A planned pool: the shard scheme pool2d is given for an interleaved input
+    (``applied_shard_scheme``, None when the input is sharded), its output format, the kernel it
+    runs (global / adaptive pools: the window covering the map), the parallel config and the input
+    shards it reads; a DRAM-sliced pool's slices."""
+    applied_shard_scheme: str | None = None
+    shard_scheme: str | None = None
+    output_layout: str | None = None
+    dtype: str | None = None
+    kernel: tuple[int, int] | None = None
+    num_cores: int | None = None
+    core_grid: tuple[int, int] | None = None
+    input_memory: MemSpec | None = None
+    out_shape: tuple[int, int, int, int] | None = None
+    slice: SliceConfig | None = optional()
+
+
 _WHY = "pool2d's output keeps the shard grid it reads its input on"
 
 
@@ -104,7 +126,8 @@ def _def(name, fields, parse, reference, layer, sim_ops, **kw) -> OpDef:
     return OpDef(name, "pool", fields=fields, arity=1, parse=parse, reference=reference,
                  plan="plan_pool", rules=Ref("ttmodels.rules:_c_pool"),
                  output=Ref("ttmodels.rules:_out_pool"),
-                 layer=Ref(f"ttmodels.layers.pool:{layer}"), sim_ops=sim_ops, **kw)
+                 layer=Ref(f"ttmodels.layers.pool:{layer}"), sim_ops=sim_ops, config=PoolPlan,
+                 **kw)
 
 
 _WINDOW = (Field("kernel", "pair"), Field("stride", "pair"), Field("padding", "pad4"))

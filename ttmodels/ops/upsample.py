@@ -2,7 +2,11 @@
 tensor); bilinear with ``align_corners: true`` runs as ``ttnn.grid_sample`` (docs/spec.md)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..graph import Node, TensorShape
+from ..layout import MemSpec, TensorLayout
+from ..plan_config import PlanConfig, optional
 from .base import Field, OpDef, Parsed, Ref, register
 
 
@@ -46,6 +50,40 @@ def rule_op(node: Node) -> str:
     return "grid_sample" if node.attrs.get("align_corners") else "upsample"
 
 
+@dataclass(frozen=True)
+class UpsamplePlan(PlanConfig):
+    """A planned ttnn.upsample: mode, the output's flat shape, the input's W (the rules' tile
+    check of the [N, H, W, C] view). An align_corners upsample plans a ``GridSamplePlan``."""
+    mode: str | None = None
+    out_shape: tuple[int, int, int, int] | None = None
+    lowering: str = "upsample"
+    in_w: int | None = optional()
+
+    @classmethod
+    def from_attrs(cls, d, *, layer=None):
+        if d.get("lowering") == "grid_sample":
+            return GridSamplePlan.from_attrs(d, layer=layer)
+        return super().from_attrs(d, layer=layer)
+
+
+@dataclass(frozen=True)
+class GridSamplePlan(PlanConfig):
+    """A bilinear align_corners upsample planned as ttnn.grid_sample: the precomputed grid's
+    layout, memory and shape (prepared at build), the output memory config."""
+    mode: str = "bilinear"
+    align_corners: bool = True
+    use_precomputed_grid: bool = True
+    padding_mode: str = "zeros"
+    lowering: str = "grid_sample"
+    grid: TensorLayout | None = None
+    grid_memory: MemSpec | None = None
+    grid_shape: tuple[int, int, int, int] | None = None
+    batch: int | None = None
+    grid_batch: int | None = None
+    out_shape: tuple[int, int, int, int] | None = None
+    memory_config: MemSpec | None = None
+
+
 register(OpDef(
     "upsample", "upsample",
     fields=(Field("scale", "pair"), Field("size_of", "tensor"), Field("mode", "choice"),
@@ -54,7 +92,7 @@ register(OpDef(
     rules=Ref("ttmodels.rules:_c_upsample"), output=Ref("ttmodels.rules:_out_upsample"),
     layer=Ref("ttmodels.layers.upsample:Upsample"),
     sim_ops=("upsample", "grid_sample", "prepare_grid_sample_grid", "reshape"),
-    rule_op=rule_op, follows_input="upsample's output keeps its input's memory config",
+    rule_op=rule_op, config=UpsamplePlan, follows_input="upsample's output keeps its input's memory config",
     doc="nearest / bilinear upsample by an integer factor",
     attrs_doc="scale (sh, sw) ints, mode ('nearest' | 'bilinear'), align_corners (True; only "
               "present when set, bilinear only: lowered to ttnn.grid_sample)",
