@@ -33,8 +33,8 @@ def test_every_op_has_every_piece(op):
     assert d.arity in (1, 2, "2+")
     # attrs and shape inference, float32 reference, parameter schema
     assert callable(d.parse) and callable(d.reference) and callable(d.params)
-    if d.parametric:
-        assert d.prepare is not None and d.prepared_shapes is not None
+    if d.parametric:   # preparation for the layer, seeded random init, BN calibration
+        assert d.prepare and d.prepared_shapes and d.init_random and d.calibrate
     # planning hook and layout rules
     assert callable(getattr(_Planner, d.plan, None)), (op, d.plan)
     assert callable(d.rules.resolve()) and rules.check_function(op) is d.rules.resolve()

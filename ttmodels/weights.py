@@ -40,13 +40,12 @@ Nothing the user gave is modified: every returned tensor is a fresh float32 copy
 from __future__ import annotations
 
 import logging
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from . import activations, ops
+from . import ops
 from .errors import WeightsError
 from .graph import Graph
 from .reference import (BN_EPS, ReferenceModel, constant_tensor, expected_parameters,
@@ -544,35 +543,11 @@ def random_state_dict(graph: Graph, *, seed: int = 0, calibrate: bool = True,
     expected = expected_parameters(graph)
     sd: dict[str, torch.Tensor] = {}
     ends = _residual_branch_ends(graph)
+    init = RandomInit(g, expected, ends, _bn_shift)
     for node in graph.nodes:
-        if node.op == "conv2d":
-            p, a = node.weights, node.attrs
-            o, i_g, kh, kw = expected[f"{p}.weight"]
-            sd[f"{p}.weight"] = torch.randn(o, i_g, kh, kw, generator=g) * math.sqrt(2.0 / (i_g * kh * kw))
-            if a.get("bias"):
-                sd[f"{p}.bias"] = (torch.rand(o, generator=g) - 0.5) * 0.02
-            if node.bn:
-                # Trained ResNets end each residual branch with a small BN scale (zero-init
-                # residual, weight decay); random nets without that are chaotic: any rounding
-                # is amplified exponentially with depth, unlike real weights on real hardware.
-                lo, hi = (0.01, 0.1) if node.name in ends else (0.5, 1.0)
-                sd[f"{node.bn}.weight"] = lo + (hi - lo) * torch.rand(o, generator=g)
-                sd[f"{node.bn}.bias"] = 0.1 * torch.randn(o, generator=g) + _bn_shift(node)
-                sd[f"{node.bn}.running_mean"] = torch.zeros(o)
-                sd[f"{node.bn}.running_var"] = torch.ones(o)
-        elif node.op == "batch_norm":
-            o = node.shape.c
-            bn = node.weights
-            sd[f"{bn}.weight"] = 0.5 + 0.5 * torch.rand(o, generator=g)
-            sd[f"{bn}.bias"] = 0.1 * torch.randn(o, generator=g)
-            sd[f"{bn}.running_mean"] = torch.zeros(o)
-            sd[f"{bn}.running_var"] = torch.ones(o)
-        elif node.op == "linear":
-            p = node.weights
-            out_f, in_f = expected[f"{p}.weight"]
-            sd[f"{p}.weight"] = torch.randn(out_f, in_f, generator=g) / math.sqrt(in_f)
-            if node.attrs.get("bias"):
-                sd[f"{p}.bias"] = (torch.rand(out_f, generator=g) - 0.5) * 0.02
+        fn = ops.get(node.op).init_random        # the op's module: its parameters' distribution
+        if fn is not None:
+            sd.update(fn(node, init))
     for c in graph.constants.values():
         if c.weights and c.weights not in sd:
             shape = tuple(int(s) for s in c.shape)
@@ -583,6 +558,18 @@ def random_state_dict(graph: Graph, *, seed: int = 0, calibrate: bool = True,
     if calibrate and graph.nodes:
         _calibrate(graph, sd, seed=seed, batch=calibration_batch or calibration_batch_size(graph))
     return sd
+
+
+@dataclass(frozen=True)
+class RandomInit:
+    """What an op's ``init_random`` (``ttmodels/ops/<op>.py``) draws with: the seeded generator
+    (ops draw in graph order), the expected key shapes, the convs that end a residual branch
+    (``_residual_branch_ends``: a small BN scale) and the BN bias shift before a non-relu
+    activation (``_bn_shift``)."""
+    g: Any
+    expected: Mapping[str, tuple[int, ...]]
+    residual_ends: set
+    bn_shift: Any
 
 
 def _calibrate(graph: Graph, sd: dict, *, seed: int, batch: int) -> None:
@@ -599,46 +586,14 @@ def _calibrate(graph: Graph, sd: dict, *, seed: int, batch: int) -> None:
     env: dict[str, torch.Tensor] = dict(inputs)
     with torch.no_grad():
         for idx, node in enumerate(graph.nodes):
-            if node.op == "conv2d":
-                x = model.operand(node.inputs[0], env)
-                y = model.conv_raw(node, x)
-                if node.bn:
-                    model.params[f"{node.bn}.running_mean"] = y.mean(dim=(0, 2, 3))
-                    model.params[f"{node.bn}.running_var"] = y.var(dim=(0, 2, 3), unbiased=False)
-                    y = model.batch_norm(node, y)
-                else:
-                    y = _rescale_to_unit_rms(model, node, y)
-                y = activations.torch_apply(node.attrs.get("activation"), y)
-                env[node.name] = y
-            elif node.op == "batch_norm":
-                x = model.operand(node.inputs[0], env)
-                model.params[f"{node.weights}.running_mean"] = x.mean(dim=(0, 2, 3))
-                model.params[f"{node.weights}.running_var"] = x.var(dim=(0, 2, 3), unbiased=False)
-                env[node.name] = model.eval_node(node, env)
-            elif node.op == "linear":
-                x = model.operand(node.inputs[0], env).flatten(1)
-                rms = float(x.pow(2).sum(dim=1).mean().sqrt())
-                if rms > 0:
-                    model.params[f"{node.weights}.weight"] *= math.sqrt(x.shape[1]) / rms
-                env[node.name] = model.eval_node(node, env)
-            else:
-                env[node.name] = model.eval_node(node, env)
+            # the op's module sets its BN statistics / rescales its weights on this batch
+            fn = ops.get(node.op).calibrate or type(model).eval_node
+            env[node.name] = fn(model, node, env)
             for i in node.inputs:
                 if last_use.get(i) == idx and i not in keep and i in env:
                     del env[i]
     for k in sd:
         sd[k] = model.params[k].clone()
-
-
-def _rescale_to_unit_rms(model: ReferenceModel, node, y):
-    p = node.weights
-    b = model.params.get(f"{p}.bias") if node.attrs.get("bias") else None
-    y0 = y - b.view(1, -1, 1, 1) if b is not None else y
-    rms = float(y0.pow(2).mean().sqrt())
-    if rms <= 0:
-        return y
-    model.params[f"{p}.weight"] = model.params[f"{p}.weight"] / rms
-    return y0 / rms + (b.view(1, -1, 1, 1) if b is not None else 0)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -107,6 +107,9 @@ class OpDef:
     params: Callable[[Node], dict[str, tuple[int, ...]]] = _no_params   # state-dict schema
     prepare: Callable | None = None           # (node, take, f32, state_dict) -> layer params
     prepared_shapes: Callable | None = None   # (node, expected) -> {param: shape}
+    init_random: Callable | None = None       # (node, weights.RandomInit) -> seeded random params
+    calibrate: Callable | None = None         # (model, node, env) -> output, setting BN stats
+    #                                           on the calibration batch (None: the reference)
     batch_norms: Callable[[Node], tuple[str, ...]] = _no_bns   # BN key prefixes it reads
     rule_op: Callable[[Node], str] = _own_rule_op
     output_shape: str | None = None           # rules' output [rows, C] from the inputs' when attrs

@@ -26,6 +26,22 @@ def reference(model, node: Node, env):
     return activation(y, node.attrs.get("activation"), node)
 
 
+def init_random(node: Node, r) -> dict:
+    import torch
+    o, bn, g = node.shape.c, node.weights, r.g
+    return {f"{bn}.weight": 0.5 + 0.5 * torch.rand(o, generator=g),
+            f"{bn}.bias": 0.1 * torch.randn(o, generator=g),
+            f"{bn}.running_mean": torch.zeros(o), f"{bn}.running_var": torch.ones(o)}
+
+
+def calibrate(model, node: Node, env):
+    """Its statistics are its input's on the calibration batch."""
+    x = model.operand(node.inputs[0], env)
+    model.params[f"{node.weights}.running_mean"] = x.mean(dim=(0, 2, 3))
+    model.params[f"{node.weights}.running_var"] = x.var(dim=(0, 2, 3), unbiased=False)
+    return reference(model, node, env)
+
+
 def prepare(node: Node, take, f32, state_dict) -> dict:
     from ..weights import batchnorm_scale_shift
     return batchnorm_scale_shift(*(state_dict[f"{node.weights}.{k}"] for k in BN_PARAMS))
@@ -52,7 +68,8 @@ register(OpDef(
     output=Ref("ttmodels.rules:_out_binary"), output_shape="broadcast", tile_input=True,
     layer=Ref("ttmodels.layers.norm:BatchNorm"),
     sim_ops=("multiply", "add"), params=params, prepare=prepare,
-    prepared_shapes=prepared_shapes, config=BatchNormPlan, batch_norms=lambda n: (n.weights,) if n.weights else (),
+    prepared_shapes=prepared_shapes, config=BatchNormPlan, init_random=init_random,
+    calibrate=calibrate, batch_norms=lambda n: (n.weights,) if n.weights else (),
     doc="standalone eval BatchNorm2d",
     attrs_doc="activation; parameters at Node.weights",
 ))

@@ -96,6 +96,56 @@ def reference(model, node: Node, env):
     return activation(y, node.attrs.get("activation"), node)
 
 
+def init_random(node: Node, r) -> dict:
+    """He-normal weights (std sqrt(2 / fan_in)), small biases; a BN's weight ~ U(0.5, 1.0)
+    (U(0.01, 0.1) on residual-branch ends), bias ~ N(0, 0.1) (+ the pre-activation shift),
+    identity statistics until calibration (``weights.random_state_dict``)."""
+    import math
+
+    import torch
+    p, a, g = node.weights, node.attrs, r.g
+    sd = {}
+    o, i_g, kh, kw = r.expected[f"{p}.weight"]
+    sd[f"{p}.weight"] = torch.randn(o, i_g, kh, kw, generator=g) * math.sqrt(2.0 / (i_g * kh * kw))
+    if a.get("bias"):
+        sd[f"{p}.bias"] = (torch.rand(o, generator=g) - 0.5) * 0.02
+    if node.bn:
+        # Trained ResNets end each residual branch with a small BN scale (zero-init
+        # residual, weight decay); random nets without that are chaotic: any rounding
+        # is amplified exponentially with depth, unlike real weights on real hardware.
+        lo, hi = (0.01, 0.1) if node.name in r.residual_ends else (0.5, 1.0)
+        sd[f"{node.bn}.weight"] = lo + (hi - lo) * torch.rand(o, generator=g)
+        sd[f"{node.bn}.bias"] = 0.1 * torch.randn(o, generator=g) + r.bn_shift(node)
+        sd[f"{node.bn}.running_mean"] = torch.zeros(o)
+        sd[f"{node.bn}.running_var"] = torch.ones(o)
+    return sd
+
+
+def calibrate(model, node: Node, env):
+    """On the calibration batch: a BN takes the conv's output statistics (its output then has
+    per-channel mean = bias, std = weight); a conv without BN is rescaled to unit output RMS."""
+    x = model.operand(node.inputs[0], env)
+    y = conv_raw(model, node, x)
+    if node.bn:
+        model.params[f"{node.bn}.running_mean"] = y.mean(dim=(0, 2, 3))
+        model.params[f"{node.bn}.running_var"] = y.var(dim=(0, 2, 3), unbiased=False)
+        y = batch_norm(model, node.bn, y)
+    else:
+        y = _rescale_to_unit_rms(model, node, y)
+    return activation(y, node.attrs.get("activation"), node)
+
+
+def _rescale_to_unit_rms(model, node: Node, y):
+    p = node.weights
+    b = model.params.get(f"{p}.bias") if node.attrs.get("bias") else None
+    y0 = y - b.view(1, -1, 1, 1) if b is not None else y
+    rms = float(y0.pow(2).mean().sqrt())
+    if rms <= 0:
+        return y
+    model.params[f"{p}.weight"] = model.params[f"{p}.weight"] / rms
+    return y0 / rms + (b.view(1, -1, 1, 1) if b is not None else 0)
+
+
 def prepare(node: Node, take, f32, state_dict) -> dict:
     """weight [O, I/groups, kh, kw] and bias [O], any BatchNorm folded in (bias present iff the
     conv has a bias or a BN)."""
@@ -170,7 +220,8 @@ register(OpDef(
     rules=Ref("ttmodels.rules:_c_conv"), output=Ref("ttmodels.rules:_out_conv"),
     layer=Ref("ttmodels.layers.conv2d:Conv2d"),
     sim_ops=("conv2d", "prepare_conv_weights", "prepare_conv_bias", "linear"),
-    params=params, prepare=prepare, prepared_shapes=prepared_shapes,
+    params=params, prepare=prepare, prepared_shapes=prepared_shapes, init_random=init_random,
+    calibrate=calibrate,
     batch_norms=lambda n: (n.bn,) if n.bn else (), config=Conv2dPlan,
     doc="convolution (dense, grouped, depthwise), BN folded, activation fused",
     attrs_doc="in_channels, out_channels, kernel (kh, kw), stride (sh, sw), padding (top, bottom, "

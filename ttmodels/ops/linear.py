@@ -43,6 +43,29 @@ def reference(model, node: Node, env):
     return activation(y, a.get("activation"), node)[:, :, None, None]
 
 
+def init_random(node: Node, r) -> dict:
+    """N(0, 1/in) weights, small biases."""
+    import math
+
+    import torch
+    p, g = node.weights, r.g
+    out_f, in_f = r.expected[f"{p}.weight"]
+    sd = {f"{p}.weight": torch.randn(out_f, in_f, generator=g) / math.sqrt(in_f)}
+    if node.attrs.get("bias"):
+        sd[f"{p}.bias"] = (torch.rand(out_f, generator=g) - 0.5) * 0.02
+    return sd
+
+
+def calibrate(model, node: Node, env):
+    """Weights rescaled so that the logits are O(1) on the calibration batch."""
+    import math
+    x = model.operand(node.inputs[0], env).flatten(1)
+    rms = float(x.pow(2).sum(dim=1).mean().sqrt())
+    if rms > 0:
+        model.params[f"{node.weights}.weight"] *= math.sqrt(x.shape[1]) / rms
+    return reference(model, node, env)
+
+
 def prepare(node: Node, take, f32, state_dict) -> dict:
     p = node.weights
     w = take(f"{p}.weight")
@@ -77,7 +100,8 @@ register(OpDef(
     arity=1, parse=parse, reference=reference, plan="plan_linear",
     rules=Ref("ttmodels.rules:_c_linear"), output=Ref("ttmodels.rules:_out_linear"),
     layer=Ref("ttmodels.layers.linear:Linear"),
-    sim_ops=("linear",), tile_input=True, config=LinearPlan, params=params, prepare=prepare, prepared_shapes=prepared_shapes,
+    sim_ops=("linear",), tile_input=True, config=LinearPlan, init_random=init_random,
+    calibrate=calibrate, params=params, prepare=prepare, prepared_shapes=prepared_shapes,
     follows_input="linear runs interleaved (no sharded program config is planned)",
     doc="fully connected on [N, 1, 1, C]",
     attrs_doc="in_features, out_features, bias (bool), activation",
