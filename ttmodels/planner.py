@@ -310,9 +310,6 @@ class _Planner:
                          ([f"{p.grid[0]}x{p.grid[1]}"] if p.grid else []))
         if layer.config.slice:
             why = "no L1 layout fits, so it runs DRAM-sliced"
-        elif node.op == "conv2d":
-            why = ("conv2d derives its output cores from its input's and its output channels "
-                   "(conv2d_utils.cpp determine_output_parallel_config)")
         else:
             # why an op's output cannot take a layout of its own (its registry entry says)
             why = ops.get(node.op).follows_input or f"{node.op} does not take this layout here"

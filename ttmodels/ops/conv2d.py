@@ -223,6 +223,8 @@ register(OpDef(
     params=params, prepare=prepare, prepared_shapes=prepared_shapes, init_random=init_random,
     calibrate=calibrate,
     batch_norms=lambda n: (n.bn,) if n.bn else (), config=Conv2dPlan,
+    follows_input="conv2d derives its output cores from its input's and its output channels "
+                  "(conv2d_utils.cpp determine_output_parallel_config)",
     doc="convolution (dense, grouped, depthwise), BN folded, activation fused",
     attrs_doc="in_channels, out_channels, kernel (kh, kw), stride (sh, sw), padding (top, bottom, "
               "left, right), dilation (dh, dw), groups, bias (bool), activation (None | canonical "
