@@ -23,12 +23,13 @@ count as absent otherwise.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from .l1 import PART_CLASSES, classify_part, layer_parts  # noqa: F401 (re-exported)
+
 # Stack order, bottom to top, with legend labels and colours.
-PARTS = ("cb", "halo", "inputs", "outputs", "live")
+PARTS = PART_CLASSES + ("live",)
 PART_LABELS = {
     "cb": "op circular buffers",
     "halo": "op halo buffer (conv/pool)",
@@ -165,44 +166,6 @@ class PlotData:
         """Rows of the strip under the bars, bottom up: how layers run, then adapter kinds."""
         notes = [r for r in RUNS_AS if any(r in b.runs_as for b in self.layers)]
         return tuple(notes) + self.edge_kinds
-
-
-def classify_part(key: str) -> str:
-    """Which stack an ``l1_parts`` key belongs to (``l1.py``'s part names)."""
-    if key == "input" or re.fullmatch(r"input\d+", key):
-        return "inputs"
-    if key == "output":
-        return "outputs"
-    if key == "halo":
-        return "halo"
-    # act/tilized_act/weights/partials/bias/window/reduce/in0/in1/out CBs, eltwise cb<i>: the op's
-    # own buffers
-    return "cb"
-
-
-def layer_parts(layer) -> dict[str, int]:
-    """The layer's own L1 per core by class (cb/halo/inputs/outputs); sums to the estimate."""
-    from .l1 import per_core_bytes
-
-    raw = dict(layer.config.l1_parts or {})
-    out = {k: 0 for k in PARTS if k != "live"}
-    if set(raw) == {"matmul"}:
-        total = int(raw["matmul"])
-        n = layer.node
-        ins = sum(per_core_bytes(t, n.shape.rows, n.attrs.get("in_channels", n.shape.c))
-                  for t in layer.inputs if t.memory.sharded)
-        outs = per_core_bytes(layer.output, n.shape.rows, n.shape.c) \
-            if layer.output.memory.sharded else 0
-        ins, outs = min(ins, total), min(outs, max(total - ins, 0))
-        out.update(inputs=ins, outputs=outs, cb=total - ins - outs)
-    else:
-        for k, v in raw.items():
-            out[classify_part(k)] += int(v)
-    # the bar must total what the table prints; anything the parts do not name is the op's own
-    gap = int(layer.l1_bytes_per_core) - sum(out.values())
-    if gap > 0:
-        out["cb"] += gap
-    return out
 
 
 def layer_live(layer) -> tuple[int, tuple[tuple[str, int], ...]]:

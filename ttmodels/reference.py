@@ -16,6 +16,7 @@ from . import ops
 from .errors import Error, WeightsError
 from .graph import Constant, Graph, Node
 from .ops import conv2d as conv2d_op
+from .ops import conv_transpose2d as convt_op
 from .ops.conv2d import BN_EPS, BN_PARAMS  # noqa: F401  (re-exported: weights.py, tests)
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -153,15 +154,21 @@ class ReferenceModel:
             for node in self.graph.nodes:
                 if on_node is not None:
                     on_node(node, env)
-                y = self.eval_node(node, env)
-                want = node.shape.nchw[1:]
-                if tuple(y.shape[1:]) != want:
-                    raise Error(f"layer '{node.name}' ({node.op}): reference output "
-                                f"{list(y.shape[1:])} (CHW) != graph shape {list(want)}")
-                env[node.name] = y
+                self.bind(node, self.eval_node(node, env), env)
         if return_all:
             return env
         return {o: env[o] for o in self.graph.outputs}
+
+    def bind(self, node: Node, y, env: dict) -> None:
+        """Store ``node``'s reference output: one tensor under its name, or (named outputs, a
+        split) one per ``Node.outputs`` entry, each checked against the graph's shape."""
+        pairs = zip(node.outputs.items(), y) if node.outputs else [((node.name, node.shape), y)]
+        for (t, shape), v in pairs:
+            want = shape.nchw[1:]
+            if tuple(v.shape[1:]) != want:
+                raise Error(f"layer '{node.name}' ({node.op}): reference output "
+                            f"{list(v.shape[1:])} (CHW) != graph shape {list(want)}")
+            env[t] = v
 
     def operand(self, name: str, env: dict, like=None) -> "torch.Tensor":
         if name in env:
@@ -173,7 +180,8 @@ class ReferenceModel:
 
     def conv_raw(self, node: Node, x: "torch.Tensor") -> "torch.Tensor":
         """The convolution alone (bias included, BN and activation not)."""
-        return conv2d_op.conv_raw(self, node, x)
+        fn = convt_op.conv_raw if node.op == "conv_transpose2d" else conv2d_op.conv_raw
+        return fn(self, node, x)
 
     def batch_norm(self, node: Node, y: "torch.Tensor") -> "torch.Tensor":
         """The BatchNorm folded into conv ``node`` (``bn:``), in eval mode."""

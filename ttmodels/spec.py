@@ -445,6 +445,7 @@ class _Compiler:
         self.symbols: dict[str, str] = {}     # every full name -> tensor (nodes, instances, ...)
         self.defined_at: dict[str, tuple] = {}
         self.library: dict[str, dict[str, _BlockDef]] = {}   # "ttmodels/<file>" -> its blocks
+        self.splits: dict[str, dict[str, str]] = {}   # split node -> {output name: its tensor}
 
     # ---- expressions ----------------------------------------------------------------------
     def ev(self, ctx: _Ctx, v, m, key, layer=None):
@@ -714,6 +715,7 @@ class _Compiler:
     def parse_outputs(self, ctx: _Ctx, outs, tm: YMap, last: str) -> list[str]:
         pairs: list[tuple[str | None, str, Any, Any]] = []   # (alias, ref, map, key)
         if outs is None:
+            self.check_single(last, last, tm, "layers", None, ctx)
             return [last]
         if isinstance(outs, str):
             pairs.append((None, outs, tm, "outputs"))
@@ -763,6 +765,8 @@ class _Compiler:
             for n in self.nodes:
                 n.name = rename.get(n.name, n.name)
                 n.inputs = [rename.get(i, i) for i in n.inputs]
+                if n.outputs:
+                    n.outputs = {rename.get(t, t): s for t, s in n.outputs.items()}
         return result
 
     # ---- names ----------------------------------------------------------------------------
@@ -777,6 +781,18 @@ class _Compiler:
         self.defined_at[full] = _where(m, key)
 
     def resolve(self, ctx: _Ctx, ref, m, key, layer) -> str:
+        t = self._resolve(ctx, ref, m, key, layer)
+        self.check_single(t, ref, m, key, layer, ctx)
+        return t
+
+    def check_single(self, t: str, ref, m, key, layer, ctx: _Ctx) -> None:
+        """A split's value is its named outputs: the layer itself is no tensor to read."""
+        if t in self.splits:
+            outs = ", ".join(f"{ref}.{k}" for k in self.splits[t])
+            raise _err(f"'{ref}' is a split with named outputs: use one of {outs}", m, key, layer,
+                       ctx.chain)
+
+    def _resolve(self, ctx: _Ctx, ref, m, key, layer) -> str:
         if not isinstance(ref, str) or not ref:
             raise _err(f"a layer reference must be a name, got {_typename(ref)} {ref!r}", m, key,
                        layer, ctx.chain)
@@ -793,6 +809,12 @@ class _Compiler:
                        "(this would be a cycle or a forward reference)", m, key, layer, ctx.chain)
         if ref in ctx.skipped:
             raise _err(f"'{ref}' is switched off by its 'when:' here", m, key, layer, ctx.chain)
+        head, _, tail = ref.rpartition(".")
+        owner = ctx.local.get(head) or (self.symbols.get(head) if ctx.top else None)
+        if head and owner in self.splits:
+            names = list(self.splits[owner])
+            raise _err(f"split '{head}' has no output '{tail}'{_suggest(tail, names)}; its "
+                       f"outputs: {', '.join(names)}", m, key, layer, ctx.chain)
         known = list(ctx.local) + list(self.constants) + (list(self.symbols) if ctx.top else [])
         raise _err(f"unknown layer '{ref}'{_suggest(ref, known)}", m, key, layer, ctx.chain)
 
@@ -954,6 +976,10 @@ class _Compiler:
         if "in" not in f.src:
             if prev is None:
                 raise f.fail("layer has no 'in' and there is no previous layer")
+            if prev in self.splits:
+                outs = ", ".join(f"{prev}.{k}" for k in self.splits[prev])
+                raise f.fail(f"layer has no 'in' and the previous layer '{prev}' is a split: "
+                             f"name one of its outputs ({outs})")
             return [prev]
         raw = f.raw("in")
         refs = [raw] if isinstance(raw, str) else raw
@@ -1054,6 +1080,10 @@ class _Compiler:
             raise f.fail(f"the graph has more than {MAX_GRAPH_NODES} layers")
         d = ops.get(op)
         n_in = len(ins)
+        for t in ins:          # e.g. a repeated split: its repeats would read the split itself
+            if t in self.splits:
+                outs = ", ".join(self.splits[t].values())
+                raise f.fail(f"'{t}' is a split with named outputs: read one of {outs}", "in")
         if d.arity == "2+":
             if n_in < 2:
                 raise f.fail(f"{op} takes 2 or more inputs, got {n_in}", "in")
@@ -1077,6 +1107,19 @@ class _Compiler:
                     precision=Precision(**prec), loc=SourceLoc(f.m.file, f.m.line),
                     weights=weights, bn=bn, block=ctx.instance)
         self.define(full, full, f.m, "name", full, ctx.chain, unique=True)
+        if parsed.outputs:
+            # named outputs (split): each is a tensor of its own, ``<layer>.<output>`` in this
+            # scope, defined at the op's field that names them (``Parsed.outputs_field``)
+            self.splits[full] = {}
+            for out_name, out_shape in parsed.outputs:
+                t = f"{full}.{out_name}"
+                self.define(t, t, f.src.get(parsed.outputs_field, f.m), parsed.outputs_field,
+                            full, ctx.chain, unique=True)
+                node.outputs[t] = out_shape
+                self.shapes[t] = out_shape
+                self.splits[full][out_name] = t
+                ctx.local[f"{name}.{out_name}"] = t
+                ctx.local_where[f"{name}.{out_name}"] = _where(f.m, "name")
         self.nodes.append(node)
         self.shapes[full] = shape
         return full

@@ -588,7 +588,7 @@ def _calibrate(graph: Graph, sd: dict, *, seed: int, batch: int) -> None:
         for idx, node in enumerate(graph.nodes):
             # the op's module sets its BN statistics / rescales its weights on this batch
             fn = ops.get(node.op).calibrate or type(model).eval_node
-            env[node.name] = fn(model, node, env)
+            model.bind(node, fn(model, node, env), env)
             for i in node.inputs:
                 if last_use.get(i) == idx and i not in keep and i in env:
                     del env[i]

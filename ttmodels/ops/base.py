@@ -77,6 +77,10 @@ class Parsed:
     shape: TensorShape
     weights: str | None = None      # state-dict key prefix of its parameters
     bn: str | None = None           # key prefix of a BatchNorm folded into it
+    # named outputs (split): (name, shape) in order, each the tensor ``<layer>.<name>``, defined
+    # at the spec field ``outputs_field``; empty for single-output ops
+    outputs: tuple[tuple[str, TensorShape], ...] = ()
+    outputs_field: str = "name"
 
 
 def _no_params(node: Node) -> dict[str, tuple[int, ...]]:
