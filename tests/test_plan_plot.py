@@ -12,7 +12,8 @@ from ttmodels.planner import plan_graph
 from ttmodels.spec import load_graph
 from ttmodels import cli
 from ttmodels.errors import Error
-from ttmodels.plan_plot import (LAYOUT_COLOURS, PARTS, RUNS_AS, SPILL, check_plot_path, classify_part,
+from ttmodels.plan_plot import (LAYOUT_COLOURS, PART_LABELS, PARTS, RUNS_AS, SPILL,
+                                check_plot_path, classify_part,
                                 draw_plan, figure_size, layer_live, layer_parts, plot_data,
                                 stage_of, thin_ticks, tick_label)
 from ttmodels.plans import Adapter
@@ -281,7 +282,8 @@ def test_drawn_numbers_equal_table_json_and_verify(r50):
     ax = axes["l1"]
     stacks = {c.get_label(): [r.get_height() for r in c] for c in ax.containers}
     drawn_total = [sum(stacks[label][i] for label in stacks) for i in range(len(data.layers))]
-    drawn_own = [sum(stacks[label][i] for label in stacks if label != "other live L1 tensors")
+    not_own = (PART_LABELS["live"], PART_LABELS["carried"])
+    drawn_own = [sum(stacks[label][i] for label in stacks if label not in not_own)
                  for i in range(len(data.layers))]
     for i, layer in enumerate(doc["layers"]):
         assert drawn_own[i] == layer["l1_bytes_per_core"] == table[layer["name"]]
@@ -291,7 +293,13 @@ def test_drawn_numbers_equal_table_json_and_verify(r50):
     for i, layer in enumerate(doc["layers"]):
         parts = layer["config"]["l1_parts"]
         assert inputs[i] == sum(v for k, v in parts.items() if classify_part(k) == "inputs")
-    assert len(stacks) == len(PARTS)              # with liveness: the live stack too
+    # with liveness: the live stack too, and (resnet50 b2) the carried CBs of the step before
+    assert len(stacks) == len(PARTS)
+    carried = stacks[PART_LABELS["carried"]]
+    assert any(carried)
+    for i, pl in enumerate(r50.layers):
+        st = next(s for s in r50.step_l1 if s.kind == "layer" and s.name == pl.name)
+        assert carried[i] == max(st.first + st.carry - st.own, 0)
     budget = [ln.get_ydata()[0] for ln in ax.get_lines() if "budget" in ln.get_label()]
     assert budget == [doc["l1_budget"]]
     # verify points sit at the records' ttnn_peak_total

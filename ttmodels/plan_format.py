@@ -112,7 +112,8 @@ def plan_table(plan) -> str:
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(head))]
     lines = [f"plan {plan.graph.name} on {plan.arch} (grid {plan.grid[0]}x{plan.grid[1]}, "
              f"L1 bank {plan.l1_bank_bytes:,} B/core with l1_small_size {plan.l1_small_size:,}; "
-             "live L1 = the op + every other tensor alive in L1 while it runs)"]
+             "live L1 = the op + every other tensor alive in L1 while it runs, and the "
+             "previous program's CBs while it allocates)"]
     if plan.mesh is not None:
         lines.append(mesh_line(plan))
     for i, r in enumerate(rows):

@@ -208,33 +208,47 @@ class _Planner:
         return layer, None, others
 
     def plan_live(self, i: int, node: Node, fn) -> PlannedLayer:
-        """Plan layer ``i`` against the L1 that the tensors alive around it leave. Remedies, when
-        it does not fit (fewest bytes moved first): the op's own smaller blockings, other
-        layouts and DRAM slicing (inside ``fn``, against ``op_budget``); spilling live tensors
-        to DRAM (``Spill``), when that moves fewer bytes than DRAM slicing or nothing else fits."""
+        """Plan layer ``i`` against the L1 that the tensors alive around it leave (and the
+        previous program's CBs, liveness.py). Remedies, when it does not fit (fewest bytes moved
+        first): a smaller blocking of the previous conv (``_CapCBs``); the op's own smaller
+        blockings, other layouts and DRAM slicing (inside ``fn``, against ``op_budget``); an
+        earlier place in the order (``_Reorder``); spilling live tensors to DRAM (``Spill``),
+        when that moves fewer bytes than DRAM slicing or nothing else fits."""
         mark = len(self.adapters)
         pre = self.others(i, node)
+        carry = self.carry_in()
+
+        def attempt(others: dict[str, int]):
+            """fn against ``others``; if that does not fit only because of the previous
+            program's CBs, again against what they leave (the op's own smaller blockings,
+            layouts or DRAM slicing). (layer or None, error, fits, the others it used)."""
+            del self.adapters[mark:]
+            got, e, _ = self.try_plan(node, fn, others)
+            if got is not None and self.live_total(i, node, got, mark) <= self.budget:
+                return got, e, True, others
+            if got is not None and carry:
+                tight = dict(others, **{"(previous program's CBs)": carry})
+                del self.adapters[mark:]
+                cand, _, _ = self.try_plan(node, fn, tight)
+                if cand is not None and self.live_total(i, node, cand, mark) <= self.budget:
+                    return cand, None, True, tight
+                del self.adapters[mark:]
+                got, e, _ = self.try_plan(node, fn, others)
+            return got, e, False, others
+
         layer, err, _ = self.try_plan(node, fn, pre)
         fits = layer is not None and self.live_total(i, node, layer, mark) <= self.budget
         if fits and not layer.config.slice:
             return self.finish(i, node, layer, mark)
         # the previous program's CBs, still reserved while this step allocates, are what tips
-        # it over: a smaller blocking of the previous conv (0 bytes moved; plan_graph replans),
-        # else the op's own smaller blockings, layouts or DRAM slicing against what they leave
+        # it over: a smaller blocking of the previous conv (0 bytes moved; plan_graph replans)
         if layer is not None and not fits:
             self.cap_previous_cbs(i, node, layer, mark)
-            carry = self.carry_in()
-            if carry:
-                del self.adapters[mark:]
-                pre_c = dict(pre, **{"(previous program's CBs)": carry})
-                cand, _, _ = self.try_plan(node, fn, pre_c)
-                if cand is not None and self.live_total(i, node, cand, mark) <= self.budget:
-                    layer, err, fits = cand, None, True
-                    if not cand.config.slice:
-                        return self.finish(i, node, cand, mark)
-                else:
-                    del self.adapters[mark:]
-                    layer, err, _ = self.try_plan(node, fn, pre)
+        used = pre
+        if not fits:
+            layer, err, fits, used = attempt(pre)
+            if fits and not layer.config.slice:
+                return self.finish(i, node, layer, mark)
         # an earlier place in the order, where fewer tensors are alive (0 bytes moved): e.g. a
         # bottleneck's downsample right after the block input, before the branch (plan_graph
         # replans the reordered graph, and keeps the order only if that plan works)
@@ -253,9 +267,8 @@ class _Planner:
             saved = {t: self.layouts[t] for t in chosen}
             for t in chosen:
                 self.layouts[t] = self.spilled_layout(saved[t])
-            cand, _, _ = self.try_plan(node, fn, self.others(i, node))
-            ok = cand is not None and not cand.config.slice and \
-                self.live_total(i, node, cand, mark) <= self.budget
+            cand, _, ok, _ = attempt(self.others(i, node))
+            ok = ok and not cand.config.slice
             if ok:
                 best = (chosen, saved, cand)
                 break
@@ -267,9 +280,9 @@ class _Planner:
                 frees = lv.bank_bytes(saved[t], *lv.tensor_rows_c(self.g, t))
                 self.spills.append(lv.Spill(t, after, saved[t], self.layouts[t], frees, node.name))
             return self.finish(i, node, cand, mark)
-        if sliced is not None:
+        if sliced is not None:      # planned again against what it was planned with
             del self.adapters[mark:]
-            layer, _, _ = self.try_plan(node, fn, pre)
+            layer, _, _ = self.try_plan(node, fn, used)
             return self.finish(i, node, layer, mark)
         if err is not None and layer is None:
             raise err

@@ -68,7 +68,8 @@ class PlannedLayer:
     # ttmodels/ops/<op>.py, e.g. a conv's shard_layout, act_block_h, matmul program config). A
     # mapping of the config's fields is accepted (plans written by hand) and converted.
     config: PlanConfig = field(default_factory=PlanConfig)
-    # With every other tensor alive in L1 while it runs (liveness.py): the total per core, and the
+    # With every other tensor alive in L1 while it runs and the CBs the previous program still
+    # holds (liveness.py, ttnn's accounting): the total per core, and the
     # other tensors by name with their bytes per core.
     live_l1: int | None = None
     live_tensors: dict[str, int] = field(default_factory=dict)
