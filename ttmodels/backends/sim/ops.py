@@ -20,7 +20,7 @@ from ...layout import MemSpec
 from . import onednn
 from . import types as T
 from .tensor import (SimTensor, _check, _on_device, _violation, current_layer, dtype_name, memo_key,
-                     memoized, memory_config_of, memspec, quantize, quantize_, validate_memory)
+                     memoized, memory_config_for, memspec, quantize, quantize_, validate_memory)
 
 _log = logging.getLogger(__name__)
 builtins_slice = builtins.slice   # ``slice`` below is ttnn.slice
@@ -72,7 +72,7 @@ def _emit(data: torch.Tensor, dtype: T.DataType, layout: T.Layout, mem: MemSpec 
     """The op's output tensor, ``data`` rounded to ``dtype``; ``owned``: ``data`` is a fresh
     result no other tensor shares, so it may be rounded in place; ``padded_shape``: the op's own
     physical shape when it pads beyond the layout's default."""
-    mc = mem if isinstance(mem, T.MemoryConfig) else memory_config_of(mem)
+    mc = mem if isinstance(mem, T.MemoryConfig) else memory_config_for(mem)
     shape = tuple(shape) if shape is not None else tuple(data.shape)
     validate_memory(shape, layout, dtype, mc, op, device, padded_shape)
     return SimTensor(quantize_(data, dtype) if owned else quantize(data, dtype), dtype, layout, mc,
