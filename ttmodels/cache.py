@@ -320,10 +320,12 @@ def cached_prepare(graph: "Graph", source, precision=None, *, cache=True, key_ma
             desc = f"random (seed {seed})" if source in (None, "random") else describe_source(source)
             out.info = f"{desc} [cached]"
             return out
+    # No copy of the source: prepare_parameters folds BatchNorm into new tensors and copies the
+    # rest, so the weights are held twice (source, prepared), not three times, while it runs.
     sd = load_state_dict(source, graph, key_map=key_map, seed=seed, select_prefix=select_prefix,
-                         ignore_prefixes=ignore_prefixes, strict=strict)
+                         ignore_prefixes=ignore_prefixes, strict=strict, copy=False)
     report = getattr(sd, "report", None)
-    params = prepare_parameters(graph, sd, consume=True)     # sd: our fresh copies
+    params = prepare_parameters(graph, sd, consume=True)     # sd: ours to empty
     del sd
     if postprocess is not None:
         params = postprocess(params)
