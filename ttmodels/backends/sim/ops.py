@@ -217,8 +217,11 @@ def _prepare_weight(weight: SimTensor, *, in_channels: int, out_channels: int, k
         # the diagonal blocks, quantized as the dense block-diagonal matrix would be (same bits)
         form = {"oihw": _prepare_grouped(w, groups, wdtype).contiguous(memory_format=torch.channels_last)}
     else:
-        m = torch.zeros(kh, kw, cin_pad, cout_pad)
-        m[:, :, :in_channels, :out_channels] = w.permute(2, 3, 1, 0)
+        if (cin_pad, cout_pad) == (in_channels, out_channels):
+            m = w.permute(2, 3, 1, 0).clone(memory_format=torch.contiguous_format)  # no padding: one pass
+        else:
+            m = torch.zeros(kh, kw, cin_pad, cout_pad)
+            m[:, :, :in_channels, :out_channels] = w.permute(2, 3, 1, 0)
         m = quantize_(m.reshape(shape), wdtype)       # m is ours
         if matmul and (kh, kw) == (1, 1):
             form = {"kn": m.reshape(cin_pad, cout_pad)[:in_channels, :out_channels].contiguous()}
