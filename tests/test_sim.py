@@ -265,7 +265,8 @@ def test_packed_conv_weights_give_f_conv2d_bits(xs, ws, stride, pad, dil, groups
         used = onednn.used_by_torch(xs, ws, *geo)
         assert used or stride == 1          # torch runs every strided conv on oneDNN
         if used:                            # else the sim runs F.conv2d on the dense weight
-            p = onednn.pack(w, *geo[:3], groups, xs)
+            p, back = onednn.pack(w, *geo[:3], groups, xs)
+            assert back is None
             got = onednn.conv(x, p, b, *geo)
             assert torch.equal(got, F.conv2d(x, w, b, stride, pad, dil, groups))
             assert torch.equal(onednn.unpack(p), w)

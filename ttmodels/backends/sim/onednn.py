@@ -73,18 +73,29 @@ def _disable(e: Exception) -> None:
     _state["ok"] = False
 
 
-def pack(weight: torch.Tensor, stride, padding, dilation, groups: int, input_shape) -> torch.Tensor | None:
-    """``weight`` (dense OIHW float32) in the blocked layout oneDNN's primitive for this conv
-    reads (an opaque ``torch._mkldnn`` tensor), or None when packing is unavailable."""
+def pack(weight, stride, padding, dilation, groups: int, input_shape):
+    """``(packed, None)``: ``weight`` (dense OIHW float32, or a callable returning it) in the
+    blocked layout oneDNN's primitive for this conv reads (an opaque ``torch._mkldnn`` tensor);
+    ``(None, dense)`` when packing is unavailable or fails (the dense weight handed back). Given a
+    callable whose result nobody else holds, the dense tensor is freed as soon as its plain oneDNN
+    copy exists (one copy fewer alive while the weight is reordered)."""
+    dense = weight() if callable(weight) else weight
+    del weight
     if not available():
-        return None
+        return None, dense
     try:
-        return torch._C._nn.mkldnn_reorder_conv2d_weight(
-            weight.to_mkldnn(), list(padding), list(stride), list(dilation), int(groups),
-            [int(v) for v in input_shape])
+        plain = dense.to_mkldnn()
     except (RuntimeError, AttributeError, TypeError) as e:
         _disable(e)
-        return None
+        return None, dense
+    del dense
+    try:
+        return torch._C._nn.mkldnn_reorder_conv2d_weight(
+            plain, list(padding), list(stride), list(dilation), int(groups),
+            [int(v) for v in input_shape]), None
+    except (RuntimeError, AttributeError, TypeError) as e:
+        _disable(e)
+        return None, plain.to_dense().contiguous(memory_format=torch.channels_last)
 
 
 def unpack(packed: torch.Tensor) -> torch.Tensor:

@@ -343,14 +343,19 @@ def _conv_weight_for(wt: SimTensor, a_bits: int | None, stride, pad, dilation, g
     wshape = (wt._prep["out_channels"], wt._prep["in_channels"] // groups, *wt._prep["kernel"])
     if onednn.used_by_torch(input_shape, wshape, stride, pad, dilation, groups):
         packed = c.get(pkey)
-        if packed is None:
-            packed = onednn.pack(_conv_weight_form(wt, "oihw", a_bits, keep_form=False), stride, pad,
-                                 dilation, groups, input_shape)
+        if packed is None and onednn.available():
+            dense = _conv_weight_form(wt, "oihw", a_bits, keep_form=False)
+            c.pop(("oihw", keep), None)           # the packed form replaces the dense one
+            base = keep is None and c.get("oihw") is dense
+            if base:
+                del c["oihw"]
+            box = [dense]
+            del dense
+            packed, back = onednn.pack(box.pop, stride, pad, dilation, groups, input_shape)
             if packed is not None:
                 c[pkey] = packed
-                c.pop(("oihw", keep), None)
-                if keep is None:
-                    c.pop("oihw", None)
+            else:                                 # packing failed: keep the dense form
+                c["oihw" if base else ("oihw", keep)] = back
         if packed is not None:
             return packed, True
     elif keep is None and "oihw" not in c and pkey in c:
