@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import tempfile
+import zlib
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
@@ -39,7 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger("ttmodels.cache")
 
-CACHE_FORMAT = "1"
+CACHE_FORMAT = "2"          # 2: CRC-32 entry checksums (were blake2b)
 # Bump when prepare_parameters' output changes (folding, layouts, names).
 PREPARE_VERSION = 1
 SEP = "::"
@@ -63,8 +64,23 @@ def _update_tensor(h, name: str, t) -> None:
         h.update(t.reshape(-1).view(torch.uint8).numpy().data)
 
 
+class _Crc32:
+    """``hashlib``-style CRC-32: a stored entry's integrity check against truncation and
+    corruption (not a security measure), read on every warm build: 4x cheaper than blake2b, which
+    cost ~0.1 s of a ResNet50 build just to re-read its 100 MB."""
+
+    def __init__(self):
+        self.value = 0
+
+    def update(self, data) -> None:
+        self.value = zlib.crc32(data, self.value)
+
+    def hexdigest(self) -> str:
+        return f"crc32:{self.value:08x}"
+
+
 def tensors_checksum(tensors: Mapping[str, "torch.Tensor"]) -> str:
-    h = hashlib.blake2b(digest_size=32)
+    h = _Crc32()
     for k in sorted(tensors):
         _update_tensor(h, k, tensors[k])
     return h.hexdigest()
