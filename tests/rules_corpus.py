@@ -216,6 +216,45 @@ def slice_cases():
                            {"start": lo, "stop": hi})
 
 
+def split_cases():
+    """split: one ttnn.slice per named output (aligned and unaligned sections)."""
+    s = SHAPES["even"]
+    for layout in (TILE_LAYOUT, ROW_MAJOR):
+        for mk, m in memories(s.rows, s.c, layout, bad=False)[:5]:
+            for secs in ((("a", 0, 32), ("b", 32, s.c)), (("a", 0, 8), ("b", 8, s.c))):
+                x = T(m, layout)
+                name = "-".join(str(hi - lo) for _, lo, hi in secs)
+                yield Case(f"split/{mk}/{layout}/{name}", "split", [x], [s], s,
+                           R.output_layout("split", [x], {}, None, [s.flat]),
+                           {"sections": secs})
+
+
+def conv_transpose_cases():
+    """conv_transpose2d on an 8x8 map: a 2x2/2 upsample, a 3x3/2 with output_padding, and a
+    padding over dilation * (kernel - 1); L1 inputs (interleaved, height/block/width shards) and
+    a DRAM one."""
+    s = TensorShape(1, 8, 8, 32)
+    for ck, (k, st, p, op_) in {"2x2s2": (2, 2, 0, 0), "3x3s2p1op1": (3, 2, 1, 1),
+                                "3x3s2p3": (3, 2, 3, 0)}.items():
+        oh = (s.h - 1) * st - 2 * p + (k - 1) + op_ + 1
+        o = TensorShape(s.n, oh, oh, 32)
+        attrs = dict(in_channels=s.c, out_channels=32, kernel=(k, k), stride=(st, st),
+                     padding=(p,) * 4, output_padding=(op_, op_), dilation=(1, 1), groups=1,
+                     bias=True, activation=None)
+        for mk, m in memories(s.rows, s.c, TILE_LAYOUT, bad=False)[:6]:
+            x = T(m)
+            kind = m.memory_layout if m.sharded else HEIGHT
+            cfg = {"shard_layout": kind, "act_block_h_override": 0, "reshard_if_not_optimal": False,
+                   "override_sharding_config": False, "output_layout": TILE_LAYOUT,
+                   "dtype": "bfloat16", "is_mm_conv": False, "memory_config": None,
+                   "weights_dtype": "bfloat8_b", "kernel": (k, k), "padding": (p,) * 4,
+                   "dilation": (1, 1)}
+            out = R.output_layout("conv_transpose2d", [x],
+                                  {**cfg, "in_channels": s.c, "out_shape": o.flat}, None, [s.flat])
+            yield Case(f"conv_transpose2d/{ck}/{mk}", "conv_transpose2d", [x], [s], o, out,
+                       attrs, cfg)
+
+
 def adaptive_pool_cases():
     s = TensorShape(1, 16, 16, 64)
     for size in ((1, 1), (4, 4)):
@@ -472,7 +511,8 @@ def _adapter(cid, kind, before, after, s):
     return Case(cid, kind, [before], [s], s, after)
 
 
-GENERATORS = (relu_cases, unary_cases, batch_norm_cases, slice_cases, adaptive_pool_cases,
+GENERATORS = (relu_cases, unary_cases, batch_norm_cases, slice_cases, split_cases,
+              conv_transpose_cases, adaptive_pool_cases,
               binary_cases, conv_cases, matmul_conv_cases, pool_cases, linear_cases, upsample_cases,
               concat_cases, pad_cases, adapter_cases)
 
@@ -505,6 +545,10 @@ def _params(case: Case):
         k = a["kernel"]
         return {"weight": torch.zeros(a["out_channels"], a["in_channels"] // a.get("groups", 1), *k),
                 "bias": torch.zeros(a["out_channels"])}
+    if case.op == "conv_transpose2d":
+        a = case.attrs
+        return {"weight": torch.zeros(a["in_channels"], a["out_channels"] // a["groups"],
+                                      *a["kernel"]), "bias": torch.zeros(a["out_channels"])}
     if case.op == "batch_norm":
         c = case.out_shape.c
         return {"scale": torch.full((c,), 0.5), "shift": torch.zeros(c)}
@@ -540,6 +584,8 @@ def ttnn_verdict(case: Case, tt, dev) -> TtnnVerdict:
             pl = PlannedLayer(node, list(case.inputs), case.output, 0, dict(case.config))
             layer = make_layer(pl, _params(case), be, input_shapes=list(case.in_shapes))
             out = layer(xs if case.op in R.BINARY + ("concat",) else [xs[0]])
+            if isinstance(out, tuple):       # split: every output must be what was asked
+                out = out[-1]
     except Exception as e:        # ttnn's TT_FATAL / TT_THROW (or a host-side type error)
         msg, loc = split_error(e)
         return TtnnVerdict(False, msg, loc, stage)

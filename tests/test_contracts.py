@@ -61,7 +61,11 @@ def _parse_nb(text: str) -> inspect.Signature:
 
 
 # Python-level ttnn functions that only forward (*args, **kwargs) to a nanobind function.
-_FORWARDED = {"prepare_grid_sample_grid": lambda: ttnn._ttnn.operations.pool.prepare_grid_sample_grid}
+_FORWARDED = {"prepare_grid_sample_grid": lambda: ttnn._ttnn.operations.pool.prepare_grid_sample_grid,
+              "prepare_conv_transpose2d_weights":
+                  lambda: ttnn._ttnn.operations.conv.prepare_conv_transpose2d_weights,
+              "prepare_conv_transpose2d_bias":
+                  lambda: ttnn._ttnn.operations.conv.prepare_conv_transpose2d_bias}
 
 
 def real_signatures(name: str) -> list[inspect.Signature]:
@@ -135,7 +139,8 @@ _OPS = {"conv2d", "max_pool2d", "avg_pool2d", "global_avg_pool2d", "add", "multi
         "begin_trace_capture", "end_trace_capture", "execute_trace", "release_trace",
         "prepare_conv_weights", "prepare_conv_bias", "subtract", "relu6", "leaky_relu", "sigmoid",
         "hardsigmoid", "hardswish", "silu", "gelu", "tanh", "identity", "slice",
-        "adaptive_avg_pool2d", "grid_sample", "prepare_grid_sample_grid"}
+        "adaptive_avg_pool2d", "grid_sample", "prepare_grid_sample_grid", "conv_transpose2d",
+        "prepare_conv_transpose2d_weights", "prepare_conv_transpose2d_bias"}
 # Host-side builders that run for real (they need no device).
 _REAL_FUNCTIONS = {"init_device_compute_kernel_config", "num_cores_to_corerangeset",
                    "create_sharded_memory_config"}
@@ -174,6 +179,14 @@ class RealTypes:
             if k.get("return_output_dim") and k.get("return_weights_and_bias"):
                 return out, (oh, ow), (w, b)
             return out
+        if name == "conv_transpose2d":
+            k = kwargs
+            (kh, kw), (sh, sw), (ph, pw) = k["kernel_size"], k["stride"], k["padding"][:2]
+            oph, opw = k.get("output_padding", (0, 0))
+            dh, dw = k.get("dilation", (1, 1))
+            oh = (k["input_height"] - 1) * sh - 2 * ph + dh * (kh - 1) + oph + 1
+            ow = (k["input_width"] - 1) * sw - 2 * pw + dw * (kw - 1) + opw + 1
+            return FakeTensor(what="conv_transpose out"), (oh, ow), (FakeTensor(), FakeTensor())
         if name in ("deallocate", "close_device", "synchronize_device"):
             return None
         if name in ("max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"):
@@ -570,3 +583,33 @@ def test_align_corners_upsample_calls_bind_to_real_ttnn():
     assert isinstance(gs["memory_config"], ttnn.MemoryConfig)
     prep = by["prepare_grid_sample_grid"]
     assert prep.args[1] == [2, 8, 8, 64] and prep.kwargs["output_dtype"] == ttnn.bfloat16
+
+
+def test_conv_transpose2d_and_split_calls_bind_to_real_ttnn():
+    """conv_transpose2d (weights prepared with prepare_conv_transpose2d_weights/bias, IOHW) and a
+    split (one ttnn.slice per output): every call binds to ttnn 0.81.1's signatures and every
+    config is a real ttnn one."""
+    from ttmodels.spec import load_graph
+    from ttmodels.weights import prepare_parameters, random_state_dict
+    g = load_graph({"inputs": {"x": {"channels": 16, "size": 8}}, "layers": [
+        {"name": "up", "op": "conv_transpose2d", "out": 64, "kernel": 2, "stride": 2,
+         "bias": True, "act": "relu"},
+        {"name": "s", "op": "split", "channels": {"a": 32, "b": 32}},
+        {"name": "u3", "op": "conv_transpose2d", "in": "s.b", "out": 32, "kernel": 3,
+         "stride": 2, "padding": 1, "output_padding": 1, "groups": 2},
+        {"name": "d", "op": "max_pool2d", "kernel": 2},
+        {"name": "cat", "op": "concat", "in": ["s.a", "d"]}]}, batch_size=2)
+    params = prepare_parameters(g, random_state_dict(g, calibrate=False))
+    be = realtypes_backend()
+    Executor(_plan(g), params, be).run({"x": torch.randn(2, 16, 8, 8)})
+    calls = recorded(be)
+    names = [c.name for c in calls]
+    assert {"conv_transpose2d", "prepare_conv_transpose2d_weights",
+            "prepare_conv_transpose2d_bias"} <= set(names)
+    assert names.count("slice") == 2
+    _assert_all_bind(calls)
+    ct = [c for c in calls if c.name == "conv_transpose2d"]
+    assert all(isinstance(c.kwargs["conv_config"], ttnn.Conv2dConfig) for c in ct)
+    assert [c.kwargs["output_padding"] for c in ct] == [[0, 0], [1, 1]]
+    prep = [c for c in calls if c.name == "prepare_conv_transpose2d_weights"]
+    assert {c.kwargs["weights_format"] for c in prep} == {"IOHW"}

@@ -265,3 +265,104 @@ def test_reorder_runs_the_downsample_before_the_branch():
     # without room to gain, nothing moves
     small = plan_graph(bottleneck_with_downsample(c=64))
     assert small.reordered == [] and [l.name for l in small.layers] == order
+
+
+# ---- circular buffers outlive their program (liveness.StepL1, step_figures) ------------------
+
+def test_step_total_counts_the_previous_programs_cbs_while_the_step_allocates():
+    """ttnn frees a program's CBs only when the next program starts: a step that allocates more
+    than the previous one freed peaks at what it allocates plus those CBs."""
+    st = lv.StepL1("layer", "c3", own=700, cbs=30, first=670, carry=100, others={"x": 500})
+    assert st.total == 500 + 670 + 100 and st.carried
+    small = lv.StepL1("layer", "c", own=700, cbs=300, first=400, carry=100, others={})
+    assert small.total == 700 and not small.carried
+
+
+def bottleneck_branch():
+    """a 3x3 conv with large CBs, then a 1x1 conv expanding 64 -> 256 channels: the expansion's
+    output is allocated while the 3x3 conv's CBs are still held."""
+    return Graph("expand", {"x": shape(56, 64, n=8)}, [
+        conv("c1", "x", shape(56, 64, n=8), 64, 64, 1),
+        conv("c2", "c1", shape(56, 64, n=8), 64, 64, 3),
+        conv("c3", "c2", shape(56, 256, n=8), 64, 256, 1),
+    ], {}, ["c3"])
+
+
+def test_each_step_inherits_the_cbs_of_the_step_before_it():
+    plan = plan_graph(bottleneck_branch())
+    steps = plan.step_l1
+    assert [s.kind for s in steps].count("layer") == 3
+    for prev, st in zip(steps, steps[1:]):
+        pl = plan.layer(prev.name) if prev.kind == "layer" else None
+        assert st.carry == (lv.layer_cbs(pl) if pl is not None else prev.cbs)
+        assert st.total == sum(st.others.values()) + max(st.own, st.first + st.carry)
+    for st in steps:
+        if st.kind == "layer":
+            assert plan.layer(st.name).live_l1 == st.total
+
+
+def test_a_halo_conv_allocates_its_output_after_the_halo_program():
+    plan = plan_graph(bottleneck_branch())
+    from ttmodels.l1 import layer_parts
+    c2, c3 = plan.layer("c2"), plan.layer("c3")
+    p2 = layer_parts(c2)
+    assert p2["halo"] > 0
+    assert lv.layer_first(c2) == c2.l1_bytes_per_core - p2["cb"] - p2["outputs"]
+    p3 = layer_parts(c3)                       # a 1x1 (matmul) conv: no halo program
+    assert p3["halo"] == 0 and lv.layer_first(c3) == c3.l1_bytes_per_core - p3["cb"]
+
+
+def test_an_adapted_operand_at_its_last_use_is_freed_before_the_op_allocates():
+    """x's last reader takes it through an adapter: the executor frees x right after the copy,
+    and the liveness figures do not count it while the op runs."""
+    g = Graph("i2s", {"x": shape(56, 64, n=2)}, [
+        conv("c1", "x", shape(56, 64, n=2), 64, 64, 3,
+             layout=LayoutPolicy(HEIGHT, "l1")),
+        conv("c2", "c1", shape(56, 64, n=2), 64, 64, 1,
+             layout=LayoutPolicy("block_sharded", "l1")),
+    ], {}, ["c2"])
+    plan = plan_graph(g)
+    assert plan.adapters_into("c2"), str(plan)
+    i = [pl.name for pl in plan.layers].index("c2")
+    assert lv.freed_after_adapters("c1", i, plan.layer("c2").node, lv.last_uses(g.nodes), ())
+    assert "c1" not in plan.layer("c2").live_tensors
+    # and the executor does free it before the layer runs: c1's buffer is deallocated between
+    # the adapter's call and c2's conv2d
+    from ttmodels.backends import open_backend
+    from ttmodels.runtime import Executor
+    torch.manual_seed(0)
+    params = {n.name: {"weight": torch.randn(64, 64, *n.attrs["kernel"]) * 0.05,
+                       "bias": torch.zeros(64)} for n in g.nodes}
+    with open_backend("sim") as be:
+        ex = Executor(plan, params, be)
+        outs = {}
+
+        def hook(kind, obj, inputs, call):
+            out = call()
+            if kind == "layer":
+                outs[obj.name] = out
+            return out
+        ex.step_hook = hook
+        with be.record() as calls:
+            ex.run({"x": torch.randn(2, 64, 56, 56)})
+    convs = [k for k, c in enumerate(calls) if c.name == "conv2d"]
+    freed = [k for k, c in enumerate(calls) if c.name == "deallocate" and c.args and
+             c.args[0] is outs["c1"]]
+    assert len(convs) == 2 and freed and convs[0] < freed[0] < convs[1]
+
+
+def test_blocking_remedy_is_reported_with_its_reason():
+    """bevdet at batch 6: convs whose CBs would overflow the next step run with a smaller
+    blocking or layout (0 bytes moved); the plan says so in the table and the JSON."""
+    plan = ttmodels.plan("bevdet_r50_encoder", batch_size=6, input_size=(256, 704))
+    assert plan.blockings
+    figures = {(s.kind, s.name): s for s in plan.step_l1}
+    for b in plan.blockings:
+        assert b.reason.startswith(f"blocking: {b.layer} runs ") and b.for_layer in b.reason
+        assert lv.layer_cbs(plan.layer(b.layer)) == b.cbs
+        assert figures[("layer", b.for_layer)].total <= plan.l1_budget
+    assert all(s.total <= plan.l1_budget for s in plan.step_l1)
+    assert "blockings (" in str(plan) and plan.blockings[0].reason in str(plan)
+    d = plan.to_dict()
+    assert d["blockings"][0]["reason"] == plan.blockings[0].reason
+    assert len(d["steps_l1"]) == len(plan.step_l1)

@@ -31,7 +31,7 @@ def test_every_op_has_every_piece(op):
     from ttmodels import reference
     assert op in reference._KNOWN_OPS                              # torch reference
     if op in ops.PARAMETRIC:                                       # parameter schema
-        assert op in ("conv2d", "linear", "batch_norm")
+        assert op in ("conv2d", "conv_transpose2d", "linear", "batch_norm")
 
 
 @pytest.mark.parametrize("name", A.NAMES)

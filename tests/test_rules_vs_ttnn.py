@@ -35,6 +35,18 @@ KNOWN_DIFFERENCES = {
        "slice.memory refuses it (stricter; the planner moves a sharded input to interleaved first)"
        for m in ("h2", "h8", "h20")
        for lay, rs in (("tile", ("0-32", "32-64")), ("row_major", ("0-16", "8-40"))) for r in rs},
+    **{f"split/{m}/{lay}/{r}": "as slice: ttnn.slice accepts an L1 height-sharded input; "
+       "slice.memory refuses it (the planner moves a sharded split input to interleaved first)"
+       for m in ("h2", "h8", "h20")
+       for lay, rs in (("tile", ("32-32",)), ("row_major", ("32-32", "8-56"))) for r in rs},
+    **{f"conv_transpose2d/{k}/dram": "a DRAM input: ttnn 0.81.1 takes conv_transpose2d's DRAM "
+       "path (its output DRAM interleaved, not the planned shards); conv_transpose2d.l1_path "
+       "refuses it (the planner moves the input to L1 first)"
+       for k in ("2x2s2", "3x3s2p1op1", "3x3s2p3")},
+    **{f"conv_transpose2d/3x3s2p3/{m}": "padding over dilation * (kernel - 1): ttnn's host-side "
+       "validation accepts it (its unsigned halo pads wrap and the full-input equality check "
+       "still holds modulo 2^32); conv_transpose2d.real_padding refuses it (stricter: what the "
+       "halo reads on a card is unknown)" for m in ("l1", "h2", "h8", "h20", "w2")},
     # ttnn runs it but does not do what was asked
     "global_avg_pool/h8/tile/None/tile-bfloat8_b": "a whole-map avg_pool2d of a sharded input "
         "returns bfloat16 whatever dtype is asked; the table has no rule for it (it would make "

@@ -485,7 +485,8 @@ _DOCUMENTED_EXTRA = {"open_device": {"num_command_queues"}}
 def test_keywords_exist_in_real_ttnn(ttnn, name):
     real = _real_keywords(getattr(ttnn, name))
     assert real is not None, f"ttnn.{name} has no readable signature: its keywords go unchecked"
-    if name in ("prepare_conv_weights", "prepare_conv_bias"):
+    if name in ("prepare_conv_weights", "prepare_conv_bias", "prepare_conv_transpose2d_weights",
+                "prepare_conv_transpose2d_bias"):     # Python wrappers of the nanobind functions
         real = _real_keywords(getattr(ttnn._ttnn.operations.conv, name))
     if name == "interleaved_to_sharded":
         real |= {"input_tensor"}

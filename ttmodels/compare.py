@@ -51,10 +51,12 @@ def compare_layers(spec, *, weights="random", image=None, batch_size=1, input_si
         rows = []
         for pl in plan.layers:
             n = pl.node
-            out = to_torch_nchw(be, got[n.name], n.shape)
-            r = ref[n.name].reshape(out.shape)
-            rows.append(LayerDiff(n.name, n.op, "x".join(map(str, n.shape.nhwc)), pcc(r, out),
-                                  float((r - out).abs().max()), float(r.std())))
+            for t in n.tensors:            # a split: one row per named output
+                shape = graph.shape_of(t)
+                out = to_torch_nchw(be, got[t], shape)
+                r = ref[t].reshape(out.shape)
+                rows.append(LayerDiff(t, n.op, "x".join(map(str, shape.nhwc)), pcc(r, out),
+                                      float((r - out).abs().max()), float(r.std())))
         return rows
     finally:
         be.close()

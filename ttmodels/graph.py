@@ -95,6 +95,14 @@ class Node:
     weights: str | None = None
     bn: str | None = None
     block: str | None = None      # name of the block instance this node came from, if any
+    # Named outputs (``split``): full tensor name (``csp1.a``) -> its shape, in order. Empty for
+    # single-output ops, whose one tensor is the node's name; ``shape`` is then the whole input.
+    outputs: dict[str, TensorShape] = field(default_factory=dict)
+
+    @property
+    def tensors(self) -> tuple[str, ...]:
+        """The names of the tensors this node produces (its name, or its named outputs)."""
+        return tuple(self.outputs) if self.outputs else (self.name,)
 
 
 # Canonical attributes of each op after parsing (all tuples fully expanded):
@@ -105,6 +113,10 @@ class Node:
 #   relu, relu6, sigmoid, ... (ttmodels.activations), identity: {} (leaky_relu: slope)
 #   batch_norm:   activation -- standalone BatchNorm2d (eval), params at ``Node.weights``
 #   slice:        start, stop -- channel slice [start, stop)
+#   split:        sections ((name, start, stop), ...) -- channel split into the named outputs
+#                 ``Node.outputs`` (``<node>.<name>``); the node's ``shape`` is its input's
+#   conv_transpose2d: in_channels, out_channels, kernel, stride, padding (top, bottom, left,
+#                 right; symmetric), output_padding (oh, ow), dilation, groups, bias, activation
 #   adaptive_avg_pool2d: size (oh, ow)
 #   max_pool2d:   kernel, stride, padding (t, b, l, r), dilation, ceil_mode
 #   avg_pool2d:   kernel, stride, padding (t, b, l, r), ceil_mode, count_include_pad
@@ -145,13 +157,16 @@ class Graph:
     _readers: dict[str, list[Node]] = field(default_factory=dict, init=False, repr=False,
                                             compare=False)
     _indexed: int = field(default=-1, init=False, repr=False, compare=False)
+    _producer: dict[str, Node] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def _index(self) -> None:
         if self._indexed == len(self.nodes):
             return
-        self._by_name = {n.name: n for n in self.nodes}
-        self._readers = {}
-        for n in self.nodes:
+        self._by_name, self._producer, self._readers = {}, {}, {}
+        for n in self.nodes:            # one walk (planning stays linear in depth)
+            self._by_name[n.name] = n
+            for t in n.tensors:
+                self._producer[t] = n
             for src in dict.fromkeys(n.inputs):
                 self._readers.setdefault(src, []).append(n)
         self._indexed = len(self.nodes)
@@ -166,7 +181,19 @@ class Graph:
     def shape_of(self, name: str) -> TensorShape:
         if name in self.inputs:
             return self.inputs[name]
+        self._index()
+        n = self._producer.get(name)
+        if n is not None and n.outputs:
+            return n.outputs[name]
         return self.node(name).shape
+
+    def producer(self, tensor: str) -> Node:
+        """The node that produces ``tensor`` (a node name, or a named output like ``csp1.a``)."""
+        self._index()
+        n = self._producer.get(tensor)
+        if n is None:
+            raise KeyError(tensor)
+        return n
 
     def consumers(self, name: str) -> list[Node]:
         self._index()

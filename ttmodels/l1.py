@@ -28,6 +28,7 @@ adapters themselves.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .graph import TILE, round_up
@@ -164,6 +165,12 @@ def conv_l1(*, kind: str, in_layout: TensorLayout, out_layout: TensorLayout, in_
             # conv2d tilizes a row-major input (a TILE copy of the shard) before the matmul
             sh = in_layout.memory.shard_shape[0] if in_layout.memory.sharded else out_shard_h
             parts["tilized_input"] = round_up(sh, TILE) // TILE * in0_bw * bf16
+        elif received is not in_layout and not received.memory.sharded and \
+                in_layout.memory.sharded:
+            # an interleaved TILE input: conv2d's own interleaved_to_sharded copy, alive through
+            # the matmul (measured on the mock device: resnet50 b32 layer1 conv3 after a
+            # DRAM-sliced conv2)
+            parts["input_copy"] = per_core_bytes(in_layout, in_rows, c_in)
         if bias:
             parts["bias_cb"] = per_core_n * wt
         return L1Estimate(sum(parts.values()), parts)
@@ -227,9 +234,40 @@ def conv_l1(*, kind: str, in_layout: TensorLayout, out_layout: TensorLayout, in_
     return L1Estimate(sum(parts.values()), parts)
 
 
+def split_l1(*, in_layout: TensorLayout, out_layout: TensorLayout, rows: int, c_in: int,
+             channels: list[int], num_cores: int = 64) -> L1Estimate:
+    """A split: one ttnn.slice per output, run one after the other. At the last slice the input
+    and every output are allocated (the earlier outputs stay alive for their readers), plus one
+    slice's CBs: two input tiles and 16 B (ttnn 0.81.1 on the mock device, interleaved TILE
+    input, sections starting on a 32-channel boundary: 8208 B for [0, 8) of a 2048x16 bfloat16
+    tensor, 10256 B for [32, 64) of 2048x64; a section starting inside a tile takes slice's
+    padded path, whose CBs are larger: ``KNOWN_ESTIMATE_GAPS["split_unaligned"]``)."""
+    parts = {"input": per_core_bytes(in_layout, rows, c_in, num_cores)}
+    for k, ck in enumerate(channels):
+        parts[f"output{k}"] = per_core_bytes(out_layout, rows, ck, num_cores)
+    if not in_layout.memory.sharded:
+        parts["slice_cb"] = 2 * tile_bytes(in_layout.dtype if in_layout.layout == "tile"
+                                           else "bfloat16") + 16
+    return L1Estimate(sum(parts.values()), parts)
+
+
+def conv_transpose_geometry(n: int, ih: int, iw: int, oh: int, ow: int, kernel, stride, padding,
+                            output_padding, dilation) -> ConvGeometry:
+    """The sliding window of the stride-1 conv2d micro-op ttnn runs for a conv_transpose2d: over
+    the halo's zero-inserted, really padded "full input" (conv_transpose2d.cpp,
+    sliding_window.cpp get_transposed_full_input_shape: output + dilation * (kernel - 1))."""
+    kh, kw = kernel
+    dh, dw = dilation
+    return ConvGeometry(n, oh + dh * (kh - 1), ow + dw * (kw - 1), oh, ow, (kh, kw))
+
+
 def pool_l1(*, in_layout: TensorLayout, out_layout: TensorLayout, in_rows: int, in_w: int,
             c: int, out_rows: int, kernel: tuple[int, int], num_cores: int,
-            global_pool: bool = False) -> L1Estimate:
+            global_pool: bool = False, geometry: ConvGeometry | None = None,
+            cores_nhw: int | None = None) -> L1Estimate:
+    """pool2d's L1 per core. ``geometry`` (with ``cores_nhw``) sizes the halo buffer as ttnn does
+    (``halo_sticks_per_core``: a strided window whose shard straddles two images takes their
+    padding rows too); without it, the input shard plus (kh-1) rows."""
     kh, kw = kernel
     parts = {
         "input": per_core_bytes(in_layout, in_rows, c),
@@ -244,16 +282,58 @@ def pool_l1(*, in_layout: TensorLayout, out_layout: TensorLayout, in_rows: int, 
         s2i = per_core_bytes(tiled, in_rows, c) if in_layout.memory.sharded else 0
         rm = per_core_bytes(TensorLayout(L1_INTERLEAVED, "row_major", "bfloat16"), in_rows, c)
         out = parts["output"]
-        phases = {"s2i": s2i, "untilize": s2i + rm + 8192, "reduce": rm + out + 18432}
+        cbs = {"s2i": 0, "untilize": _untilize_cbs(in_rows, c), "reduce": REDUCE_CBS}
+        phases = {"s2i": s2i, "untilize": s2i + rm + cbs["untilize"],
+                  "reduce": rm + out + cbs["reduce"]}
         worst = max(phases, key=phases.get)
-        # the output counts in the reduce phase only: the rest of the worst phase beside it
-        parts[f"{worst}_phase"] = phases[worst] - out
+        # the output counts in the reduce phase only: the rest of the worst phase beside it,
+        # its copies of the input (buffers) apart from its CBs
+        parts[f"{worst}_phase"] = phases[worst] - out - cbs[worst]
+        if cbs[worst]:
+            parts[f"{worst}_cb"] = cbs[worst]
         return L1Estimate(sum(parts.values()), parts)
     if in_layout.memory.sharded and kh > 1:
-        parts["halo"] = int(parts["input"] + (kh - 1) * (in_w + kw) * c_core * _bpe(in_layout))
+        if geometry is not None and out_layout.memory.sharded:
+            sticks = halo_sticks_per_core(geometry, out_layout.memory.shard_shape[0],
+                                          max(cores_nhw or num_cores, 1))
+            # row-major sticks of the core's channels, as the conv's halo
+            parts["halo"] = int(sticks * c_core * _bpe(in_layout))
+        else:
+            parts["halo"] = int(parts["input"] + (kh - 1) * (in_w + kw) * c_core *
+                                _bpe(in_layout))
     # the reader fills the window sticks in chunks of at most 8 tiles' worth of rows
     parts["window_cb"] = 2 * min(kh * kw, 8 * TILE) * round_up(c_core, 16) * 2
+    if "halo" in parts and in_layout.layout == "tile":
+        # the halo program untilizes the input (in and out CBs of 2 x channel-tiles bf16 tiles,
+        # plus two 128 B config CBs); they stay reserved while pool2d allocates its output
+        # (ttnn frees a program's CBs when the next starts). Measured on the mock device
+        # (ttmodels verify, 64 channels: 2 x 8192 + 2 x 128 B).
+        parts["halo_cb"] = 2 * 2 * (round_up(c_core, TILE) // TILE) * tile_bytes("bfloat16") + 256
     return L1Estimate(sum(parts.values()), parts)
+
+
+# Measured on the mock device (bf16): the global pool's reduce program, and the tilize that
+# follows it for a TILE output (its last program: what the next op inherits)
+REDUCE_CBS = 18432
+TILIZE_CBS = 8192
+
+
+def global_pool_last_cbs(out_layout: TensorLayout) -> int:
+    """The CBs of the global pool's last program (reduce, then tilize for a TILE output)."""
+    return TILIZE_CBS if out_layout.layout == "tile" else REDUCE_CBS
+
+
+def _untilize_cbs(rows: int, c: int) -> int:
+    """CBs of untilize_with_unpadding on an interleaved [rows, c] TILE tensor (the global pool's
+    middle phase). untilize_with_unpadding_device_operation.cpp select_program_factory: the
+    block factory (width split in blocks) when a row has more than 32 tiles and is wider than
+    the column is tall (up to 32 tiles); measured on the mock device as 2 x 4096 B at ResNet50
+    batch 1 (batch 16: 2 x 12288 + 2 x 8192, an explained gap). Otherwise the row factory: its
+    in and out CBs each hold two whole tile rows (batch 32: 2 x 262,144 B measured)."""
+    per_row, per_col = -(-c // TILE), -(-rows // TILE)
+    if per_row > TILE and per_col <= TILE and per_row > per_col:
+        return 8192
+    return 2 * 2 * per_row * tile_bytes("bfloat16")
 
 
 def eltwise_l1(*, inputs: list[tuple[TensorLayout, int, int]], out_layout: TensorLayout,
@@ -323,6 +403,11 @@ def estimate_kind(layer) -> str:
         return "conv2d_matmul" if c.get("is_mm_conv") else "conv2d"
     if op in ("add", "multiply"):
         return "binary"
+    if op == "conv_transpose2d":
+        return "conv_transpose2d_matmul" if c.get("is_mm_conv") else "conv_transpose2d"
+    if op == "split" and layer.inputs and layer.inputs[0].layout == "tile" and any(
+            lo % TILE for _, lo, _ in layer.node.attrs["sections"]):
+        return "split_unaligned"
     return op
 
 
@@ -333,6 +418,13 @@ KNOWN_ESTIMATE_GAPS: dict[str, EstimateGap] = {
         "batch 1's 2 x 4096) and, for a TILE output, a final tilize_with_val_padding; the "
         "estimate uses the batch-1 CB sizes (ResNet50 batch 16: 0.84 of ttnn's figure)",
         (0.8, 1.05)),
+    "split_unaligned": EstimateGap(
+        "a split section of a TILE tensor that starts inside a tile (not on a 32-channel "
+        "boundary) runs ttnn.slice's padded path, whose CBs grow with the tensor's width and are "
+        "not modelled: the estimate counts the aligned path's two input tiles (an 8/8 split of "
+        "2048x16 bfloat16: 10,256 B against ttnn's 11,776; one slice [8, 16) of 2048x64: "
+        "CBs of 18,944 B instead of 4,112); split on multiples of 32 channels where you can",
+        (0.4, 1.05)),
 }
 
 
@@ -372,3 +464,57 @@ def bank_bytes(t: TensorLayout, rows: int, c: int, banks: int = 64) -> int:
 def total_bytes(t: TensorLayout, rows: int, c: int) -> int:
     """The whole tensor's bytes (all cores / DRAM): what moving it once costs."""
     return int(rows * c * _bpe(t))
+
+
+# ---- the parts of an estimate, by what they are --------------------------------------------
+#: inputs and outputs the op holds, the halo's output (convs, pools), and circular buffers (every
+#: other part: act/weights/partials/bias/window CBs, eltwise cb<i>, phase extras)
+PART_CLASSES = ("cb", "halo", "inputs", "outputs")
+# buffers the op makes of its input before its main program (a tilized copy; a conv's own sharded
+# copy in the halo phase; the global pool's "<phase>_phase" copies): tensors, not CBs, so the next
+# program does not inherit them
+_INPUT_COPIES = ("tilized_input", "input_copy", "halo_phase_extra")
+
+
+def classify_part(key: str) -> str:
+    """Which class an ``l1_parts`` key belongs to (the part names above)."""
+    if key == "input" or re.fullmatch(r"input\d+", key) or key in _INPUT_COPIES or \
+            key.endswith("_phase"):
+        return "inputs"
+    if key == "output":
+        return "outputs"
+    if key == "halo":
+        return "halo"
+    # act/tilized_act/weights/partials/bias/window/reduce/in0/in1/out CBs, eltwise cb<i>: the op's
+    # own buffers
+    return "cb"
+
+
+def estimate_cbs(est: "L1Estimate") -> int:
+    """The circular-buffer bytes of an estimate (its parts of class "cb")."""
+    return sum(int(v) for k, v in est.parts.items() if classify_part(k) == "cb")
+
+
+def layer_parts(layer) -> dict[str, int]:
+    """A planned layer's own L1 per core by class (``PART_CLASSES``); sums to its estimate
+    (``PlannedLayer.l1_bytes_per_core``). The plot stacks these; liveness needs the CBs apart,
+    since ttnn releases them only when the next program starts."""
+    raw = dict(layer.config.get("l1_parts") or {})
+    out = {k: 0 for k in PART_CLASSES}
+    if set(raw) == {"matmul"}:
+        total = int(raw["matmul"])
+        n = layer.node
+        ins = sum(per_core_bytes(t, n.shape.rows, n.attrs.get("in_channels", n.shape.c))
+                  for t in layer.inputs if t.memory.sharded)
+        outs = per_core_bytes(layer.output, n.shape.rows, n.shape.c) \
+            if layer.output.memory.sharded else 0
+        ins, outs = min(ins, total), min(outs, max(total - ins, 0))
+        out.update(inputs=ins, outputs=outs, cb=total - ins - outs)
+    else:
+        for k, v in raw.items():
+            out[classify_part(k)] += int(v)
+    # the classes total the estimate (what the table prints); anything unnamed is the op's own
+    gap = int(layer.l1_bytes_per_core) - sum(out.values())
+    if gap > 0:
+        out["cb"] += gap
+    return out

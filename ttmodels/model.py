@@ -97,7 +97,7 @@ class Model:
         for name in self.graph.outputs:
             shape = self.graph.shape_of(name)
             t = to_torch_nchw(self.backend, raw[name], shape)
-            if name in self.graph.inputs or self.graph.node(name).op == "linear":
+            if name in self.graph.inputs or self.graph.producer(name).op == "linear":
                 t = t.reshape(t.shape[0], shape.c) if shape.h == shape.w == 1 else t
             out[name] = t
         return out

@@ -19,11 +19,16 @@ POOLS = ("max_pool2d", "avg_pool2d", "global_avg_pool", "adaptive_avg_pool2d")
 
 _CONV_FIELDS = ("out", "kernel", "stride", "padding", "dilation", "groups", "bias", "act", "bn",
                 "lowering", "weights", "in_channels")
+# torch.nn.ConvTranspose2d's arguments (no BatchNorm folding, no lowering choice: ttnn 0.81.1's
+# conv_transpose2d has no linear path of its own to choose)
+_CONV_TRANSPOSE_FIELDS = ("out", "kernel", "stride", "padding", "output_padding", "dilation",
+                          "groups", "bias", "act", "weights", "in_channels")
 
 #: spec fields of each op (besides the common ``name, op, in, when, repeat, first, layout,
 #: precision, doc``), in docs order
 SPEC_FIELDS: dict[str, tuple[str, ...]] = {
     "conv2d": _CONV_FIELDS,
+    "conv_transpose2d": _CONV_TRANSPOSE_FIELDS,
     **{op: ("act",) for op in BINARY},
     **{op: ((ACTIVATIONS[op].param,) if op in ACTIVATIONS and ACTIVATIONS[op].param else ())
        for op in UNARY},
@@ -37,12 +42,13 @@ SPEC_FIELDS: dict[str, tuple[str, ...]] = {
     "pad": ("padding", "value"),
     "batch_norm": ("weights", "act"),
     "slice": ("channels",),
+    "split": ("channels",),
 }
 
 OPS: tuple[str, ...] = tuple(SPEC_FIELDS)
 
 #: ops whose layer holds parameters loaded from the weights (key prefix ``Node.weights``)
-PARAMETRIC = ("conv2d", "linear", "batch_norm")
+PARAMETRIC = ("conv2d", "conv_transpose2d", "linear", "batch_norm")
 
 
 def unary_activation(op: str, attrs: dict) -> str | None:

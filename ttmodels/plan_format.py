@@ -76,6 +76,12 @@ def _plan_dict(plan) -> dict[str, Any]:
         } for sp in plan.spills],
         "reordered": [{"layer": r.layer, "before": r.before, "reason": r.reason}
                       for r in plan.reordered],
+        "blockings": [{"layer": b.layer, "how": b.how, "cbs": b.cbs,
+                       "for_layer": b.for_layer, "reason": b.reason} for b in plan.blockings],
+        # every executor step (adapters, layers, spills) with the L1 ttnn's timeline counts
+        "steps_l1": [{"kind": st.kind, "name": st.name, "live_l1_bytes_per_core": st.total,
+                      "own": st.own, "cbs": st.cbs, "carried_cbs": st.carry,
+                      "live_tensors": dict(st.others)} for st in plan.step_l1],
     }
 
 
@@ -106,7 +112,8 @@ def plan_table(plan) -> str:
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(head))]
     lines = [f"plan {plan.graph.name} on {plan.arch} (grid {plan.grid[0]}x{plan.grid[1]}, "
              f"L1 bank {plan.l1_bank_bytes:,} B/core with l1_small_size {plan.l1_small_size:,}; "
-             "live L1 = the op + every other tensor alive in L1 while it runs)"]
+             "live L1 = the op + every other tensor alive in L1 while it runs, and the "
+             "previous program's CBs while it allocates)"]
     if plan.mesh is not None:
         lines.append(mesh_line(plan))
     for i, r in enumerate(rows):
@@ -126,6 +133,11 @@ def plan_table(plan) -> str:
         lines.append(f"execution order ({len(plan.reordered)} moved):")
         for r in plan.reordered:
             lines.append(f"  {r.reason}")
+    if plan.blockings:
+        lines.append("")
+        lines.append(f"blockings ({len(plan.blockings)}):")
+        for b in plan.blockings:
+            lines.append(f"  {b.reason}")
     if plan.spills:
         lines.append("")
         lines.append(f"spills ({len(plan.spills)}):")

@@ -23,21 +23,23 @@ count as absent otherwise.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from .l1 import PART_CLASSES, classify_part, layer_parts  # noqa: F401 (re-exported)
+
 # Stack order, bottom to top, with legend labels and colours.
-PARTS = ("cb", "halo", "inputs", "outputs", "live")
+PARTS = PART_CLASSES + ("live", "carried")
 PART_LABELS = {
     "cb": "op circular buffers",
     "halo": "op halo buffer (conv/pool)",
     "inputs": "op inputs",
     "outputs": "op output",
     "live": "other live L1 tensors",
+    "carried": "previous program's CBs (held until this one starts)",
 }
 PART_COLOURS = {"cb": "#4c72b0", "halo": "#8fb3de", "inputs": "#55a868", "outputs": "#dd8452",
-                "live": "#8c8c8c"}
+                "live": "#8c8c8c", "carried": "#c44e52"}
 
 # Output layout kinds of the colour strip (what the table's "memory"/"buffer" columns say).
 LAYOUT_KINDS = ("dram_interleaved", "l1_interleaved", "height_sharded", "width_sharded",
@@ -88,6 +90,9 @@ class LayerBar:
     num_cores: int | None
     note: str                          # plan_format.layer_note: dram-sliced, in place, as linear
     runs_as: tuple[str, ...] = ()      # the same as row keys: RUNS_AS
+    # the previous program's CBs that ttnn still holds while this layer allocates, beyond the
+    # layer's own peak (liveness.StepL1)
+    carried: int = 0
 
     @property
     def op_total(self) -> int:
@@ -96,7 +101,7 @@ class LayerBar:
     @property
     def total(self) -> int:
         """The bar's height: the live L1 figure when the plan has liveness, else the estimate."""
-        return self.op_total + self.live
+        return self.op_total + self.live + self.carried
 
     def part(self, name: str) -> int:
         return getattr(self, name)
@@ -164,44 +169,6 @@ class PlotData:
         """Rows of the strip under the bars, bottom up: how layers run, then adapter kinds."""
         notes = [r for r in RUNS_AS if any(r in b.runs_as for b in self.layers)]
         return tuple(notes) + self.edge_kinds
-
-
-def classify_part(key: str) -> str:
-    """Which stack an ``l1_parts`` key belongs to (``l1.py``'s part names)."""
-    if key == "input" or re.fullmatch(r"input\d+", key):
-        return "inputs"
-    if key == "output":
-        return "outputs"
-    if key == "halo":
-        return "halo"
-    # act/tilized_act/weights/partials/bias/window/reduce/in0/in1/out CBs, eltwise cb<i>: the op's
-    # own buffers
-    return "cb"
-
-
-def layer_parts(layer) -> dict[str, int]:
-    """The layer's own L1 per core by class (cb/halo/inputs/outputs); sums to the estimate."""
-    from .l1 import per_core_bytes
-
-    raw = dict(layer.config.get("l1_parts") or {})
-    out = {k: 0 for k in PARTS if k != "live"}
-    if set(raw) == {"matmul"}:
-        total = int(raw["matmul"])
-        n = layer.node
-        ins = sum(per_core_bytes(t, n.shape.rows, n.attrs.get("in_channels", n.shape.c))
-                  for t in layer.inputs if t.memory.sharded)
-        outs = per_core_bytes(layer.output, n.shape.rows, n.shape.c) \
-            if layer.output.memory.sharded else 0
-        ins, outs = min(ins, total), min(outs, max(total - ins, 0))
-        out.update(inputs=ins, outputs=outs, cb=total - ins - outs)
-    else:
-        for k, v in raw.items():
-            out[classify_part(k)] += int(v)
-    # the bar must total what the table prints; anything the parts do not name is the op's own
-    gap = int(layer.l1_bytes_per_core) - sum(out.values())
-    if gap > 0:
-        out["cb"] += gap
-    return out
 
 
 def layer_live(layer) -> tuple[int, tuple[tuple[str, int], ...]]:
@@ -278,13 +245,16 @@ def plot_data(plan, verify_records=None, *, title: str | None = None,
     for i, pl in enumerate(plan.layers):
         parts = layer_parts(pl)
         live, named = layer_live(pl)
+        others = sum(v for _, v in named)
+        carried = max(live - others, 0) if named or live else 0
+        live -= carried
         m = pl.output.memory
         bars.append(LayerBar(
             index=i, name=pl.name, op=pl.node.op, stage=stage_of(pl.node),
             estimate=int(pl.l1_bytes_per_core), live=live, live_tensors=named,
             layout_kind=layout_kind(m), grid=tuple(m.grid) if m.sharded and m.grid else None,
             num_cores=m.num_cores if m.sharded else None, note=layer_note(pl),
-            runs_as=runs_as(pl.config), **parts))
+            runs_as=runs_as(pl.config), carried=carried, **parts))
     edges = tuple(EdgeMark(index[a.dst], a.src, a.dst, a.index,
                            SPILL if is_spill(a) else a.kind, a.kind, a.reason)
                   for a in plan.adapters if a.dst in index)
@@ -457,7 +427,7 @@ def draw_plan(fig, data: PlotData, slot=None, *, show_title: bool = True) -> dic
     bottom = [0] * n
     for part in PARTS:
         hs = [b.part(part) for b in data.layers]
-        if part == "live" and not any(hs):
+        if part in ("live", "carried") and not any(hs):
             continue
         ax.bar(xs, hs, bottom=bottom, width=0.82, color=PART_COLOURS[part],
                label=PART_LABELS[part], linewidth=0)

@@ -37,7 +37,7 @@ from .graph import TILE, Graph, Node, TensorShape, round_up
 from .layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                      TensorLayout)
 from .ops import BINARY, UNARY
-from .plans import Adapter, Plan, PlannedLayer, ReorderNote
+from .plans import Adapter, BlockingNote, Plan, PlannedLayer, ReorderNote
 
 
 def plan_hook(op: str) -> str:
@@ -59,6 +59,12 @@ def _flat(shape: TensorShape) -> tuple[int, int, int, int]:
     return shape.flat
 
 
+def _padding4(p) -> tuple[int, int, int, int]:
+    """(top, bottom, left, right) from a pool's (h, w) or 4-value padding."""
+    p = tuple(int(v) for v in p)
+    return p if len(p) == 4 else (p[0], p[0], p[1], p[1])
+
+
 def _const_flat(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
     s = (1, 1, 1, 1) + tuple(shape)
     return tuple(s[-4:])  # type: ignore[return-value]
@@ -66,7 +72,8 @@ def _const_flat(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
 
 class _Planner:
     def __init__(self, graph: Graph, arch: str, adapters: bool, l1_small_size: int = 32768,
-                 no_reorder: frozenset[str] = frozenset()):
+                 no_reorder: frozenset[str] = frozenset(), cb_caps: dict[str, int] | None = None,
+                 no_cap: frozenset[str] = frozenset()):
         if arch not in l1m.ARCH_L1:
             raise LayoutError(f"unknown arch {arch!r}; known: {sorted(l1m.ARCH_L1)}")
         self.g, self.arch, self.with_adapters = graph, arch, adapters
@@ -79,6 +86,10 @@ class _Planner:
         self.last = lv.last_uses(graph.nodes)
         self.keep = set(graph.outputs) | set(graph.constants)
         self.no_reorder = no_reorder if adapters else frozenset(n.name for n in graph.nodes)
+        # convs asked to keep their CBs small for the step after them (cap_previous_cbs), and
+        # the ones for which that did not work (they are not asked again)
+        self.cb_caps = dict(cb_caps or {})
+        self.no_cap = no_cap if adapters else frozenset(n.name for n in graph.nodes)
         self.layouts: dict[str, TensorLayout] = {}
         self.flat: dict[str, tuple[int, int, int, int]] = {}
         self.adapters: list[Adapter] = []
@@ -146,16 +157,24 @@ class _Planner:
                 raise LayoutError(f"no planning rule for op '{node.op}'", layer=node.name)
             layer = self.plan_live(i, node, fn)
             self.layers.append(layer)
-            self.layouts[node.name] = layer.output
-            self.flat[node.name] = _flat(node.shape)
+            for t, lay in layer.tensor_layouts().items():   # a split has several outputs
+                self.layouts[t] = lay
+                self.flat[t] = _flat(self.g.shape_of(t))
             if self.with_adapters:
                 vs = R.check(self.rule_op(node), layer.inputs, self.check_attrs(layer),
                              None, shapes=[self.flat[s] for s in node.inputs])
                 R.raise_if_violations(vs, node.name)
             self.check_policy(node, layer)
-        return Plan(self.g, self.layers, self.adapters, self.input_layouts,
+        plan = Plan(self.g, self.layers, self.adapters, self.input_layouts,
                     self.constant_layouts, self.arch, self.grid, self.budget,
                     spills=self.spills, l1_small_size=self.l1_small_size)
+        # the final figures: later spills shortened earlier layers' live sets and carries
+        plan.step_l1 = lv.step_figures(plan)
+        by_name = {pl.name: pl for pl in self.layers}
+        for st in plan.step_l1:
+            if st.kind == "layer":
+                by_name[st.name].live_l1, by_name[st.name].live_tensors = st.total, dict(st.others)
+        return plan
 
     # ---- liveness ----------------------------------------------------------------------------
     def others(self, i: int, node: Node, received=None) -> dict[str, int]:
@@ -189,16 +208,47 @@ class _Planner:
         return layer, None, others
 
     def plan_live(self, i: int, node: Node, fn) -> PlannedLayer:
-        """Plan layer ``i`` against the L1 that the tensors alive around it leave. Remedies, when
-        it does not fit (fewest bytes moved first): the op's own smaller blockings, other
-        layouts and DRAM slicing (inside ``fn``, against ``op_budget``); spilling live tensors
-        to DRAM (``Spill``), when that moves fewer bytes than DRAM slicing or nothing else fits."""
+        """Plan layer ``i`` against the L1 that the tensors alive around it leave (and the
+        previous program's CBs, liveness.py). Remedies, when it does not fit (fewest bytes moved
+        first): a smaller blocking of the previous conv (``_CapCBs``); the op's own smaller
+        blockings, other layouts and DRAM slicing (inside ``fn``, against ``op_budget``); an
+        earlier place in the order (``_Reorder``); spilling live tensors to DRAM (``Spill``),
+        when that moves fewer bytes than DRAM slicing or nothing else fits."""
         mark = len(self.adapters)
         pre = self.others(i, node)
+        carry = self.carry_in()
+
+        def attempt(others: dict[str, int]):
+            """fn against ``others``; if that does not fit only because of the previous
+            program's CBs, again against what they leave (the op's own smaller blockings,
+            layouts or DRAM slicing). (layer or None, error, fits, the others it used)."""
+            del self.adapters[mark:]
+            got, e, _ = self.try_plan(node, fn, others)
+            if got is not None and self.live_total(i, node, got, mark) <= self.budget:
+                return got, e, True, others
+            if got is not None and carry:
+                tight = dict(others, **{"(previous program's CBs)": carry})
+                del self.adapters[mark:]
+                cand, _, _ = self.try_plan(node, fn, tight)
+                if cand is not None and self.live_total(i, node, cand, mark) <= self.budget:
+                    return cand, None, True, tight
+                del self.adapters[mark:]
+                got, e, _ = self.try_plan(node, fn, others)
+            return got, e, False, others
+
         layer, err, _ = self.try_plan(node, fn, pre)
-        fits = layer is not None and self.live_total(i, node, layer) <= self.budget
+        fits = layer is not None and self.live_total(i, node, layer, mark) <= self.budget
         if fits and not layer.config.get("slice"):
-            return self.finish(i, node, layer)
+            return self.finish(i, node, layer, mark)
+        # the previous program's CBs, still reserved while this step allocates, are what tips
+        # it over: a smaller blocking of the previous conv (0 bytes moved; plan_graph replans)
+        if layer is not None and not fits:
+            self.cap_previous_cbs(i, node, layer, mark)
+        used = pre
+        if not fits:
+            layer, err, fits, used = attempt(pre)
+            if fits and not layer.config.get("slice"):
+                return self.finish(i, node, layer, mark)
         # an earlier place in the order, where fewer tensors are alive (0 bytes moved): e.g. a
         # bottleneck's downsample right after the block input, before the branch (plan_graph
         # replans the reordered graph, and keeps the order only if that plan works)
@@ -217,9 +267,8 @@ class _Planner:
             saved = {t: self.layouts[t] for t in chosen}
             for t in chosen:
                 self.layouts[t] = self.spilled_layout(saved[t])
-            cand, _, _ = self.try_plan(node, fn, self.others(i, node))
-            ok = cand is not None and not cand.config.get("slice") and \
-                self.live_total(i, node, cand) <= self.budget
+            cand, _, ok, _ = attempt(self.others(i, node))
+            ok = ok and not cand.config.get("slice")
             if ok:
                 best = (chosen, saved, cand)
                 break
@@ -230,14 +279,14 @@ class _Planner:
                 after = self.spill_point(i, t)
                 frees = lv.bank_bytes(saved[t], *lv.tensor_rows_c(self.g, t))
                 self.spills.append(lv.Spill(t, after, saved[t], self.layouts[t], frees, node.name))
-            return self.finish(i, node, cand)
-        if sliced is not None:
+            return self.finish(i, node, cand, mark)
+        if sliced is not None:      # planned again against what it was planned with
             del self.adapters[mark:]
-            layer, _, _ = self.try_plan(node, fn, pre)
-            return self.finish(i, node, layer)
+            layer, _, _ = self.try_plan(node, fn, used)
+            return self.finish(i, node, layer, mark)
         if err is not None and layer is None:
             raise err
-        total = self.live_total(i, node, layer)
+        total = self.live_total(i, node, layer, mark)
         others = self.others(i, node, layer.inputs)
         why = layer.config.get("inplace_blocked")
         live = ", ".join(f"{k} {v:,}" for k, v in sorted(others.items(), key=lambda kv: -kv[1]))
@@ -254,13 +303,46 @@ class _Planner:
         pos = {n.name: k for k, n in enumerate(self.g.nodes)}
         return max([pos[s] + 1 for s in node.inputs if s in pos] + [0])
 
-    def live_total(self, i: int, node: Node, layer: PlannedLayer) -> int:
-        return layer.l1_bytes_per_core + sum(self.others(i, node, layer.inputs).values())
+    def carry_in(self) -> int:
+        """The CBs the previous program still holds when layer ``len(self.layers)`` starts: the
+        previous layer's, unless a spill ran after it (liveness.py)."""
+        if not self.layers:
+            return 0
+        prev = self.layers[-1]
+        if any(sp.after == prev.name for sp in self.spills):
+            return 0
+        return lv.layer_cbs(prev)
 
-    def finish(self, i: int, node: Node, layer: PlannedLayer) -> PlannedLayer:
-        others = self.others(i, node, layer.inputs)
-        layer.live_tensors = others
-        layer.live_l1 = layer.l1_bytes_per_core + sum(others.values())
+    def live_steps(self, i: int, node: Node, layer: PlannedLayer, mark: int,
+                   carry: int | None = None) -> list[lv.StepL1]:
+        """Layer ``i``'s steps (its adapters ``self.adapters[mark:]``, then the layer) with the
+        L1 ttnn's timeline counts for each (liveness.layer_steps)."""
+        steps, _ = lv.layer_steps(i, node, layer, self.adapters[mark:], self.alive_at(i),
+                                  self.last, self.keep, self.g,
+                                  self.carry_in() if carry is None else carry)
+        return steps
+
+    def live_total(self, i: int, node: Node, layer: PlannedLayer, mark: int,
+                   carry: int | None = None) -> int:
+        return max(s.total for s in self.live_steps(i, node, layer, mark, carry))
+
+    def cap_previous_cbs(self, i: int, node: Node, layer: PlannedLayer, mark: int) -> None:
+        """Raise ``_CapCBs`` when layer ``i`` (or an adapter in front of it) would fit but for
+        the previous conv's CBs, and that conv has not been asked already."""
+        if not self.layers or layer.config.get("slice"):
+            return
+        prev = self.layers[-1]
+        carry = self.carry_in()
+        if prev.node.op != "conv2d" or prev.name in self.no_cap or carry == 0 or \
+                self.live_total(i, node, layer, mark, carry=0) > self.budget:
+            return
+        excess = self.live_total(i, node, layer, mark) - self.budget
+        raise _CapCBs(prev.name, carry - excess, node.name)
+
+    def finish(self, i: int, node: Node, layer: PlannedLayer, mark: int) -> PlannedLayer:
+        step = self.live_steps(i, node, layer, mark)[-1]
+        layer.live_tensors = dict(step.others)
+        layer.live_l1 = step.total
         return layer
 
     def spill_sets(self, i: int, node: Node, others: dict[str, int]):
@@ -279,7 +361,7 @@ class _Planner:
     def spill_point(self, i: int, t: str) -> str:
         """The layer after which ``t`` goes to DRAM: its last reader before layer ``i``, or its
         producer."""
-        after = t
+        after = self.g.producer(t).name if t not in self.g.inputs else t
         for node in self.g.nodes[:i]:
             if t in node.inputs:
                 after = node.name
@@ -399,7 +481,10 @@ class _Planner:
         else:
             pc = R.determine_parallel_config(kind, out_rows, c_in, c_out, self.grid,
                                              channels_padding=not is_mm, act_block_h=act_block_h)
-            conv_in = TensorLayout(R.conv_memspec(kind, in_rows, c_in, pc), x.layout, x.dtype)
+            # a DRAM slice reaches the conv as padded_slice's row-major sticks (measured on the
+            # mock device: its shards hold 8-aligned, not tile-aligned, channels)
+            conv_in = TensorLayout(R.conv_memspec(kind, in_rows, c_in, pc),
+                                   ROW_MAJOR if dims is not None else x.layout, x.dtype)
         # ttnn's output spec: output parallel config, then (matmul convs) only the cores that
         # hold output blocks (rules.conv_output_memspec)
         out_mem = R.conv_output_memspec(pc, out_rows, c_out, is_mm=is_mm, device_grid=self.grid)
@@ -409,8 +494,10 @@ class _Planner:
                                tuple(a["padding"]))
         # what the layer receives (alive throughout): a sharded producer is resharded to conv_in
         # by an adapter (plan_conv2d), an interleaved one is read as it is; a DRAM slice reads DRAM
-        received = None if follow_input or x.memory.sharded else (
-            x if dims is None else TensorLayout(MemSpec(INTERLEAVED, "dram"), x.layout, x.dtype))
+        if dims is not None:        # a slice: an adapter puts any input in DRAM first
+            received = TensorLayout(MemSpec(INTERLEAVED, "dram"), x.layout, x.dtype)
+        else:
+            received = None if follow_input or x.memory.sharded else x
         est = l1m.conv_l1(kind=kind, in_layout=conv_in, out_layout=out, in_rows=in_rows,
                           in_w=in_w, c_in=c_in, out_rows=out_rows, c_out=c_out,
                           kernel=tuple(a["kernel"]), cores_nhw=pc.cores_nhw, cores_c=pc.cores_c,
@@ -526,7 +613,11 @@ class _Planner:
             for k in (HEIGHT, BLOCK, WIDTH):
                 for abh in (None, 64, 32):
                     fallback.append(self.conv_candidate(node, k, x, abh, False))
-        fit = next((c for c in fallback if c["est"].total <= self.op_budget), None)
+        cap = self.cb_caps.get(node.name)
+        fit = next((c for c in fallback if c["est"].total <= self.op_budget and (
+            cap is None or l1m.estimate_cbs(c["est"]) <= cap)), None)
+        if fit is None and cap is not None:     # the cap cannot be met: plan as if unasked
+            fit = next((c for c in fallback if c["est"].total <= self.op_budget), None)
         self.slice_miss = []
         if fit is None and not self.is_mm(node) and policy.kind in ("auto", INTERLEAVED):
             sliced = self.plan_conv_sliced(node, x)
@@ -790,10 +881,16 @@ class _Planner:
             pool_in = replace(x, memory=R.pool_input_memspec(pc, in_rows, c, in_tiled=in_tiled))
         out = R.output_layout(node.op, [x], attrs, None, [self.flat[node.inputs[0]]])
         # the global pool reduces the input as it is (no pool2d sharding of it)
+        geo = None
+        if node.op in ("max_pool2d", "avg_pool2d"):
+            geo = l1m.ConvGeometry(in_shape.n, in_shape.h, in_shape.w, node.shape.h, node.shape.w,
+                                   kernel, tuple(node.attrs["stride"]),
+                                   _padding4(node.attrs.get("padding", (0, 0))))
         est = l1m.pool_l1(in_layout=x if node.op == "global_avg_pool" else pool_in,
                           out_layout=out, in_rows=in_rows, in_w=in_shape.w,
                           c=c, out_rows=node.shape.rows, kernel=kernel, num_cores=pc.num_cores,
-                          global_pool=node.op == "global_avg_pool")
+                          global_pool=node.op == "global_avg_pool", geometry=geo,
+                          cores_nhw=pc.cores_nhw)
         config = {"applied_shard_scheme": attrs["applied_shard_scheme"],
                   "shard_scheme": scheme, "output_layout": out_layout, "dtype": dtype,
                   "kernel": kernel, "num_cores": pc.num_cores, "core_grid": pc.grid,
@@ -1016,6 +1113,107 @@ class _Planner:
                              c=node.shape.c)
         return PlannedLayer(node, [x], out, est.total, {"l1_parts": est.parts})
 
+    def plan_split(self, node: Node) -> PlannedLayer:
+        """One ttnn.slice per named output (layers/slice.py Split): the input interleaved (rule
+        slice.memory), every output in the input's memory config."""
+        x = self.layouts[node.inputs[0]]
+        if self.with_adapters and x.memory.sharded:
+            x = self.to_interleaved(node, 0, x, "split runs ttnn.slice, which takes interleaved "
+                                    "tensors")
+        out = R.output_layout("split", [x], {}, None, [self.flat[node.inputs[0]]])
+        rows, c = self.rc(node.inputs[0])
+        est = l1m.split_l1(in_layout=x, out_layout=out, rows=rows, c_in=c,
+                           channels=[hi - lo for _, lo, hi in node.attrs["sections"]])
+        return PlannedLayer(node, [x], out, est.total, {"l1_parts": est.parts},
+                            outputs={t: out for t in node.outputs})
+
+    # ---- conv_transpose2d --------------------------------------------------------------------
+    def conv_transpose_candidate(self, node: Node, kind: str, x: TensorLayout,
+                                 act_block_h: int | None, follow: bool) -> dict:
+        """One layout of a conv_transpose2d and its L1 estimate: conv2d's parallel config and
+        output spec for the transposed conv's output rows, the conv2d micro-op's CBs and halo
+        over the zero-inserted full input (conv_transpose2d.cpp conv_transpose2d_L1 calls
+        determine_conv_config_for_auto_shard / shard_or_reshard_tensor_if_required with the
+        output size and the full input size)."""
+        a = node.attrs
+        s_in = self.g.shape_of(node.inputs[0])
+        rows_in, c_in = self.rc(node.inputs[0])
+        out_rows, c_out = node.shape.rows, node.shape.c
+        is_mm = R.is_matmul_conv(a["kernel"], a["stride"], a["padding"], a["dilation"],
+                                 a["groups"])
+        if follow:
+            pc, conv_in = R.parallel_config_of(x.memory), x
+        else:
+            pc = R.determine_parallel_config(kind, out_rows, c_in, c_out, self.grid,
+                                             channels_padding=not is_mm, act_block_h=act_block_h)
+            conv_in = TensorLayout(R.conv_memspec(kind, rows_in, c_in, pc), x.layout, x.dtype)
+        out = TensorLayout(R.conv_output_memspec(pc, out_rows, c_out, is_mm=False,
+                                                 device_grid=self.grid),
+                           TILE_LAYOUT, node.precision.activations)
+        geo = l1m.conv_transpose_geometry(s_in.n, s_in.h, s_in.w, node.shape.h, node.shape.w,
+                                          a["kernel"], a["stride"], a["padding"],
+                                          a["output_padding"], a["dilation"])
+        est = l1m.conv_l1(kind=kind, in_layout=conv_in, out_layout=out, in_rows=rows_in,
+                          in_w=s_in.w, c_in=c_in, out_rows=out_rows, c_out=c_out,
+                          kernel=tuple(a["kernel"]), cores_nhw=pc.cores_nhw, cores_c=pc.cores_c,
+                          num_cores=pc.num_cores, weights_dtype=node.precision.weights,
+                          fp32_accum=node.precision.fp32_accum, act_block_h=act_block_h,
+                          bias=bool(a.get("bias")), geometry=geo, is_mm=is_mm,
+                          received=None if follow or x.memory.sharded else x)
+        return dict(kind=kind, pc=pc, conv_in=conv_in, out=out, est=est, is_mm=is_mm,
+                    act_block_h=act_block_h or 0)
+
+    def plan_conv_transpose2d(self, node: Node) -> PlannedLayer:
+        """Like conv2d's plan on its L1 path: follow a sharded input, else ttnn's auto choice
+        among height/block/width (auto_pick); smaller act blocks when over budget. No DRAM
+        slicing (its slice path is not modelled): an input in DRAM is first moved to L1
+        interleaved (rule conv_transpose2d.l1_path)."""
+        x = self.layouts[node.inputs[0]]
+        policy = node.layout
+        if self.with_adapters and x.memory.buffer == "dram":
+            x = self.adapt(node, 0, x, "to_memory_config",
+                           replace(x, memory=MemSpec(INTERLEAVED, "l1")),
+                           "conv_transpose2d runs its L1 path on an L1 input")
+        follow = policy.kind == "auto" and x.memory.sharded
+        kinds = [policy.kind] if policy.kind in (HEIGHT, BLOCK, WIDTH) else (
+            [x.memory.memory_layout] if follow else [HEIGHT, BLOCK, WIDTH])
+        cands = []
+        for k in kinds:
+            try:
+                cand = self.conv_transpose_candidate(node, k, x, None, follow)
+            except (ValueError, ZeroDivisionError):
+                continue
+            if not R.tensor_checks(cand["out"], _flat(node.shape), "conv_transpose2d output"):
+                cands.append(cand)
+        if not cands:
+            raise LayoutError("no shard layout gives ttnn a valid conv_transpose2d output",
+                              layer=node.name)
+        chosen = self.auto_pick(cands) if len(cands) >= 2 else cands[0]
+        tried = [chosen] + [c for c in cands if c is not chosen]
+        fallback = [c2 for c in tried for c2 in
+                    [c] + [self.conv_transpose_candidate(node, c["kind"], x, abh, follow)
+                           for abh in (128, 64, 32)]]
+        fit = next((c for c in fallback if c["est"].total <= self.op_budget), None)
+        if fit is None:
+            best = min(fallback, key=lambda c: c["est"].total)
+            raise LayoutError(
+                f"conv_transpose2d needs at least {best['est'].total} B of L1 per core "
+                f"({best['kind']}, {best['est']}), over the {self.op_budget} B left by the "
+                f"{self.budget} B bank of {self.arch} and the tensors alive around it (it is not "
+                "DRAM-sliced); use a smaller input size or batch", layer=node.name)
+        cin = x
+        if self.with_adapters and x.memory.sharded and x.memory != fit["conv_in"].memory:
+            cin = self.adapt(node, 0, x, "reshard", replace(fit["conv_in"], layout=x.layout),
+                             f"conv_transpose2d wants its input {fit['kind']} on "
+                             f"{fit['pc'].num_cores} cores; producer gives {x.memory.short()}")
+        requested = self.requested_memory(node, node.shape.rows, node.shape.c) \
+            if policy.kind == INTERLEAVED else None
+        layer = self.conv_layer(node, cin, fit, requested)
+        a = node.attrs
+        layer.config.update(kernel=tuple(a["kernel"]), padding=tuple(a["padding"]),
+                            dilation=tuple(a["dilation"]))
+        return layer
+
     # ---- linear ----------------------------------------------------------------------------
     def plan_linear(self, node: Node) -> PlannedLayer:
         x = self.layouts[node.inputs[0]]
@@ -1185,6 +1383,23 @@ class _Reorder(Exception):
         self.name, self.index = name, index
 
 
+def _conv_choice(layer: PlannedLayer) -> str:
+    """``block_sharded on 64 cores, act_block_h 64``: how a planned conv runs."""
+    c = layer.config
+    how = f"{c.get('shard_layout')} on {c.get('num_cores')} cores"
+    return how + (f", act_block_h {c['act_block_h_override']}"
+                  if c.get("act_block_h_override") else "")
+
+
+class _CapCBs(Exception):
+    """Raised by the planner: the next step would fit if conv ``name`` kept its circular buffers
+    to ``cap`` bytes per core (ttnn releases them only when the next program starts)."""
+
+    def __init__(self, name: str, cap: int, for_layer: str):
+        super().__init__(name, cap, for_layer)
+        self.name, self.cap, self.for_layer = name, cap, for_layer
+
+
 def moved(graph: Graph, name: str, index: int) -> Graph:
     """A copy of ``graph`` with node ``name`` run at position ``index`` (still topological: the
     planner only moves a node to right after its inputs). The caller's graph is not modified."""
@@ -1202,21 +1417,40 @@ def plan_graph(graph: Graph, *, arch: str = "wormhole_b0", adapters: bool = True
     its inputs (fewer tensors alive there); the plan of the reordered graph is kept when it
     works, else the layer stays and the other remedies (spills) apply."""
     frozen: frozenset[str] = frozenset()
+    caps: dict[str, int] = {}             # conv -> CB bytes it may keep for the next step
+    asked: dict[str, str] = {}            # conv -> the layer that asked
+    no_cap: frozenset[str] = frozenset()
     current, moves = graph, []
     planner = None
+
+    def make(g: Graph) -> _Planner:
+        return _Planner(g, arch, adapters, l1_small_size, frozen, caps, no_cap)
+
     try:
-        for _ in range(len(graph.nodes) + 1):
+        for _ in range(3 * len(graph.nodes) + 1):
             try:
-                planner = _Planner(current, arch, adapters, l1_small_size, frozen)
+                planner = make(current)
                 plan = planner.run()
                 plan.reordered = [ReorderNote(*m) for m in moves]
+                plan.blockings = [BlockingNote(n, _conv_choice(pl), lv.layer_cbs(pl), asked[n])
+                                  for n, pl in ((n, plan.layer(n)) for n in caps)
+                                  if lv.layer_cbs(pl) <= caps[n]]
                 return plan
+            except _CapCBs as c:
+                if c.name in caps or c.cap <= 0:
+                    # asked before and its blockings could not get there: the next step takes
+                    # the other remedies (spills) instead
+                    caps.pop(c.name, None)
+                    no_cap = no_cap | {c.name}
+                else:
+                    caps[c.name] = c.cap
+                    asked[c.name] = c.for_layer
             except _Reorder as r:
                 frozen = frozen | {r.name}
                 candidate = moved(current, r.name, r.index)
                 try:
-                    _Planner(candidate, arch, adapters, l1_small_size, frozen).run()
-                except _Reorder:
+                    make(candidate).run()
+                except (_Reorder, _CapCBs):
                     pass                # the moved layer fitted; another one asks next
                 except LayoutError:
                     continue            # no better there: keep the order, spill instead

@@ -41,6 +41,22 @@ class ReorderNote:
         return f"reorder: {self.layer} runs before {self.before} (fewer live tensors)"
 
 
+@dataclass(frozen=True)
+class BlockingNote:
+    """The planner gave conv ``layer`` a smaller blocking than it needs on its own so that its
+    circular buffers (``cbs`` B/core; ttnn holds them until the next program starts) leave room
+    for ``for_layer`` (a remedy that moves no bytes)."""
+    layer: str
+    how: str            # the conv's choice, e.g. "block_sharded on 64 cores, act_block_h 64"
+    cbs: int
+    for_layer: str
+
+    @property
+    def reason(self) -> str:
+        return (f"blocking: {self.layer} runs {self.how}, its CBs {self.cbs:,} B/core, so that "
+                f"{self.for_layer} fits (ttnn frees them only when the next program starts)")
+
+
 @dataclass
 class PlannedLayer:
     node: Node
@@ -49,14 +65,22 @@ class PlannedLayer:
     l1_bytes_per_core: int                # estimate: input/output shards + weights + CBs
     config: dict[str, Any] = field(default_factory=dict)  # op-specific decisions (e.g. conv
     # shard_layout, act_block_h, matmul program config parameters) for the builder/backends
-    # With every other tensor alive in L1 while it runs (liveness.py): the total per core, and the
+    # With every other tensor alive in L1 while it runs and the CBs the previous program still
+    # holds (liveness.py, ttnn's accounting): the total per core, and the
     # other tensors by name with their bytes per core.
     live_l1: int | None = None
     live_tensors: dict[str, int] = field(default_factory=dict)
+    # A split's named outputs (``Node.outputs``): tensor name -> its layout; ``output`` is then
+    # the first of them. Empty for single-output ops.
+    outputs: dict[str, TensorLayout] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
         return self.node.name
+
+    def tensor_layouts(self) -> dict[str, TensorLayout]:
+        """Every tensor this layer produces and its layout (one: the layer's name)."""
+        return dict(self.outputs) if self.outputs else {self.node.name: self.output}
 
 
 @dataclass
@@ -73,10 +97,14 @@ class Plan:
     l1_budget: int = 1_360_544
     spills: list = field(default_factory=list)     # liveness.Spill, in execution order
     reordered: list = field(default_factory=list)  # ReorderNote: layers moved by the planner
+    blockings: list = field(default_factory=list)  # BlockingNote: convs blocked for the next op
     l1_small_size: int = 32768
     # Data parallel: the graph (and every layout above) is for ONE chip's batch; the mesh runs
     # a replica per chip (ttmodels.mesh.MeshSpec), None for a single chip.
     mesh: Any = None
+    # liveness.StepL1 of every step the executor runs (adapters, layers, spills), in its order:
+    # the L1 per core ttnn's timeline counts at each (set by the planner)
+    step_l1: list = field(default_factory=list)
 
     @property
     def l1_bank_bytes(self) -> int:

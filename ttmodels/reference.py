@@ -50,6 +50,14 @@ def node_parameters(node: Node) -> dict[str, tuple[int, ...]]:
         if node.bn:
             for s in BN_PARAMS:
                 out[f"{node.bn}.{s}"] = (o,)
+    elif node.op == "conv_transpose2d":
+        # torch.nn.ConvTranspose2d: weight [in, out / groups, kh, kw]
+        p = _need_prefix(node)
+        kh, kw = a["kernel"]
+        o = int(a["out_channels"])
+        out[f"{p}.weight"] = (int(a["in_channels"]), o // int(a.get("groups", 1)), int(kh), int(kw))
+        if a.get("bias"):
+            out[f"{p}.bias"] = (o,)
     elif node.op == "linear":
         p = _need_prefix(node)
         out[f"{p}.weight"] = (int(a["out_features"]), int(a["in_features"]))
@@ -187,6 +195,10 @@ class ReferenceModel:
                 if on_node is not None:
                     on_node(node, env)
                 y = self.eval_node(node, env)
+                if node.outputs:           # split: one tensor per named output
+                    for t, (_, lo, hi) in zip(node.outputs, node.attrs["sections"]):
+                        env[t] = y[:, lo:hi]
+                    continue
                 want = node.shape.nchw[1:]
                 if tuple(y.shape[1:]) != want:
                     raise Error(f"layer '{node.name}' ({node.op}): reference output "
@@ -210,6 +222,11 @@ class ReferenceModel:
         a, p = node.attrs, node.weights
         w = self.params[f"{p}.weight"]
         b = self.params.get(f"{p}.bias") if a.get("bias") else None
+        if node.op == "conv_transpose2d":
+            t, _, l, _ = a["padding"]
+            return F.conv_transpose2d(x, w, b, stride=tuple(a["stride"]), padding=(t, l),
+                                      output_padding=tuple(a["output_padding"]),
+                                      groups=int(a["groups"]), dilation=tuple(a["dilation"]))
         t, bo, l, r = _pads(a.get("padding", (0, 0, 0, 0)))
         if t == bo and l == r:
             pad = (t, l)
@@ -245,6 +262,10 @@ class ReferenceModel:
         if op == "concat":
             return torch.cat([self.operand(n, env) for n in node.inputs], dim=1)
         x = self.operand(node.inputs[0], env)
+        if op == "conv_transpose2d":
+            return _activation(self.conv_raw(node, x), a.get("activation"), node)
+        if op == "split":
+            return x              # run() hands out the named sections
         if op == "conv2d":
             y = self.conv_raw(node, x)
             if node.bn:

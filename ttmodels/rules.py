@@ -75,6 +75,8 @@ _UNARY_H = "ttnn/cpp/ttnn/operations/eltwise/unary/unary.hpp"
 _UNARY_OP = "ttnn/cpp/ttnn/operations/eltwise/unary/device/unary_device_operation.cpp"
 _RESHAPE = "ttnn/cpp/ttnn/operations/data_movement/reshape_view/reshape.cpp"
 _SLICE = "ttnn/cpp/ttnn/operations/data_movement/slice/device/slice_device_operation.cpp"
+_CONVT = "ttnn/cpp/ttnn/operations/conv/conv_transpose2d/conv_transpose2d.cpp"
+_SW = "ttnn/cpp/ttnn/operations/sliding_window/sliding_window.cpp"
 _BN = "ttnn/cpp/ttnn/operations/normalization/batch_norm/device/batch_norm_device_operation.cpp"
 _BIN_OPS = "|".join(BINARY)
 _UN_OPS = "|".join(UNARY)
@@ -111,7 +113,8 @@ _RULE_LIST = [
          "device ops take device tensors: a host tensor must be moved with to_device first",
          f"{_TENSOR_CPP}: device storage checks in each op's validate (0.81.1: 'Operands to "
          "matmul need to be on device!', 'ttnn.concat: expected a tensor with device storage')"),
-    Rule("tensor.shard_l1", "conv2d|max_pool2d|avg_pool2d|global_avg_pool|adaptive_avg_pool2d",
+    Rule("tensor.shard_l1", "conv2d|conv_transpose2d|max_pool2d|avg_pool2d|global_avg_pool|"
+         "adaptive_avg_pool2d",
          "conv2d and pool inputs that are sharded live in L1 (ttnn 0.81.1 accepts DRAM "
          "height-sharded tensors for eltwise ops and adapters; the planner never makes them)",
          f"{_CONV}: create_sharded_memory_config_from_parallel_config (BufferType::L1); "
@@ -122,11 +125,11 @@ _RULE_LIST = [
          "sharding itself (L1-driven auto shard), so the plan sets shard_layout to know it",
          f"{_CONV}: determine_conv_config_for_auto_shard (0.81.1 accepts the call; the old "
          "'Tensor must be sharded or shard_layout must be set.' is not raised)", kind="perf"),
-    Rule("conv2d.act_block_h", "conv2d",
+    Rule("conv2d.act_block_h", "conv2d|conv_transpose2d",
          "act_block_h_override is 0 (ttnn decides) or a multiple of 32",
          f"{_CONV}: get_conv_configs ('Config Error: act_block_h_override ({{}}) must be a "
          "multiple of 32 (tile height).', 0.81.1 wheel: conv2d_utils.cpp:280)"),
-    Rule("conv2d.shard_scheme", "conv2d",
+    Rule("conv2d.shard_scheme", "conv2d|conv_transpose2d",
          "conv2d supports HEIGHT, BLOCK or WIDTH sharded layouts only",
          f"{_CONV}: determine_parallel_config ('Conv2d supports Height, Block or Width Sharded "
          "Layouts but got {}')"),
@@ -134,7 +137,7 @@ _RULE_LIST = [
          "height/width-sharded conv inputs must use ROW_MAJOR shard orientation (else conv reshards)",
          f"{_CONV}: get_conv_padded_input_shape_and_mem_config (needs_shard_or_reshard when "
          "orientation != ROW_MAJOR for non-block layouts)", kind="perf"),
-    Rule("conv2d.rm_bfp_output", "conv2d",
+    Rule("conv2d.rm_bfp_output", "conv2d|conv_transpose2d",
          "conv output cannot be ROW_MAJOR when the output dtype is bfloat8_b (1x1 stride-1 "
          "matmul convs excepted: 0.81.1 accepts them)",
          f"{_CONV_OP}: Conv2dDeviceOperation::validate ('Conv output can't be in Row Major if "
@@ -144,6 +147,20 @@ _RULE_LIST = [
          "conv2d (an extra move the plan should make explicit)",
          f"{_CONV}: get_conv_padded_input_shape_and_mem_config (needs_shard_or_reshard)",
          kind="perf"),
+    # --- conv_transpose2d (a conv2d micro-op over the halo's zero-inserted input) -------------
+    Rule("conv_transpose2d.real_padding", "conv_transpose2d",
+         "padding <= dilation * (kernel - 1) on each axis: the halo pads the zero-inserted input "
+         "by dilation * (kernel - 1) - padding (unsigned) before the stride-1 conv2d micro-op",
+         f"{_SW}: SlidingWindowConfig::get_transposed_real_padding (uint32 input_pad_top = "
+         "base_pad_height - padding[0]; 0.81.1 wheel: 'full_input_shape[1] - strided_input_height "
+         "== input_pad_top + input_pad_bottom + output_pad_hw.first'); "
+         f"{_CONVT}: conv_transpose2d_L1"),
+    Rule("conv_transpose2d.l1_path", "conv_transpose2d",
+         "the plan runs conv_transpose2d on its L1 path: its input is in L1 (sharded or "
+         "interleaved); an input in DRAM without a slice config takes the DRAM path, whose "
+         "output is DRAM interleaved (the sim models the L1 path only)",
+         f"{_CONVT}: determine_conv_transpose2d_execution_path (conv2d's rule: "
+         f"{_CONV} determine_conv2d_execution_path)"),
     # --- conv2d DRAM slicing (slice_config=Op2DSliceConfig(DRAMSliceHeight|Width, k)) ---------
     Rule("conv2d.slice_dram_input", "conv2d",
          "a DRAM-sliced conv2d reads its input from DRAM interleaved; its output is always DRAM "
@@ -226,7 +243,7 @@ _RULE_LIST = [
          "into the conv's weights instead",
          f"{_BNG}: validate_on_program_cache_miss / broadcast rules (as binary.*); "
          f"{_BN}: BatchNormOperation (NCHW [N,C,H,W] input, not used)"),
-    Rule("slice.memory", "slice",
+    Rule("slice.memory", "slice|split",
          "ttnn.slice with starts/ends/steps works on interleaved tensors (row-major: any start; TILE: "
          "tile-aligned or padded path); sharded inputs are moved to interleaved first",
          f"{_SLICE}: SliceDeviceOperation::validate (sharded slice only for specific row-major "
@@ -1268,6 +1285,31 @@ def _c_slice(inputs, attrs, output, shapes):
     return []
 
 
+def _c_split(inputs, attrs, output, shapes):
+    """A split is one ttnn.slice per named output: slice's rules."""
+    return _c_slice(inputs, attrs, output, shapes)
+
+
+def _c_conv_transpose(inputs, attrs, output, shapes):
+    """conv_transpose2d: conv2d's input/config rules, plus its own geometry and L1-path rules."""
+    x = inputs[0]
+    if x is None:
+        return [_v("conv2d.shard_scheme", "conv_transpose2d input is missing")]
+    vs = _c_conv(inputs, {k: v for k, v in attrs.items() if k not in ("slice", "lowering")},
+                 output, shapes)
+    k, p, d = attrs.get("kernel"), attrs.get("padding"), attrs.get("dilation", (1, 1))
+    if k is not None and p is not None:
+        t, b, l, r = p
+        if max(t, b) > d[0] * (k[0] - 1) or max(l, r) > d[1] * (k[1] - 1):
+            vs.append(_v("conv_transpose2d.real_padding",
+                         f"padding {list(p)} exceeds dilation * (kernel - 1) = "
+                         f"[{d[0] * (k[0] - 1)}, {d[1] * (k[1] - 1)}]"))
+    if x.memory.buffer == "dram":
+        vs.append(_v("conv_transpose2d.l1_path", f"conv_transpose2d input {x.memory.short()}: "
+                     "a DRAM input without a slice config takes the DRAM-sliced path"))
+    return vs
+
+
 def _c_batch_norm(inputs, attrs, output, shapes):
     return _c_binary(inputs, attrs, output, shapes)
 
@@ -1276,6 +1318,7 @@ _CHECKS = {
     "conv2d": _c_conv, **{op: _c_binary for op in BINARY}, **{op: _c_relu for op in UNARY},
     "max_pool2d": _c_pool, "avg_pool2d": _c_pool, "global_avg_pool": _c_pool,
     "adaptive_avg_pool2d": _c_pool, "slice": _c_slice, "batch_norm": _c_batch_norm,
+    "conv_transpose2d": _c_conv_transpose, "split": _c_split,
     "linear": _c_linear, "upsample": _c_upsample, "concat": _c_concat, "pad": _c_pad,
     "grid_sample": _c_grid_sample,
     "interleaved_to_sharded": _c_i2s, "sharded_to_interleaved": _c_s2i, "reshard": _c_reshard,
@@ -1351,7 +1394,7 @@ def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
     def fit(mem: MemSpec, layout: str = TILE_LAYOUT) -> MemSpec:
         return reshape_memspec(mem, *out_rc, layout) if out_rc is not None else mem
 
-    if op == "conv2d":
+    if op in ("conv2d", "conv_transpose2d"):
         grid = tuple(attrs.get("device_grid", (8, 8)))
         if attrs.get("slice"):
             # conv2d_DRAM writes every slice into a DRAM interleaved output (memory_config ignored)
@@ -1412,7 +1455,7 @@ def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
     if op in UNARY:
         # same shape: the input's memory config as it is (unary compute_output_specs)
         return TensorLayout(requested if requested is not None else x.memory, x.layout, dtype_in)
-    if op == "slice":
+    if op in ("slice", "split"):
         mem = requested if requested is not None else x.memory
         return TensorLayout(mem, x.layout, dtype_in)
     if op == "upsample":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import liveness
 from .backends import common
 from .errors import Error, LayoutError, WeightsError
 from .graph import Constant, TensorShape
@@ -70,7 +71,8 @@ class Executor:
             self.spills.setdefault(sp.after, []).append(sp)
         self.last_use: dict[str, int] = {}
         for i, pl in enumerate(plan.layers):
-            self.last_use.setdefault(pl.name, i)
+            for t in pl.node.tensors:
+                self.last_use.setdefault(t, i)
             for s in pl.node.inputs:
                 self.last_use[s] = i
         self._trace = None
@@ -149,7 +151,7 @@ class Executor:
         env: dict[str, Any] = {}
         keep: set[str] = set(self.outputs)
         if keep_all:
-            keep.update(pl.name for pl in self.plan.layers)
+            keep.update(t for pl in self.plan.layers for t in pl.node.tensors)
         for name in g.inputs:
             x = inputs[name]
             if _is_torch(x):
@@ -175,6 +177,11 @@ class Executor:
                     if t2 is not t:
                         temps.append(t2)
                     t = t2
+                if t is not env[src] and liveness.freed_after_adapters(src, i, pl.node,
+                                                                       self.last_use, keep):
+                    # this copy is the original's last use: free the original now, before the
+                    # op allocates (liveness.freed_after_adapters)
+                    tt.deallocate(env.pop(src))
                 args.append(t)
             # An in-place op's output lives in one operand's buffer: that operand must not be
             # freed (on a card ttnn returns a new Tensor object sharing it, so identity with
@@ -188,7 +195,10 @@ class Executor:
             finally:
                 if inplace:
                     layer.inplace = True
-            env[pl.name] = out
+            if pl.node.outputs:            # split: one tensor per named output, in order
+                env.update(zip(pl.node.outputs, out))
+            else:
+                env[pl.name] = out
             for sp in self.spills.get(pl.name, ()):
                 # liveness.Spill: the tensor waits for its next reader in DRAM, not L1
                 t = env[sp.tensor]
@@ -200,13 +210,13 @@ class Executor:
             for tmp in temps:
                 if tmp is not out and tmp is not alias:
                     tt.deallocate(tmp)
-            for src in dict.fromkeys(pl.node.inputs + [pl.name]):
+            for src in dict.fromkeys(pl.node.inputs + list(pl.node.tensors)):
                 if self.last_use.get(src) == i and src not in keep and src in env:
                     if (env[src] is not out or src == pl.name) and env[src] is not alias:
                         tt.deallocate(env[src])
                     del env[src]
         if keep_all:
-            return {pl.name: env[pl.name] for pl in self.plan.layers}
+            return {t: env[t] for pl in self.plan.layers for t in pl.node.tensors}
         return {name: env[name] for name in self.outputs}
 
     def _call(self, what: str, layer: str, fn, step=None):

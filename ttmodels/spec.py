@@ -412,6 +412,7 @@ class _Compiler:
         self.symbols: dict[str, str] = {}     # every full name -> tensor (nodes, instances, ...)
         self.defined_at: dict[str, tuple] = {}
         self.library: dict[str, dict[str, _BlockDef]] = {}   # "ttmodels/<file>" -> its blocks
+        self.splits: dict[str, dict[str, str]] = {}   # split node -> {output name: its tensor}
 
     # ---- expressions ----------------------------------------------------------------------
     def ev(self, ctx: _Ctx, v, m, key, layer=None):
@@ -681,6 +682,7 @@ class _Compiler:
     def parse_outputs(self, ctx: _Ctx, outs, tm: YMap, last: str) -> list[str]:
         pairs: list[tuple[str | None, str, Any, Any]] = []   # (alias, ref, map, key)
         if outs is None:
+            self.check_single(last, last, tm, "layers", None, ctx)
             return [last]
         if isinstance(outs, str):
             pairs.append((None, outs, tm, "outputs"))
@@ -730,6 +732,8 @@ class _Compiler:
             for n in self.nodes:
                 n.name = rename.get(n.name, n.name)
                 n.inputs = [rename.get(i, i) for i in n.inputs]
+                if n.outputs:
+                    n.outputs = {rename.get(t, t): s for t, s in n.outputs.items()}
         return result
 
     # ---- names ----------------------------------------------------------------------------
@@ -744,6 +748,18 @@ class _Compiler:
         self.defined_at[full] = _where(m, key)
 
     def resolve(self, ctx: _Ctx, ref, m, key, layer) -> str:
+        t = self._resolve(ctx, ref, m, key, layer)
+        self.check_single(t, ref, m, key, layer, ctx)
+        return t
+
+    def check_single(self, t: str, ref, m, key, layer, ctx: _Ctx) -> None:
+        """A split's value is its named outputs: the layer itself is no tensor to read."""
+        if t in self.splits:
+            outs = ", ".join(f"{ref}.{k}" for k in self.splits[t])
+            raise _err(f"'{ref}' is a split with named outputs: use one of {outs}", m, key, layer,
+                       ctx.chain)
+
+    def _resolve(self, ctx: _Ctx, ref, m, key, layer) -> str:
         if not isinstance(ref, str) or not ref:
             raise _err(f"a layer reference must be a name, got {_typename(ref)} {ref!r}", m, key,
                        layer, ctx.chain)
@@ -760,6 +776,12 @@ class _Compiler:
                        "(this would be a cycle or a forward reference)", m, key, layer, ctx.chain)
         if ref in ctx.skipped:
             raise _err(f"'{ref}' is switched off by its 'when:' here", m, key, layer, ctx.chain)
+        head, _, tail = ref.rpartition(".")
+        owner = ctx.local.get(head) or (self.symbols.get(head) if ctx.top else None)
+        if head and owner in self.splits:
+            names = list(self.splits[owner])
+            raise _err(f"split '{head}' has no output '{tail}'{_suggest(tail, names)}; its "
+                       f"outputs: {', '.join(names)}", m, key, layer, ctx.chain)
         known = list(ctx.local) + list(self.constants) + (list(self.symbols) if ctx.top else [])
         raise _err(f"unknown layer '{ref}'{_suggest(ref, known)}", m, key, layer, ctx.chain)
 
@@ -921,6 +943,10 @@ class _Compiler:
         if "in" not in f.src:
             if prev is None:
                 raise f.fail("layer has no 'in' and there is no previous layer")
+            if prev in self.splits:
+                outs = ", ".join(f"{prev}.{k}" for k in self.splits[prev])
+                raise f.fail(f"layer has no 'in' and the previous layer '{prev}' is a split: "
+                             f"name one of its outputs ({outs})")
             return [prev]
         raw = f.raw("in")
         refs = [raw] if isinstance(raw, str) else raw
@@ -1020,6 +1046,10 @@ class _Compiler:
         if len(self.nodes) >= MAX_GRAPH_NODES:
             raise f.fail(f"the graph has more than {MAX_GRAPH_NODES} layers")
         n_in = len(ins)
+        for t in ins:          # e.g. a repeated split: its repeats would read the split itself
+            if t in self.splits:
+                outs = ", ".join(self.splits[t].values())
+                raise f.fail(f"'{t}' is a split with named outputs: read one of {outs}", "in")
         if op in BINARY:
             if n_in != 2:
                 raise f.fail(f"{op} takes 2 inputs, got {n_in}", "in")
@@ -1061,6 +1091,9 @@ class _Compiler:
             weights = ctx.prefix + f.name("weights", name)
             b = f.name("bn", None)
             bn = ctx.prefix + b if b else None
+        elif op == "conv_transpose2d":
+            attrs, shape = self.conv_transpose_attrs(f, ins[0])
+            weights = ctx.prefix + f.name("weights", name)
         elif op == "linear":
             x = self.tensor_shape(f, ins[0], op)
             if x.h != 1 or x.w != 1:
@@ -1125,6 +1158,10 @@ class _Compiler:
                              f"(the channels of '{ins[0]}')", "channels")
             attrs = dict(start=int(lo), stop=int(hi))
             shape = TensorShape(x.n, x.h, x.w, hi - lo)
+        elif op == "split":
+            x = self.tensor_shape(f, ins[0], op)
+            attrs = {"sections": self.split_sections(f, ins[0], x)}
+            shape = x
         elif op == "adaptive_avg_pool2d":
             x = self.tensor_shape(f, ins[0], op)
             oh, ow = f.pair("size")
@@ -1216,9 +1253,73 @@ class _Compiler:
                     precision=Precision(**prec), loc=SourceLoc(f.m.file, f.m.line),
                     weights=weights, bn=bn, block=ctx.instance)
         self.define(full, full, f.m, "name", full, ctx.chain, unique=True)
+        if op == "split":
+            # each named output is a tensor of its own, ``<layer>.<output>`` in this scope
+            self.splits[full] = {}
+            for out_name, lo, hi in attrs["sections"]:
+                t = f"{full}.{out_name}"
+                self.define(t, t, f.src.get("channels", f.m), "channels", full, ctx.chain,
+                            unique=True)
+                node.outputs[t] = TensorShape(shape.n, shape.h, shape.w, hi - lo)
+                self.shapes[t] = node.outputs[t]
+                self.splits[full][out_name] = t
+                ctx.local[f"{name}.{out_name}"] = t
+                ctx.local_where[f"{name}.{out_name}"] = _where(f.m, "name")
         self.nodes.append(node)
         self.shapes[full] = shape
         return full
+
+    def split_sections(self, f: _Fields, src: str, x: TensorShape):
+        """``channels: {a: 32, b: 32}`` -> ((name, start, stop), ...), in order, covering all of
+        the input's channels."""
+        ch = f.get("channels")
+        if not isinstance(ch, dict) or len(ch) < 2:
+            raise f.fail("'channels' of a split must map each output name to its channel count, "
+                         f"at least two of them (e.g. {{a: 32, b: 32}}), got {ch!r}", "channels")
+        sections, lo = [], 0
+        for k, v in ch.items():
+            if not isinstance(k, str) or not re.match(r"^[A-Za-z0-9_\-]+$", k):
+                raise f.fail(f"invalid split output name {k!r}: use letters, digits, '_', '-'",
+                             "channels")
+            if not _is_int(v) or v < 1:
+                raise f.fail(f"split output '{k}' must have a positive integer channel count, "
+                             f"got {v!r}", "channels")
+            sections.append((k, lo, lo + int(v)))
+            lo += int(v)
+        if lo != x.c:
+            raise f.fail(f"split channels {', '.join(f'{k}: {v}' for k, v in ch.items())} sum to "
+                         f"{lo}, but the input '{src}' has {x.c} channels", "channels")
+        return tuple(sections)
+
+    def conv_transpose_attrs(self, f: _Fields, src: str):
+        """torch.nn.ConvTranspose2d's arguments and output size: (H - 1) * stride - 2 * padding
+        + dilation * (kernel - 1) + output_padding + 1."""
+        x = self.tensor_shape(f, src, "conv_transpose2d")
+        out = f.int("out")
+        k = f.pair("kernel")
+        s = f.pair("stride", 1)
+        p = f.pair("padding", 0, lo=0)
+        op_ = f.pair("output_padding", 0, lo=0)
+        d = f.pair("dilation", 1)
+        g = f.int("groups", 1)
+        if "in_channels" in f.src and f.int("in_channels") != x.c:
+            raise f.fail(f"channel mismatch: in_channels is {f.int('in_channels')} but the "
+                         f"input '{src}' has {x.c} channels", "in_channels")
+        if x.c % g or out % g:
+            raise f.fail(f"groups={g} must divide in channels ({x.c}) and out ({out})", "groups")
+        for ax in (0, 1):
+            if op_[ax] >= max(s[ax], d[ax]):
+                raise f.fail(f"output_padding {list(op_)} must be smaller than the stride or the "
+                             f"dilation ({list(s)}, {list(d)}), as in PyTorch", "output_padding")
+        oh = (x.h - 1) * s[0] - 2 * p[0] + d[0] * (k[0] - 1) + op_[0] + 1
+        ow = (x.w - 1) * s[1] - 2 * p[1] + d[1] * (k[1] - 1) + op_[1] + 1
+        if oh < 1 or ow < 1:
+            raise f.fail(f"padding {list(p)} leaves no output for kernel {list(k)} on the "
+                         f"{x.h}x{x.w} input of '{src}'", "padding")
+        attrs = dict(in_channels=x.c, out_channels=out, kernel=k, stride=s,
+                     padding=(p[0], p[0], p[1], p[1]), output_padding=op_, dilation=d, groups=g,
+                     bias=f.bool("bias", False), activation=f.act())
+        return attrs, TensorShape(x.n, oh, ow, out)
 
     def check_broadcast(self, f: _Fields, c: Constant, x: TensorShape, op: str) -> None:
         numel = 1

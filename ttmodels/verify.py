@@ -49,7 +49,7 @@ class StepCheck:
     layout_match: bool = False
     ttnn_shape: list[int] | None = None
     l1_estimate: int | None = None  # planner: the op's own bytes/core (layers only)
-    live_estimate: int | None = None  # planner: bytes/core with every live tensor (layers only)
+    live_estimate: int | None = None  # planner: bytes/core with every live tensor (every step)
     ttnn_peak_cb: int = 0
     ttnn_peak_l1: int = 0
     ttnn_peak_total: int = 0
@@ -317,17 +317,22 @@ def _run(tt, dev, plan, *, system, adapters, version, bank, l1_small_size) -> Ve
             inner = tt.graph.end_graph_capture()
             tt.graph.track_function_end()
         inner_peaks[key] = tt.graph.extract_resource_usage_per_core(inner)
+        multi = kind == "layer" and bool(obj.outputs)     # a split: one tensor per output
         if err is not None:
             check.accepted = False
             check.error, check.error_location = split_error(err)
+            if multi:
+                return tuple(standin(g.shape_of(t).flat, lay) for t, lay in obj.outputs.items())
             return standin(flat, expected)
-        mc = out.memory_config()
-        got = ttnn_memory_key(mc)
+        outs = list(zip(out, obj.outputs.values())) if multi else [(out, expected)]
+        first = outs[0][0]
+        got = ttnn_memory_key(first.memory_config())
         check.ttnn_memory = describe_key(got)
-        check.memory_match = got == planned_memory_key(expected.memory)
-        check.ttnn_layout = _ttnn_layout_str(out)
-        check.layout_match = check.ttnn_layout == check.planned_layout
-        check.ttnn_shape = [int(v) for v in out.shape]
+        check.memory_match = all(ttnn_memory_key(o.memory_config()) == planned_memory_key(e.memory)
+                                 for o, e in outs)
+        check.ttnn_layout = _ttnn_layout_str(first)
+        check.layout_match = all(_ttnn_layout_str(o) == _layout_str(e) for o, e in outs)
+        check.ttnn_shape = [int(v) for v in first.shape]
         if plan.mesh is not None:
             check.chips, check.expected_chips = len(tt.get_device_tensors(out)), chips
         return out
@@ -351,6 +356,11 @@ def _run(tt, dev, plan, *, system, adapters, version, bank, l1_small_size) -> Ve
             step.peak.total
         ins = inner_input_bytes[key]
         c.ttnn_op_peak_total = int(inner_peaks[key].peak_total) + ins
+    # the planner's figure for every step (adapters and spills too: liveness.step_figures)
+    planned = {(st.kind, st.name): st.total for st in getattr(plan, "step_l1", ())}
+    for key, c in checks.items():
+        if key in planned:
+            c.live_estimate = planned[key]
     report.steps = list(checks.values())
     return report
 

@@ -566,6 +566,15 @@ def random_state_dict(graph: Graph, *, seed: int = 0, calibrate: bool = True,
                 sd[f"{node.bn}.bias"] = 0.1 * torch.randn(o, generator=g) + _bn_shift(node)
                 sd[f"{node.bn}.running_mean"] = torch.zeros(o)
                 sd[f"{node.bn}.running_var"] = torch.ones(o)
+        elif node.op == "conv_transpose2d":
+            # He-normal over what each output sums: in / groups channels x the kernel taps that
+            # land on it (kh * kw / stride^2 on average); calibration rescales it to unit RMS
+            p, a = node.weights, node.attrs
+            i, o_g, kh, kw = expected[f"{p}.weight"]
+            fan = (i // int(a["groups"])) * max(1.0, kh * kw / (a["stride"][0] * a["stride"][1]))
+            sd[f"{p}.weight"] = torch.randn(i, o_g, kh, kw, generator=g) * math.sqrt(2.0 / fan)
+            if a.get("bias"):
+                sd[f"{p}.bias"] = (torch.rand(o_g * int(a["groups"]), generator=g) - 0.5) * 0.02
         elif node.op == "batch_norm":
             o = node.shape.c
             bn = node.weights
@@ -605,7 +614,7 @@ def _calibrate(graph: Graph, sd: dict, *, seed: int, batch: int) -> None:
     env: dict[str, torch.Tensor] = dict(inputs)
     with torch.no_grad():
         for idx, node in enumerate(graph.nodes):
-            if node.op == "conv2d":
+            if node.op in ("conv2d", "conv_transpose2d"):
                 x = model.operand(node.inputs[0], env)
                 y = model.conv_raw(node, x)
                 if node.bn:
@@ -621,6 +630,10 @@ def _calibrate(graph: Graph, sd: dict, *, seed: int, batch: int) -> None:
                 model.params[f"{node.weights}.running_mean"] = x.mean(dim=(0, 2, 3))
                 model.params[f"{node.weights}.running_var"] = x.var(dim=(0, 2, 3), unbiased=False)
                 env[node.name] = model.eval_node(node, env)
+            elif node.outputs:
+                y = model.eval_node(node, env)
+                for t, (_, lo, hi) in zip(node.outputs, node.attrs["sections"]):
+                    env[t] = y[:, lo:hi]
             elif node.op == "linear":
                 x = model.operand(node.inputs[0], env).flatten(1)
                 rms = float(x.pow(2).sum(dim=1).mean().sqrt())
@@ -686,6 +699,11 @@ def prepared_shapes(graph: Graph) -> dict[str, dict[str, tuple[int, ...]]]:
             if node.attrs.get("bias") or node.bn:
                 d["bias"] = (d["weight"][0],)
             out[node.name] = d
+        elif node.op == "conv_transpose2d":
+            d = {"weight": exp[f"{node.weights}.weight"]}
+            if node.attrs.get("bias"):
+                d["bias"] = (int(node.attrs["out_channels"]),)
+            out[node.name] = d
         elif node.op == "linear":
             d = {"weight": exp[f"{node.weights}.weight"]}
             if node.attrs.get("bias"):
@@ -734,7 +752,7 @@ def prepare_parameters(graph: Graph, state_dict: Mapping[str, "torch.Tensor"], *
                 *(state_dict[f"{node.weights}.{k}"] for k in ("weight", "bias", "running_mean",
                                                               "running_var")))
             continue
-        if node.op not in ("conv2d", "linear"):
+        if node.op not in ("conv2d", "conv_transpose2d", "linear"):
             continue
         p = node.weights
         w = take(f"{p}.weight")

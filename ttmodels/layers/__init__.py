@@ -16,7 +16,8 @@ from .linear import Linear
 from .norm import BatchNorm
 from .pad import Pad
 from .pool import AdaptiveAvgPool2d, AvgPool2d, GlobalAvgPool, MaxPool2d
-from .slice import Slice
+from .conv_transpose import ConvTranspose2d
+from .slice import Slice, Split
 from .upsample import Upsample
 
 LAYERS: dict[str, type[Layer]] = {
@@ -24,6 +25,7 @@ LAYERS: dict[str, type[Layer]] = {
     **{op: Unary for op in UNARY}, "relu": Relu,
     "max_pool2d": MaxPool2d, "avg_pool2d": AvgPool2d, "global_avg_pool": GlobalAvgPool,
     "adaptive_avg_pool2d": AdaptiveAvgPool2d, "batch_norm": BatchNorm, "slice": Slice,
+    "split": Split, "conv_transpose2d": ConvTranspose2d,
     "linear": Linear, "upsample": Upsample, "concat": Concat, "pad": Pad,
 }
 

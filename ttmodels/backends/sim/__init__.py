@@ -26,6 +26,8 @@ from .ops import (adaptive_avg_pool2d, add, avg_pool2d, concat, conv2d, gelu, gl
                   grid_sample, hardsigmoid, hardswish, identity, leaky_relu, linear, matmul, max_pool2d,
                   multiply, pad, prepare_conv_bias, prepare_conv_weights, prepare_grid_sample_grid, relu,
                   relu6, sigmoid, silu, slice, subtract, tanh, upsample)
+from .conv_transpose import (conv_transpose2d, prepare_conv_transpose2d_bias,  # noqa: F401,E402
+                             prepare_conv_transpose2d_weights)
 
 from .mesh import (ConcatMeshToTensor, MeshShape, ReplicateTensorToMesh, ShardTensorToMesh,  # noqa: F401,E402
                    SimMeshDevice, SimMeshTensor, close_mesh_device, concat_mesh_to_tensor_composer,
@@ -38,7 +40,8 @@ MeshDevice = SimMeshDevice
 TILE_SIZE = 32
 
 #: Functions and classes mirrored from ttnn (checked against the real signatures by the tests).
-TTNN_FUNCTIONS = ("conv2d", "prepare_conv_weights", "prepare_conv_bias", "max_pool2d", "avg_pool2d",
+TTNN_FUNCTIONS = ("conv2d", "prepare_conv_weights", "prepare_conv_bias", "conv_transpose2d",
+                  "prepare_conv_transpose2d_weights", "prepare_conv_transpose2d_bias", "max_pool2d", "avg_pool2d",
                   "global_avg_pool2d", "adaptive_avg_pool2d", "add", "multiply", "subtract", "relu", "relu6",
                   "leaky_relu", "sigmoid", "hardsigmoid", "hardswish", "silu", "gelu", "tanh", "identity", "slice",
                   "linear", "matmul", "upsample", "grid_sample", "prepare_grid_sample_grid", "concat", "pad",

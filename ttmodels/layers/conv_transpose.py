@@ -1,0 +1,75 @@
+"""conv_transpose2d: ttnn.conv_transpose2d with torch's ConvTranspose2d weights and the plan's
+sharding decisions (the same ``Conv2dConfig`` as conv2d's, layers/conv2d.py)."""
+from __future__ import annotations
+
+from ..backends import common
+from ..errors import LayoutError
+from .base import Layer
+from .conv2d import conv2d_config, conv_padding
+
+
+class ConvTranspose2d(Layer):
+    """``weight`` [Cin, Cout/groups, kh, kw] (torch's ConvTranspose2d, ``weights_format="IOHW"``)
+    and optional ``bias`` [Cout], float32. Prepared at construction with
+    ``ttnn.prepare_conv_transpose2d_weights`` / ``prepare_conv_transpose2d_bias`` (which mirror
+    the kernel and build conv2d's weight matrix), except on the mock device, where the op
+    prepares them on its first call inside the step ``ttmodels verify`` captures."""
+    op = "conv_transpose2d"
+
+    def __init__(self, planned, params, backend, **kw):
+        super().__init__(planned, params, backend, **kw)
+        a = self.attrs
+        self.in_channels, self.out_channels = int(a["in_channels"]), int(a["out_channels"])
+        self.groups = int(a.get("groups", 1))
+        self.kernel = tuple(int(k) for k in a["kernel"])
+        w = self.param("weight", shape=(self.in_channels, self.out_channels // self.groups,
+                                        *self.kernel))
+        b = self.param("bias", required=False, shape=(self.out_channels,))
+        tt = self.tt
+        self.conv_config = conv2d_config(tt, planned)
+        rep = common.replicated(self.backend)
+        weight = tt.from_torch(w, dtype=tt.float32, **rep)
+        bias = None if b is None else tt.from_torch(b.reshape(1, 1, 1, -1), dtype=tt.float32,
+                                                    **rep)
+        if getattr(backend, "name", None) == "ttnn-mock":
+            self.weight, self.bias = weight, bias
+        else:
+            self._prepare(weight, bias)
+
+    def _geometry(self) -> dict:
+        s, a = self.input_shape(0), self.attrs
+        return dict(device=self.device, in_channels=self.in_channels,
+                    out_channels=self.out_channels, batch_size=s.n, input_height=s.h,
+                    input_width=s.w, kernel_size=list(self.kernel),
+                    stride=[int(v) for v in a["stride"]], padding=conv_padding(a["padding"]),
+                    dilation=[int(v) for v in a["dilation"]], groups=self.groups)
+
+    def _prepare(self, weight, bias) -> None:
+        tt, x = self.tt, self.planned.inputs[0]
+        kw = dict(self._geometry(), input_memory_config=common.memory_config(tt, x.memory),
+                  input_layout=common.layout(tt, x.layout),
+                  input_dtype=common.data_type(tt, x.dtype), output_dtype=self.dtype(),
+                  conv_config=self.conv_config, compute_config=self.get_compute_config())
+        self.weight = tt.prepare_conv_transpose2d_weights(
+            weight_tensor=weight, weights_format="IOHW", has_bias=bias is not None,
+            output_padding=[int(v) for v in self.attrs["output_padding"]], **kw)
+        self.bias = None if bias is None else tt.prepare_conv_transpose2d_bias(bias_tensor=bias,
+                                                                                **kw)
+
+    def __call__(self, inputs):
+        kwargs = dict(
+            input_tensor=inputs[0], weight_tensor=self.weight, bias_tensor=self.bias,
+            **self._once("geometry", self._geometry),
+            output_padding=[int(v) for v in self.attrs["output_padding"]],
+            dtype=self.dtype(), conv_config=self.conv_config,
+            compute_config=self.get_compute_config(),
+            return_output_dim=True, return_weights_and_bias=True)
+        mc = self.requested_memory_config()
+        if mc is not None:
+            kwargs["memory_config"] = mc
+        out, (oh, ow), (w, b) = self.tt.conv_transpose2d(**kwargs)
+        self.weight, self.bias = w, b
+        if (int(oh), int(ow)) != (self.out_shape.h, self.out_shape.w):
+            raise LayoutError(f"conv_transpose2d produced {oh}x{ow}, the graph expects "
+                              f"{self.out_shape.h}x{self.out_shape.w}", layer=self.name)
+        return out
