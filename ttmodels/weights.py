@@ -85,8 +85,10 @@ class LoadReport:
 
 
 class LoadedStateDict(dict):
-    """A plain ``dict`` spec key -> float32 tensor, with the ``report`` of how it was loaded."""
+    """A plain ``dict`` spec key -> float32 tensor, with the ``report`` of how it was loaded;
+    ``owned``: its tensors are fresh copies (False: some may be the caller's own, ``copy=False``)."""
     report: LoadReport
+    owned: bool = True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -344,11 +346,14 @@ def check_state_dict(graph: Graph, sd: Mapping[str, Any], *, source: str = "stat
 def load_state_dict(source, graph: Graph, *, key_map=None, seed: int = 0,
                     select_prefix: str | Sequence[str] | None = None,
                     ignore_prefixes: Sequence[str] | None = None,
-                    strict: bool = True) -> LoadedStateDict:
+                    strict: bool = True, copy: bool = True) -> LoadedStateDict:
     """The graph's parameters from ``source`` as ``{spec_key: float32 tensor}`` (fresh copies).
 
     See the module docstring for sources, ``key_map`` and filters. ``strict=False`` tolerates
     unexpected keys (missing and mis-shaped ones are always errors). ``seed`` is for "random".
+    ``copy=False``: float32 CPU tensors of the source are returned as they are (``owned`` is then
+    False): for a caller that only reads them, e.g. to fold BatchNorm into new tensors, which
+    saves holding the weights three times (source, copy, folded) while they are prepared.
     """
     import torch
     desc = describe_source(source)
@@ -405,7 +410,8 @@ def load_state_dict(source, graph: Graph, *, key_map=None, seed: int = 0,
 
     out = LoadedStateDict()
     for k in expected:
-        out[k] = filtered[k].detach().to(device="cpu", dtype=torch.float32, copy=True).contiguous()
+        out[k] = filtered[k].detach().to(device="cpu", dtype=torch.float32, copy=copy).contiguous()
+    out.owned = copy
     report.loaded = len(out)
     out.report = report
     return out
@@ -645,10 +651,11 @@ def prepare_parameters(graph: Graph, state_dict: Mapping[str, "torch.Tensor"], *
     conv2d: ``weight`` [O, I/groups, kh, kw] and ``bias`` [O] with any BatchNorm folded in
     (``bias`` present iff the conv has a bias or a BN); linear: ``weight`` [out, in], ``bias``
     [out] if it has one; every constant: ``value`` of its shape. ``state_dict`` uses spec keys
-    (``load_state_dict``'s result) and is not modified -- unless ``consume``: a state dict of
-    fresh float32 copies the caller owns (``load_state_dict``'s) is emptied of the conv/linear/BN
-    entries as they are folded, and those are used without copying, so that the weights are
-    never held three times over (source, copy, folded).
+    (``load_state_dict``'s result) and is not modified -- unless ``consume``: a state dict the
+    caller owns (``load_state_dict``'s) is emptied of the conv/linear/BN entries as they are
+    folded, so that the weights are never held three times over (source, copy, folded); its
+    tensors are used without copying when they are fresh copies (``owned``, the default), and
+    copied otherwise (``load_state_dict(..., copy=False)`` hands the source's own tensors over).
     """
     import torch
     check_state_dict(graph, state_dict, strict=False)
@@ -661,7 +668,8 @@ def prepare_parameters(graph: Graph, state_dict: Mapping[str, "torch.Tensor"], *
         def take(k):                                # the last reader of a (shared) key pops it
             uses[k] -= 1
             return state_dict.pop(k) if uses[k] == 0 else state_dict[k]  # type: ignore[attr-defined]
-        f32 = lambda t: t.detach().to(dtype=torch.float32).contiguous()  # noqa: E731
+        owned = getattr(state_dict, "owned", True)
+        f32 = lambda t: t.detach().to(dtype=torch.float32, copy=not owned).contiguous()  # noqa: E731
     else:
         take = state_dict.__getitem__
         f32 = lambda t: t.detach().to(dtype=torch.float32, copy=True).contiguous()  # noqa: E731
