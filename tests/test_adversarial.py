@@ -94,14 +94,14 @@ def test_bounded_slice_search_finds_the_fewest_slices(monkeypatch):
     slice count that fits (checked against trying every count)."""
     from ttmodels import planner
     g = load_graph(_one_conv(6144))
-    sl = plan_graph(g).layers[0].config["slice"]
-    assert sl["num_slices"] > planner._Planner.LINEAR_SLICES
+    sl = plan_graph(g).layers[0].config.slice
+    assert sl.num_slices > planner._Planner.LINEAR_SLICES
     pl = planner._Planner(g, "wormhole_b0", True)
     pl.seed()
     x, node = pl.layouts["x"], g.nodes[0]
     calls = _count_slice_candidates(monkeypatch)
-    st, k, _ = pl.fewest_slices(node, x, sl["type"])
-    assert (st, k) == (sl["type"], sl["num_slices"])
+    st, k, _ = pl.fewest_slices(node, x, sl.type)
+    assert (st, k) == (sl.type, sl.num_slices)
     assert len(calls) < k - 2, len(calls)          # not one probe per slice count
     monkeypatch.undo()
     fits = [n for n in range(2, k + 1) if pl.slice_candidate(node, x, st, n) is not None]

@@ -147,12 +147,12 @@ def test_plan_lowers_upsampling_to_grid_sample_and_out_conv_to_linear():
     by = {layer.name: layer for layer in plan.layers}
     out_conv = by["neck"]                                   # img_bev_encoder_neck.up2.4
     assert out_conv.node.weights == "img_bev_encoder_neck.up2.4"
-    assert out_conv.config["lowering"] == "linear"
-    mm = out_conv.config["matmul"]
+    assert out_conv.config.lowering == "linear"
+    mm = out_conv.config.matmul
     assert mm["kind"] == "1d_mcast_in1" and mm["per_core_N"] == 8   # 256 / 32 on every core
     for name in ("img_bev_encoder_neck.up", "img_bev_encoder_neck.up2.0"):
         up = by[name]
-        assert up.config["lowering"] == "grid_sample"
+        assert up.config.lowering == "grid_sample"
         x = up.inputs[0]
         assert x.layout == "row_major" and x.dtype == "bfloat16"
         assert x.memory.memory_layout in ("interleaved", "height_sharded")

@@ -199,7 +199,7 @@ def test_pool_over_the_bank_is_dram_sliced_and_runs_on_sim():
     ], {}, ["pool"])
     plan = plan_graph(g)
     pool = plan.layer("pool")
-    assert pool.config["slice"]["type"] == "height" and pool.config["slice"]["num_slices"] >= 2
+    assert pool.config.slice.type == "height" and pool.config.slice.num_slices >= 2
     assert pool.output.memory == pool.inputs[0].memory == MemSpec(INTERLEAVED, "dram")
     assert pool.live_l1 <= plan.l1_budget
     assert check_plan(plan) == [] and edge_mismatches(plan) == []
@@ -212,8 +212,10 @@ def test_pool_over_the_bank_is_dram_sliced_and_runs_on_sim():
     from ttmodels.runtime import Executor
     x = torch.randn(2, 64, 16, 16)
     sliced = plan_graph(small)
-    sliced.layers[0].config["slice"] = {"type": "height", "num_slices": 2}
-    sliced.layers[0].config["applied_shard_scheme"] = None
+    from dataclasses import replace
+    from ttmodels.plan_config import SliceConfig
+    sliced.layers[0].config = replace(sliced.layers[0].config, slice=SliceConfig("height", 2),
+                                      applied_shard_scheme=None)
     sliced.layers[0].output = TensorLayout(MemSpec(INTERLEAVED, "dram"),
                                            sliced.layers[0].output.layout,
                                            sliced.layers[0].output.dtype)

@@ -61,14 +61,14 @@ def test_plans_record_the_lowering(case):
     assert check_plan(p_conv) == [] and check_plan(p_lin) == []
     for i, kind in enumerate(case[-1]):
         lin = p_lin.layer(f"c{i}")
-        assert lin.config["lowering"] == "linear"
-        mm = lin.config["matmul"]
+        assert lin.config.lowering == "linear"
+        mm = lin.config.matmul
         assert mm["kind"] == kind
         assert mm["K"] == g_lin.node(f"c{i}").attrs["in_channels"]
         act = g_lin.node(f"c{i}").attrs.get("activation")
         assert mm["fused_activation"] == ("relu" if act == "relu" else None)
-        assert "lowering" not in p_conv.layer(f"c{i}").config
-    ks = {p_lin.layer(f"c{i}").config["matmul"]["K"] for i in range(len(case[-1]))}
+        assert p_conv.layer(f"c{i}").config.lowering is None
+    ks = {p_lin.layer(f"c{i}").config.matmul["K"] for i in range(len(case[-1]))}
     assert ks <= {64, 256, 1024}
 
 

@@ -10,8 +10,9 @@ import ttmodels
 from ttmodels import activations as A
 from ttmodels import ops, rules
 from ttmodels.backends import sim
-from ttmodels.layers import LAYERS
-from ttmodels.planner import _Planner, plan_graph, plan_hook
+from ttmodels.layers import Layer
+from ttmodels.plan_config import PlanConfig
+from ttmodels.planner import _Planner, plan_graph
 from ttmodels.reference import ReferenceModel, node_parameters, pcc
 from ttmodels.spec import load_graph
 from ttmodels.weights import load_state_dict, synthetic_images
@@ -23,15 +24,94 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.parametrize("op", ops.OPS)
 def test_every_op_has_every_piece(op):
-    assert op in ops.SPEC_FIELDS                                   # spec fields
-    assert callable(getattr(_Planner, f"plan_{plan_hook(op)}", None)), op   # planning hook
-    assert op in rules._CHECKS                                     # layout rules
+    """One registry entry (ttmodels/ops/<module>.py) holds every fact of the op."""
+    d = ops.get(op)
+    assert d.name == op and d.family and d.doc and d.attrs_doc
+    # spec fields and their types
+    assert all(isinstance(f, ops.Field) for f in d.fields)
+    assert len(set(d.field_names)) == len(d.fields)
+    assert d.arity in (1, 2, "2+")
+    # attrs and shape inference, float32 reference, parameter schema
+    assert callable(d.parse) and callable(d.reference) and callable(d.params)
+    if d.parametric:   # preparation for the layer, seeded random init, BN calibration
+        assert d.prepare and d.prepared_shapes and d.init_random and d.calibrate
+    # planning hook and layout rules
+    assert callable(getattr(_Planner, d.plan, None)), (op, d.plan)
+    assert callable(d.rules.resolve()) and rules.check_function(op) is d.rules.resolve()
     assert any(op in r.op.split("|") or r.op == "*" for r in rules.RULES.values())
-    assert op in LAYERS                                            # layer class
-    from ttmodels import reference
-    assert op in reference._KNOWN_OPS                              # torch reference
-    if op in ops.PARAMETRIC:                                       # parameter schema
-        assert op in ("conv2d", "conv_transpose2d", "linear", "batch_norm")
+    assert rules.output_function(op) is d.output.resolve()          # what it produces
+    assert d.output_shape in (None, "same", "broadcast", "concat")
+    assert op not in rules._CHECKS and op not in rules._OUTPUTS    # no parallel tables
+    # its typed, frozen plan config
+    assert issubclass(d.config, PlanConfig) and d.config.__dataclass_params__.frozen
+    # layer class and the sim ops it calls
+    assert issubclass(d.layer.resolve(), Layer)
+    assert d.sim_ops and all(callable(getattr(sim, f, None)) for f in d.sim_ops), d.sim_ops
+
+
+def test_ops_live_in_modules_of_their_own():
+    """Every op's entry is built by one module of ttmodels/ops (a family shares one)."""
+    mods = {}
+    for op, d in ops.REGISTRY.items():
+        mods.setdefault(d.parse.__module__, set()).add(d.family)
+        assert d.parse.__module__.startswith("ttmodels.ops."), op
+        assert d.reference.__module__ == d.parse.__module__, op
+    assert all(len(fams) == 1 for fams in mods.values()), mods
+    with pytest.raises(ValueError, match="twice"):
+        ops.register(ops.get("conv2d"))
+
+
+def test_plans_carry_each_ops_typed_config():
+    """Every planned layer's config is its op's frozen dataclass; as_attrs (the rules' and the
+    JSON's view) round-trips; a hand-written mapping with an unknown key is refused."""
+    from dataclasses import FrozenInstanceError
+    from ttmodels.errors import LayoutError
+    from ttmodels.ops.upsample import GridSamplePlan
+    from ttmodels.plans import PlannedLayer
+    g = load_graph({"inputs": {"x": {"channels": 16, "size": 8}}, "layers": [
+        {"name": "c", "op": "conv2d", "out": 32, "kernel": 3, "padding": 1, "act": "relu"},
+        {"name": "l", "op": "conv2d", "out": 32, "kernel": 1, "lowering": "linear"},
+        {"name": "a", "op": "add", "in": ["c", "l"]},
+        {"name": "bn", "op": "batch_norm", "act": "silu"},
+        {"name": "s", "op": "slice", "channels": [0, 16]},
+        {"name": "h", "op": "hardswish"},
+        {"name": "mp", "op": "max_pool2d", "kernel": 2},
+        {"name": "up", "op": "upsample", "scale": 2},
+        {"name": "ub", "op": "upsample", "in": "c", "scale": 2, "mode": "bilinear",
+         "align_corners": True},
+        {"name": "cat", "op": "concat", "in": ["up", "s"]},
+        {"name": "pd", "op": "pad", "padding": 1},
+        {"name": "gp", "op": "global_avg_pool"},
+        {"name": "fc", "op": "linear", "out": 10}], "outputs": ["fc", "ub", "h"]})
+    plan = plan_graph(g)
+    assert {l.node.op for l in plan.layers} >= {"conv2d", "add", "batch_norm", "slice", "concat",
+                                                "max_pool2d", "upsample", "pad", "linear"}
+    for l in plan.layers:
+        want = GridSamplePlan if l.name == "ub" else ops.get(l.node.op).config
+        assert type(l.config) is want, (l.name, type(l.config))
+        assert type(l.config).from_attrs(l.config.as_attrs()) == l.config
+        with pytest.raises(FrozenInstanceError):
+            l.config.l1_parts = {}
+    assert plan.layer("l").config.lowering == "linear" and plan.layer("c").config.lowering is None
+    conv = plan.layer("c")
+    with pytest.raises(LayoutError, match="shard_layuot.*layer 'c'|layer 'c'.*shard_layuot"):
+        PlannedLayer(conv.node, conv.inputs, conv.output, 0, {"shard_layuot": "height_sharded"})
+
+
+def test_parametric_ops_schema_and_prepared_shapes():
+    g = load_graph({"inputs": {"x": {"channels": 8, "size": 8}}, "layers": [
+        {"name": "c", "op": "conv2d", "out": 16, "kernel": 3, "groups": 2, "bn": "cbn"},
+        {"name": "b", "op": "batch_norm"},
+        {"name": "p", "op": "global_avg_pool"},
+        {"name": "fc", "op": "linear", "out": 4}]})
+    assert ops.PARAMETRIC == ("conv2d", "conv_transpose2d", "linear", "batch_norm")
+    assert node_parameters(g.node("c"))["c.weight"] == (16, 4, 3, 3)
+    assert node_parameters(g.node("fc")) == {"fc.weight": (4, 16), "fc.bias": (4,)}
+    assert node_parameters(g.node("p")) == {}
+    from ttmodels.weights import prepared_shapes
+    shapes = prepared_shapes(g)
+    assert shapes["c"] == {"weight": (16, 4, 3, 3), "bias": (16,)}      # BN folded into a bias
+    assert shapes["b"] == {"scale": (16,), "shift": (16,)} and "p" not in shapes
 
 
 @pytest.mark.parametrize("name", A.NAMES)
@@ -197,10 +277,10 @@ def test_se_block_from_a_user_file_matches_torch(tmp_path, batch):
     ads = [a for a in plan.adapters if a.dst == "se.scale"]
     if batch == 1:
         # [1,1,H*W,C] x [1,1,1,C]: binary_ng broadcasts b over the rows of a sharded a
-        assert mul.config["broadcast"] == "row_b"
+        assert mul.config.broadcast == "row_b"
     else:
         # per image: both operands go 4-D, so neither may stay sharded (binary.reshape_broadcast)
-        assert mul.config["broadcast"] == "per_image"
+        assert mul.config.broadcast == "per_image"
         assert all(not t.memory.sharded for t in mul.inputs)
         assert {a.kind for a in ads} <= {"sharded_to_interleaved", "to_layout"} and ads
 

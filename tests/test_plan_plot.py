@@ -63,7 +63,7 @@ def test_layer_parts_sum_to_the_estimate_and_keep_each_class(r50):
     for pl in r50.layers:
         parts = layer_parts(pl)
         assert sum(parts.values()) == pl.l1_bytes_per_core, pl.name
-        raw = pl.config["l1_parts"]
+        raw = pl.config.l1_parts
         assert parts["inputs"] == sum(v for k, v in raw.items() if k.startswith("input") or
                                       k in ("tilized_input", "halo_phase_extra") or
                                       k.endswith("_phase"))
@@ -102,7 +102,7 @@ def test_linear_lowered_conv_is_split_by_the_shards_it_holds():
                         "lowering": "linear"}], "outputs": ["c0"]}
     plan = ttmodels.plan(spec, batch_size=2)
     pl = plan.layer("c0")
-    assert set(pl.config["l1_parts"]) == {"matmul"}
+    assert set(pl.config.l1_parts) == {"matmul"}
     parts = layer_parts(pl)
     sh_in, sw_in = pl.inputs[0].memory.shard_shape
     sh_out, sw_out = pl.output.memory.shard_shape

@@ -43,27 +43,27 @@ def test_shipped_plans_pass_every_rule(name, batch, size):
     assert_adapters_only_where_layouts_disagree(plan)
     pre = "img_backbone." if name.startswith("bevdet") else ""
     conv1, maxpool = plan.layer(pre + "conv1"), plan.layer(pre + "maxpool")
-    if maxpool.config.get("slice"):
+    if maxpool.config.slice:
         # a DRAM-sliced pool (bevdet at batch 6: the unsliced one is over the bank by ttnn's
         # own figure) reads its input from DRAM interleaved, through one adapter
         (ad,) = plan.adapters_into(maxpool.name)
         assert ad.after.memory == MemSpec(INTERLEAVED, "dram") and maxpool.inputs[0] == ad.after
         return
     assert plan.adapters_into(maxpool.name) == [] and maxpool.inputs[0] == conv1.output
-    if conv1.config.get("slice"):
+    if conv1.config.slice:
         # a DRAM-sliced stem writes DRAM interleaved; pool2d shards it itself
         assert conv1.output.memory == MemSpec(INTERLEAVED, "dram")
-        assert maxpool.config["applied_shard_scheme"] in (HEIGHT, WIDTH, BLOCK)
+        assert maxpool.config.applied_shard_scheme in (HEIGHT, WIDTH, BLOCK)
     else:
         # stem: the pool takes the conv's shards as they are (no adapter, no applied scheme)
         assert conv1.output.memory.sharded
-        assert maxpool.config["applied_shard_scheme"] is None
+        assert maxpool.config.applied_shard_scheme is None
         assert maxpool.output.memory.grid == conv1.output.memory.grid
     for layer in plan.layers:
-        if layer.config.get("inplace"):
+        if layer.config.inplace:
             assert layer.node.op in ("add", "multiply")
-            a = layer.inputs[1 if layer.config["swap_operands"] else 0]
-            assert layer.output == a and layer.config["l1_parts"]["output"] == 0
+            a = layer.inputs[1 if layer.config.swap_operands else 0]
+            assert layer.output == a and layer.config.l1_parts["output"] == 0
     by_dst = {}
     for a in plan.adapters:
         assert a.kind in ADAPTER_KINDS and a.before != a.after and a.reason
@@ -129,13 +129,13 @@ def test_bevdet_batch6_acceptance_plan():
     assert check_plan(plan) == [] and edge_mismatches(plan) == []
     assert all(l.l1_bytes_per_core <= l.live_l1 <= plan.l1_budget for l in plan.layers)
     assert_adapters_only_where_layouts_disagree(plan)
-    sliced = [l.name for l in plan.layers if l.config.get("slice")]
+    sliced = [l.name for l in plan.layers if l.config.slice]
     assert sliced == ["img_backbone.maxpool", "img_backbone.layer2.0.conv2"]
-    inplace = [l.name for l in plan.layers if l.config.get("inplace")]
+    inplace = [l.name for l in plan.layers if l.config.inplace]
     assert inplace == [f"img_backbone.layer1.{i}.relu" for i in range(3)]
     for name in inplace:
         add = plan.layer(name)
-        parts = dict(add.config["l1_parts"])
+        parts = dict(add.config.l1_parts)
         a_shard = parts["input0"]
         # written out of place it would not fit: that is the only reason to go in place
         assert add.l1_bytes_per_core + a_shard > plan.l1_budget
@@ -240,7 +240,7 @@ def test_pad_of_height_shards_is_given_a_refitted_memory_config():
     up, pd, c1 = plan.layer("up"), plan.layer("pd"), plan.layer("c1")
     assert up.output.memory.memory_layout == HEIGHT and up.output.layout == ROW_MAJOR
     assert plan.adapters_into("pd") == []           # row-major height shards pad in place
-    m = pd.config["memory_config"]
+    m = pd.config.memory_config
     assert m is not None and m == pd.output.memory
     assert m.grid == up.output.memory.grid and m.num_cores == up.output.memory.num_cores
     assert m.num_cores * m.shard_shape[0] >= pd.node.shape.rows > \
@@ -256,7 +256,7 @@ def test_global_pool_on_interleaved_input_matches_pool2d_sharding():
     plan = plan_graph(load_graph(SMALL["head"], batch_size=2))
     gap = plan.layer("gap")
     assert gap.inputs[0].memory.memory_layout == INTERLEAVED
-    assert gap.config["applied_shard_scheme"] in (HEIGHT, WIDTH, BLOCK)
+    assert gap.config.applied_shard_scheme in (HEIGHT, WIDTH, BLOCK)
     # ttnn 0.81.1 runs a whole-map avg_pool2d as a reduction: interleaved L1 output
     assert gap.output.memory == MemSpec(INTERLEAVED, "l1")
     assert gap.output.layout == TILE_LAYOUT         # linear consumes it
@@ -265,8 +265,8 @@ def test_global_pool_on_interleaved_input_matches_pool2d_sharding():
 def test_1x1_conv_lowered_to_linear_records_solver_config():
     plan = plan_graph(load_graph(SMALL["mm"], batch_size=2))
     c1 = plan.layer("c1")
-    assert c1.config["lowering"] == "linear"
-    mm = c1.config["matmul"]
+    assert c1.config.lowering == "linear"
+    mm = c1.config.matmul
     assert isinstance(mm, dict) and mm["kind"] in ("1d_mcast_in1", "2d_mcast")
     assert (mm["M"], mm["K"], mm["N"]) == (512, 64, 128)
     want = HEIGHT if mm["kind"] == "1d_mcast_in1" else BLOCK
@@ -275,7 +275,7 @@ def test_1x1_conv_lowered_to_linear_records_solver_config():
     assert c1.inputs[0].memory.short() == mm["in0_memory"]
     assert c1.output.memory.short() == mm["out_memory"]
     # the 3x3 conv is not a matmul: stays conv2d
-    assert "lowering" not in plan.layer("c2").config
+    assert plan.layer("c2").config.lowering is None
     import json
     json.loads(plan.to_json())
 
@@ -324,12 +324,12 @@ def test_stem_conv_is_dram_sliced_when_l1_is_short():
     # BEVDet's stem conv at batch 12, 256x704: ~2 MB/core unsliced (ttnn's own per-op figure)
     plan = plan_graph(load_graph(STEM_CONV, batch_size=12))
     conv = plan.layer("conv1")
-    sl = conv.config["slice"]
-    assert sl["type"] in ("height", "width") and sl["num_slices"] >= 2
+    sl = conv.config.slice
+    assert sl.type in ("height", "width") and sl.num_slices >= 2
     dram = MemSpec(INTERLEAVED, "dram")
     assert conv.inputs[0].memory == dram and conv.output.memory == dram
-    assert conv.output.layout == TILE_LAYOUT and conv.config["memory_config"] is None
-    assert conv.config["shard_layout"] in (HEIGHT, BLOCK, WIDTH)
+    assert conv.output.layout == TILE_LAYOUT and conv.config.memory_config is None
+    assert conv.config.shard_layout in (HEIGHT, BLOCK, WIDTH)
     assert conv.l1_bytes_per_core <= plan.l1_budget
     assert check_plan(plan) == [] and edge_mismatches(plan) == []
     # the smallest count that fits: one slice fewer (along the same dimension) does not
@@ -338,14 +338,14 @@ def test_stem_conv_is_dram_sliced_when_l1_is_short():
     pl = _Planner(p.graph, "wormhole_b0", True)
     pl.seed()
     x = pl.layouts["x"]
-    if sl["num_slices"] > 2:
-        assert pl.slice_candidate(p.graph.node("conv1"), x, sl["type"], sl["num_slices"] - 1) \
+    if sl.num_slices > 2:
+        assert pl.slice_candidate(p.graph.node("conv1"), x, sl.type, sl.num_slices - 1) \
             is None
     # the same stem at batch 1 fits L1: no slicing
     small = plan_graph(load_graph(STEM, batch_size=1)).layer("conv1")
-    assert "slice" not in small.config and small.output.memory.sharded
+    assert small.config.slice is None and small.output.memory.sharded
     # the rules reject a sliced conv whose input is not DRAM interleaved, or a sliced 1x1 conv
-    attrs = dict(conv.config)
+    attrs = conv.config.as_attrs()
     l1_in = TensorLayout(MemSpec(INTERLEAVED, "l1"), conv.inputs[0].layout, conv.inputs[0].dtype)
     assert [v.rule for v in R.check("conv2d", [l1_in], attrs)] == ["conv2d.slice_dram_input"]
     assert "conv2d.slice_mm" in [v.rule for v in R.check("conv2d", conv.inputs,
@@ -358,7 +358,7 @@ def test_stem_conv_is_dram_sliced_when_l1_is_short():
 @pytest.mark.parametrize("batch,sliced", [(1, []), (2, []), (16, [])])
 def test_resnet50_slices_only_where_l1_is_short(batch, sliced):
     plan = plan_graph(load_graph("resnet50", batch_size=batch))
-    assert [l.name for l in plan.layers if l.config.get("slice")] == sliced
+    assert [l.name for l in plan.layers if l.config.slice] == sliced
     assert check_plan(plan) == []
 
 

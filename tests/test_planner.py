@@ -39,7 +39,7 @@ def test_field_report_pad_conv_multiply_by_channel_constant():
     assert_valid(plan)
     c1 = plan.layer("conv1")
     assert c1.output.memory.memory_layout == HEIGHT and c1.output.memory.buffer == "l1"
-    assert c1.config["shard_layout"] == HEIGHT and c1.config["reshard_if_not_optimal"] is False
+    assert c1.config.shard_layout == HEIGHT and c1.config.reshard_if_not_optimal is False
     # ttnn 0.81 binary_ng broadcasts an interleaved [1,1,1,C] TILE operand over a sharded a
     # (no sharded-broadcast check any more): the constant stays interleaved, the conv output
     # flows in unchanged, and nothing is moved.
@@ -47,8 +47,8 @@ def test_field_report_pad_conv_multiply_by_channel_constant():
     assert g.memory.memory_layout == INTERLEAVED and g.layout == TILE_LAYOUT
     assert plan.adapters_into("scale") == []
     s = plan.layer("scale")
-    assert s.inputs[0] == c1.output and s.config["broadcast"] == "row_b"
-    assert s.config["native_l1_sharding"] is False
+    assert s.inputs[0] == c1.output and s.config.broadcast == "row_b"
+    assert s.config.native_l1_sharding is False
     assert s.output.memory == c1.output.memory          # binary_ng: output follows a
     # ttnn 0.81.1 also takes a row-major constant next to a sharded a (mock-device corpus,
     # tests/test_rules_vs_ttnn.py), but not shapes that do not broadcast
@@ -64,7 +64,7 @@ def test_field_report_constant_first_operand_is_swapped():
     g.nodes[2].inputs = ["gamma", "conv1"]
     plan = plan_graph(g)
     assert_valid(plan)
-    assert plan.layer("scale").config["swap_operands"] is True
+    assert plan.layer("scale").config.swap_operands is True
     assert plan.layer("scale").output.memory.memory_layout == HEIGHT
 
 
@@ -82,7 +82,7 @@ def test_conv_to_maxpool_needs_no_adapter():
     assert c.output.memory.sharded and mp.inputs[0] == c.output
     assert mp.output.memory.memory_layout == c.output.memory.memory_layout
     assert mp.output.memory.grid == c.output.memory.grid
-    assert mp.config["applied_shard_scheme"] is None   # already sharded: pool keeps it
+    assert mp.config.applied_shard_scheme is None   # already sharded: pool keeps it
 
 
 def residual_graph(dtype_b="bfloat16"):
@@ -106,7 +106,7 @@ def test_residual_add_different_shard_specs_one_adapter_onto_the_wider_grid():
         assert len(ads) == 1 and ads[0].src == "b" and ads[0].kind == "reshard"
         assert ads[0].after.memory == plan.layer("a").output.memory
         assert plan.layer("add").output.memory == plan.layer("a").output.memory
-        assert plan.layer("add").config["native_l1_sharding"] is True
+        assert plan.layer("add").config.native_l1_sharding is True
 
 
 def test_residual_add_without_adapters_is_accepted_but_not_native():
@@ -133,7 +133,7 @@ def one_conv(n, h, w, cin, cout, k):
 def test_auto_shard_choice(shape, k, kind):
     plan = plan_graph(one_conv(*shape, k))
     layer = plan.layer("c")
-    assert layer.config["shard_layout"] == kind
+    assert layer.config.shard_layout == kind
     assert layer.output.memory.memory_layout == kind
     assert layer.l1_bytes_per_core <= plan.l1_budget
     assert_valid(plan)
@@ -155,7 +155,7 @@ def test_over_budget_tries_other_layout():
     assert int(m.group(1)) > bank and f"left by the {bank} B bank" in str(e.value)
     g.nodes[0].layout = LayoutPolicy()
     plan = plan_graph(g)
-    assert plan.layer("c").config["shard_layout"] != HEIGHT
+    assert plan.layer("c").config.shard_layout != HEIGHT
     assert plan.layer("c").l1_bytes_per_core <= plan.l1_budget
 
 
@@ -172,7 +172,7 @@ def test_over_budget_everywhere_raises_naming_layer_and_bytes():
 def test_over_budget_3x3_conv_is_dram_sliced():
     plan = plan_graph(one_conv(1, 1024, 1024, 256, 256, 3))
     c = plan.layer("c")
-    assert c.config["slice"]["num_slices"] >= 2
+    assert c.config.slice.num_slices >= 2
     assert c.inputs[0].memory == MemSpec(INTERLEAVED, "dram") == c.output.memory
     assert c.l1_bytes_per_core <= plan.l1_budget
     assert check_plan(plan) == []
@@ -205,7 +205,7 @@ def test_every_plan_passes_rules_and_no_adapter_variant_fails_where_expected():
     # takes it as it is (no sharded_to_interleaved)
     assert plan.layer("gap").output.memory == MemSpec(INTERLEAVED, "l1")
     assert not any(dst == "fc" for dst, _ in kinds)
-    assert plan.layer("mp").config["output_layout"] == TILE_LAYOUT  # pool converts on its own
+    assert plan.layer("mp").config.output_layout == TILE_LAYOUT  # pool converts on its own
     for a in plan.adapters:
         assert a.before != a.after and a.reason
     bare = plan_graph(backbone(), adapters=False)
@@ -259,9 +259,9 @@ def test_over_budget_add_is_planned_in_place():
     plan = plan_graph(big_residual())
     assert_valid(plan)
     add, ca = plan.layer("add"), plan.layer("ca")
-    assert add.config["inplace"] is True and add.config["swap_operands"] is False
+    assert add.config.inplace is True and add.config.swap_operands is False
     assert add.output == ca.output == add.inputs[0]       # the output is a's buffer
-    assert add.config["l1_parts"]["output"] == 0
+    assert add.config.l1_parts["output"] == 0
     assert add.l1_bytes_per_core <= plan.l1_budget < \
         add.l1_bytes_per_core + ca.output.memory.shard_shape[0] * 256 * 2
     assert plan.adapters == []
@@ -272,7 +272,7 @@ def test_in_place_writes_into_the_operand_nothing_else_reads():
     plan = plan_graph(big_residual(extra_reader="ca"))
     assert_valid(plan)
     add = plan.layer("add")
-    assert add.config["inplace"] is True and add.config["swap_operands"] is True
+    assert add.config.inplace is True and add.config.swap_operands is True
     assert add.output == plan.layer("cb").output
     # both operands read again: no in-place, and the error says why
     g = big_residual(extra_reader="ca")
@@ -297,7 +297,7 @@ def test_in_place_is_only_used_over_budget():
         n.shape = TensorShape(1, 64, 176, n.shape.c)
     small.inputs["x"] = TensorShape(1, 64, 176, 64)
     add = plan_graph(small).layer("add")
-    assert "inplace" not in add.config and add.config["l1_parts"]["output"] > 0
+    assert not add.config.inplace and add.config.l1_parts["output"] > 0
 
 
 @pytest.mark.parametrize("batch", [1, 2])
@@ -312,4 +312,4 @@ def test_resnet50_224_plans_unchanged(batch):
     fixture = Path(__file__).parent / "data" / f"plan_resnet50_b{batch}_224.json"
     plan = plan_graph(load_graph("resnet50", batch_size=batch))
     assert json.loads(plan.to_json()) == json.loads(fixture.read_text())
-    assert not any(l.config.get("inplace") or l.config.get("slice") for l in plan.layers)
+    assert not any(l.config.inplace or l.config.slice for l in plan.layers)

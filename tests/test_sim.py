@@ -220,7 +220,7 @@ def test_skipped_fidelity_truncation_changes_nothing(dev, act_dtype, fidelity):
                   padding=(1, 1), dtype=tt.float32, conv_config=cfg, compute_config=cc)
     assert torch.equal(xt._data, stored)                                  # the input is untouched
     prepared = next(iter(wt._cache.values()))
-    wref = sim_ops._truncate(prepared._cache["oihw"], a_bits)
+    wref = sim_ops._truncate(sim_ops._conv_weight_oihw(prepared), a_bits)
     xin = sim_ops._truncate(stored, b_bits).reshape(2, 9, 9, 32).permute(0, 3, 1, 2)
     bias = next(iter(bt._cache.values()))._cache["vec"]
     ref = F.conv2d(xin, wref, bias, 1, 1)
@@ -237,6 +237,41 @@ def test_fused_relu_and_rounding_leave_inputs_untouched(dev):
     assert torch.equal(torch_of(y), torch.relu(da + db).to(torch.bfloat16).float())
     r = tt.relu(a)
     assert torch.equal(a._data, da) and torch.equal(torch_of(r), torch.relu(da))
+
+
+@pytest.mark.parametrize("xs,ws,stride,pad,dil,groups", [
+    ((1, 3, 30, 30), (16, 3, 7, 7), 2, 3, 1, 1),          # a stem
+    ((2, 64, 14, 14), (128, 64, 1, 1), 2, 0, 1, 1),       # a strided 1x1 (ResNet downsample)
+    ((1, 64, 9, 9), (64, 64, 3, 3), 1, 1, 1, 1),
+    ((1, 32, 9, 9), (32, 1, 3, 3), 1, 2, 2, 32),          # depthwise, dilated
+    ((1, 32, 9, 9), (32, 2, 3, 3), 2, 1, 1, 16),          # grouped
+])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_packed_conv_weights_give_f_conv2d_bits(xs, ws, stride, pad, dil, groups, threads):
+    """The sim's conv on oneDNN-packed weights (onednn.py) computes what F.conv2d computes on the
+    dense weight, bit for bit, for every conv F.conv2d itself runs on oneDNN: only the per-call
+    weight reorder is skipped."""
+    from ttmodels.backends.sim import onednn
+    if not onednn.available():
+        pytest.skip("torch without oneDNN: the sim runs F.conv2d itself")
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        g = torch.Generator().manual_seed(11)
+        x = torch.randn(xs, generator=g).contiguous(memory_format=torch.channels_last)
+        w = torch.randn(ws, generator=g).contiguous(memory_format=torch.channels_last)
+        b = torch.randn(ws[0], generator=g)
+        geo = ((stride,) * 2, (pad,) * 2, (dil,) * 2, groups)
+        used = onednn.used_by_torch(xs, ws, *geo)
+        assert used or stride == 1          # torch runs every strided conv on oneDNN
+        if used:                            # else the sim runs F.conv2d on the dense weight
+            p, back = onednn.pack(w, *geo[:3], groups, xs)
+            assert back is None
+            got = onednn.conv(x, p, b, *geo)
+            assert torch.equal(got, F.conv2d(x, w, b, stride, pad, dil, groups))
+            assert torch.equal(onednn.unpack(p), w)
+    finally:
+        torch.set_num_threads(old)
 
 
 def test_conv2d_weight_preparation_is_cached_and_bit_exact(dev):

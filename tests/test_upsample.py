@@ -141,11 +141,11 @@ def test_align_corners_needs_bilinear():
 def test_align_corners_plans_grid_sample(producer):
     plan = plan_graph(load_graph(_spec(producer, align=True)))
     up = plan.layer("up")
-    assert up.config["lowering"] == "grid_sample" and up.config["use_precomputed_grid"]
+    assert up.config.lowering == "grid_sample" and up.config.use_precomputed_grid
     x = up.inputs[0]
     assert x.layout == ROW_MAJOR and x.memory.memory_layout in (INTERLEAVED, HEIGHT)
     assert up.output == TensorLayout(MemSpec(INTERLEAVED, "dram"), ROW_MAJOR, "bfloat16")
-    assert up.config["grid_memory"] == DRAM_INTERLEAVED
+    assert up.config.grid_memory == DRAM_INTERLEAVED
     assert check_plan(plan) == [] and edge_mismatches(plan) == []
 
 

@@ -125,7 +125,8 @@ def test_a_rejected_step_reports_ttnn_error_and_the_rest_still_runs():
     from ttmodels.spec import load_graph
     plan = plan_graph(load_graph(FIELD / "conv_maxpool.yaml"))
     conv = plan.layer("conv")
-    conv.config["act_block_h_override"] = 33       # not a multiple of 32: ttnn rejects it
+    from dataclasses import replace
+    conv.config = replace(conv.config, act_block_h_override=33)   # not a multiple of 32: ttnn rejects it
     r = verify(None, plan=plan)
     c = next(s for s in r.steps if s.name == "conv")
     assert not c.accepted and "multiple of 32" in c.error

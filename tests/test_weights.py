@@ -433,7 +433,8 @@ def _corrupt_data(p):
 
 def _wrong_key(p):
     t = load_file(str(p))
-    save_file(t, str(p), metadata={"format": "1", "key": "other", "checksum": "x", "user": "{}"})
+    save_file(t, str(p), metadata={"format": cache_mod.CACHE_FORMAT, "key": "other", "checksum": "x",
+                                   "user": "{}"})
 
 
 def _stale_shapes(p):

@@ -79,8 +79,9 @@ class LayoutPolicy:
 class Node:
     """One layer of the expanded graph.
 
-    ``op`` is one of OPS. ``inputs`` are names of graph inputs, earlier nodes or constants, in the
-    op's operand order. ``attrs`` hold the op's canonical attributes (see OP_ATTRS). ``weights`` is
+    ``op`` is one of ``ttmodels.ops.OPS``. ``inputs`` are names of graph inputs, earlier nodes
+    or constants, in the op's operand order. ``attrs`` hold the op's canonical attributes (see
+    below). ``weights`` is
     the key prefix of the layer's parameters in a state dict ("layer1.0.conv1" -> weight/bias keys),
     ``bn`` the prefix of a BatchNorm folded into a conv, both None for parameter-free ops.
     """
@@ -105,28 +106,8 @@ class Node:
         return tuple(self.outputs) if self.outputs else (self.name,)
 
 
-# Canonical attributes of each op after parsing (all tuples fully expanded):
-#   conv2d:       in_channels, out_channels, kernel (kh, kw), stride (sh, sw),
-#                 padding (top, bottom, left, right), dilation (dh, dw), groups, bias (bool),
-#                 activation (None | canonical act of ttmodels.activations), lowering ("conv2d" | "linear" | "auto")
-#   add, multiply, subtract: activation (None | act)  -- 2 inputs; either may be a constant
-#   relu, relu6, sigmoid, ... (ttmodels.activations), identity: {} (leaky_relu: slope)
-#   batch_norm:   activation -- standalone BatchNorm2d (eval), params at ``Node.weights``
-#   slice:        start, stop -- channel slice [start, stop)
-#   split:        sections ((name, start, stop), ...) -- channel split into the named outputs
-#                 ``Node.outputs`` (``<node>.<name>``); the node's ``shape`` is its input's
-#   conv_transpose2d: in_channels, out_channels, kernel, stride, padding (top, bottom, left,
-#                 right; symmetric), output_padding (oh, ow), dilation, groups, bias, activation
-#   adaptive_avg_pool2d: size (oh, ow)
-#   max_pool2d:   kernel, stride, padding (t, b, l, r), dilation, ceil_mode
-#   avg_pool2d:   kernel, stride, padding (t, b, l, r), ceil_mode, count_include_pad
-#   global_avg_pool: {}
-#   linear:       in_features, out_features, bias (bool), activation
-#   upsample:     scale (sh, sw) ints, mode ("nearest" | "bilinear"), align_corners (True; only
-#                 present when set, bilinear only: lowered to ttnn.grid_sample)
-#   concat:       {}  -- channel concat of >= 2 inputs with equal N, H, W
-#   pad:          padding (t, b, l, r), value (float)
-from .ops import OPS  # noqa: E402  (the op vocabulary lives in ops.py)
+# Each op's canonical attributes (all tuples fully expanded) are built by its module's ``parse``
+# and listed in its entry's ``attrs_doc`` (ttmodels/ops/<op>.py).
 
 
 @dataclass

@@ -396,15 +396,15 @@ def estimate_kind(layer) -> str:
     """The kind of a PlannedLayer's estimate: what ``KNOWN_ESTIMATE_GAPS`` is keyed by."""
     op, c = layer.node.op, layer.config
     if op == "conv2d":
-        if c.get("slice"):
+        if c.slice:
             return "conv2d_sliced"
-        if c.get("lowering") == "linear":
+        if c.lowering == "linear":
             return "conv2d_linear"
-        return "conv2d_matmul" if c.get("is_mm_conv") else "conv2d"
+        return "conv2d_matmul" if c.is_mm_conv else "conv2d"
     if op in ("add", "multiply"):
         return "binary"
     if op == "conv_transpose2d":
-        return "conv_transpose2d_matmul" if c.get("is_mm_conv") else "conv_transpose2d"
+        return "conv_transpose2d_matmul" if c.is_mm_conv else "conv_transpose2d"
     if op == "split" and layer.inputs and layer.inputs[0].layout == "tile" and any(
             lo % TILE for _, lo, _ in layer.node.attrs["sections"]):
         return "split_unaligned"
@@ -499,7 +499,7 @@ def layer_parts(layer) -> dict[str, int]:
     """A planned layer's own L1 per core by class (``PART_CLASSES``); sums to its estimate
     (``PlannedLayer.l1_bytes_per_core``). The plot stacks these; liveness needs the CBs apart,
     since ttnn releases them only when the next program starts."""
-    raw = dict(layer.config.get("l1_parts") or {})
+    raw = dict(layer.config.l1_parts or {})
     out = {k: 0 for k in PART_CLASSES}
     if set(raw) == {"matmul"}:
         total = int(raw["matmul"])

@@ -20,6 +20,10 @@ HEIGHT = "height_sharded"
 WIDTH = "width_sharded"
 BLOCK = "block_sharded"
 MEMORY_LAYOUTS = (INTERLEAVED, HEIGHT, WIDTH, BLOCK)
+#: our memory layout names -> ttnn.TensorMemoryLayout member names (the one map; the backends and
+#: the sim build their enum lookups from it)
+TTNN_MEMORY_LAYOUTS = {INTERLEAVED: "INTERLEAVED", HEIGHT: "HEIGHT_SHARDED",
+                       WIDTH: "WIDTH_SHARDED", BLOCK: "BLOCK_SHARDED"}
 
 TILE_LAYOUT = "tile"
 ROW_MAJOR = "row_major"
@@ -30,6 +34,35 @@ BYTES_PER_TILE = {"bfloat16": 2048, "float32": 4096, "bfloat8_b": 1024 + 64, "bf
 
 def bytes_per_element(dtype: str) -> float:
     return BYTES_PER_TILE[dtype] / (TILE * TILE)
+
+
+CoreBox = tuple[tuple[int, int], tuple[int, int]]   # inclusive (start x, y), (end x, y)
+
+
+def core_ranges(num_cores: int, grid: tuple[int, int], row_wise: bool = True) -> list[CoreBox]:
+    """The cores tt-metal's ``num_cores_to_corerangeset(n, grid, row_wise)`` (work_split.cpp)
+    picks, as inclusive (start, end) boxes from core (0, 0): whole rows (row_wise) or whole
+    columns, then a partial last row / column. What conv2d and pools use for height / width
+    sharding over fewer cores than the grid holds; the one definition (rules, the backends'
+    CoreRangeSets and the sim's ``num_cores_to_corerangeset`` read it)."""
+    gx, gy = grid
+    if gx <= 0 or gy <= 0 or num_cores <= 0 or num_cores > gx * gy:
+        raise ValueError(f"{num_cores} cores do not fit a {gx}x{gy} grid")
+    if not row_wise:   # columns: the transpose of the row-wise boxes
+        return [((sy, sx), (ey, ex)) for (sx, sy), (ex, ey) in core_ranges(num_cores, (gy, gx))]
+    full, rest = divmod(num_cores, gx)
+    out: list[CoreBox] = []
+    if full:
+        out.append(((0, 0), (gx - 1, full - 1)))
+    if rest:
+        out.append(((0, full), (rest - 1, full)))
+    return out
+
+
+def core_extent(num_cores: int, grid: tuple[int, int]) -> tuple[int, int]:
+    """(x, y) extent of the row-wise ``core_ranges`` of ``num_cores`` cores on ``grid``."""
+    boxes = core_ranges(num_cores, grid)
+    return (max(e[0] for _, e in boxes) + 1, max(e[1] for _, e in boxes) + 1)
 
 
 @dataclass(frozen=True)

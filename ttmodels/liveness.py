@@ -152,12 +152,12 @@ def layer_cbs(layer) -> int:
     DRAM-sliced conv2d's last program writes its last slice into the DRAM output, with a few
     kB of CBs (measured on the mock device): nothing worth carrying; the global pool's last
     program is its reduce (or the tilize after it)."""
-    if layer.node.op == "conv2d" and layer.config.get("slice"):
+    if layer.node.op == "conv2d" and layer.config.slice:
         return 0
     if layer.node.op == "global_avg_pool":      # three programs; the last one's CBs
         return global_pool_last_cbs(layer.output)
     # a pool's halo program (its first) releases its own CBs when the pool program starts
-    return layer_parts(layer)["cb"] - int((layer.config.get("l1_parts") or {}).get("halo_cb", 0))
+    return layer_parts(layer)["cb"] - int((layer.config.l1_parts or {}).get("halo_cb", 0))
 
 
 def layer_first(layer) -> int:
@@ -167,7 +167,7 @@ def layer_first(layer) -> int:
     the mock device; pools allocate their output first)."""
     parts = layer_parts(layer)
     first = int(layer.l1_bytes_per_core) - parts["cb"]
-    raw = layer.config.get("l1_parts") or {}
+    raw = layer.config.l1_parts or {}
     if layer.node.op == "conv2d" and (parts["halo"] > 0 or "tilized_input" in raw or
                                       "input_copy" in raw):
         first -= parts["outputs"]

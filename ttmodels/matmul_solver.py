@@ -22,6 +22,7 @@ from .layout import BLOCK, BYTES_PER_TILE, HEIGHT, MemSpec
 
 # The Wormhole L1 bank with the default l1_small_size (l1.l1_bank_bytes)
 L1_BANK_BYTES = l1_bank_bytes()
+from . import rules as R
 from .rules import closest_divisor_with_padding
 
 KIND_1D = "1d_mcast_in1"
@@ -403,15 +404,8 @@ def conv1x1_problem(node: Node) -> str | None:
     if node.op != "conv2d":
         return f"is a {node.op}, not a conv2d"
     a = node.attrs
-    checks = (("kernel", tuple(a.get("kernel", ())), (1, 1)),
-              ("stride", tuple(a.get("stride", ())), (1, 1)),
-              ("padding", tuple(a.get("padding", ())), (0, 0, 0, 0)),
-              ("dilation", tuple(a.get("dilation", (1, 1))), (1, 1)),
-              ("groups", a.get("groups", 1), 1))
-    for name, got, want in checks:
-        if got != want:
-            return f"has {name} {got}, a matmul needs {want}"
-    return None
+    return R.matmul_conv_problem(a.get("kernel", ()), a.get("stride", ()), a.get("padding", ()),
+                                 a.get("dilation", (1, 1)), a.get("groups", 1))
 
 
 def is_conv1x1_stride1(node: Node) -> bool:

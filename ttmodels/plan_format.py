@@ -63,7 +63,7 @@ def _plan_dict(plan) -> dict[str, Any]:
             "input_layouts": [layout_dict(t) for t in l.inputs],
             "output": layout_dict(l.output), "l1_bytes_per_core": l.l1_bytes_per_core,
             "live_l1_bytes_per_core": l.live_l1, "live_tensors": dict(l.live_tensors),
-            "config": _jsonable(l.config),
+            "config": _jsonable(l.config.as_attrs()),
         } for l in plan.layers],
         "adapters": [{
             "edge": a.edge, "src": a.src, "dst": a.dst, "index": a.index, "kind": a.kind,
@@ -89,11 +89,11 @@ def layer_note(layer) -> str:
     """How a layer runs when it is not the plain L1 op: DRAM slices, in-place output."""
     c = layer.config
     notes = []
-    if c.get("slice"):
-        notes.append(f"dram-sliced {c['slice']['type']} x{c['slice']['num_slices']}")
-    if c.get("inplace"):
+    if c.slice:
+        notes.append(f"dram-sliced {c.slice.type} x{c.slice.num_slices}")
+    if c.inplace:
         notes.append("in place (output_tensor=a)")
-    if c.get("lowering") == "linear":
+    if c.lowering == "linear":
         notes.append("as linear")
     return ", ".join(notes)
 

@@ -13,7 +13,7 @@ Two halves, kept apart so the numbers can be tested without pixels:
   one PNG. matplotlib is imported lazily, and ``plot_plan`` draws on a bare ``Figure`` (Agg
 canvas) so it never switches pyplot's backend; ``import ttmodels`` stays light.
 
-Where the L1 parts come from: ``PlannedLayer.config["l1_parts"]`` (``l1.py``'s estimate, the
+Where the L1 parts come from: ``PlannedLayer.config.l1_parts`` (``l1.py``'s estimate, the
 parts summing to the table's "L1 B/core"). A conv lowered to ``ttnn.linear`` carries one lumped
 figure (``{"matmul": n}``, ``matmul_solver._l1_estimate``: in0 shard + CBs + output shard); it
 is split here by the shards the layer holds. Liveness (``PlannedLayer.live_l1`` and
@@ -58,13 +58,14 @@ SPILL = "spill"
 RUNS_AS = ("dram-sliced", "in place", "as linear")
 
 
-def runs_as(config: dict) -> tuple[str, ...]:
+def runs_as(config) -> tuple[str, ...]:
+    """How a layer runs when it is not the plain L1 op (a ``PlanConfig``)."""
     out = []
-    if config.get("slice"):
+    if config.slice:
         out.append("dram-sliced")
-    if config.get("inplace"):
+    if config.inplace:
         out.append("in place")
-    if config.get("lowering") == "linear":
+    if config.lowering == "linear":
         out.append("as linear")
     return tuple(out)
 

@@ -32,26 +32,24 @@ from . import l1 as l1m
 from . import liveness as lv
 from . import rules as R
 from .errors import LayoutError, SpecError
-from .formats import BLOCK_FLOAT_DTYPES
+from .formats import is_block_float
 from .graph import TILE, Graph, Node, TensorShape, round_up
 from .layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                      TensorLayout)
-from .ops import BINARY, UNARY
+from . import ops
+from .ops.batch_norm import BatchNormPlan
+from .ops.binary import BinaryPlan
+from .ops.concat import ConcatPlan
+from .ops.conv2d import Conv2dPlan
+from .ops.conv_transpose2d import ConvTranspose2dPlan
+from .ops.linear import LinearPlan
+from .ops.pad import PadPlan
+from .ops.pool import PoolPlan
+from .ops.upsample import GridSamplePlan, UpsamplePlan
+from .plan_config import PlanConfig, SliceConfig
 from .plans import Adapter, BlockingNote, Plan, PlannedLayer, ReorderNote
 
 
-def plan_hook(op: str) -> str:
-    """The ``_Planner.plan_<hook>`` method that plans ``op`` (families share one)."""
-    if op in BINARY:
-        return "binary"
-    if op in UNARY:
-        return "unary"
-    if op in ("max_pool2d", "avg_pool2d", "global_avg_pool", "adaptive_avg_pool2d"):
-        return "pool"
-    return op
-
-
-BFP = BLOCK_FLOAT_DTYPES     # formats.py holds the block-float dtype set
 POOLS = ("max_pool2d", "avg_pool2d", "global_avg_pool")
 
 
@@ -106,7 +104,8 @@ class _Planner:
     def seed(self) -> None:
         dt = self.g.input_precision.activations
         for name, shape in self.g.inputs.items():
-            t = TensorLayout(MemSpec(INTERLEAVED, "dram"), TILE_LAYOUT if dt in BFP else ROW_MAJOR, dt)
+            t = TensorLayout(MemSpec(INTERLEAVED, "dram"),
+                             TILE_LAYOUT if is_block_float(dt) else ROW_MAJOR, dt)
             self.input_layouts[name] = self.layouts[name] = t
             self.flat[name] = _flat(shape)
         for name, c in self.g.constants.items():
@@ -136,7 +135,7 @@ class _Planner:
 
     def to_row_major(self, node, idx, cur, reason):
         # block-float exists only in TILE (rule to_layout.dtype): untilize to bfloat16
-        dtype = "bfloat16" if cur.dtype in BFP else cur.dtype
+        dtype = "bfloat16" if is_block_float(cur.dtype) else cur.dtype
         return self.adapt(node, idx, cur, "to_layout", replace(cur, layout=ROW_MAJOR, dtype=dtype),
                           reason)
 
@@ -152,7 +151,8 @@ class _Planner:
             if node.layout.kind in (HEIGHT, WIDTH, BLOCK) and node.layout.buffer == "dram":
                 raise LayoutError(f"policy {node.layout.kind} in dram: sharded activations live "
                                   "in L1", layer=node.name, rule="tensor.shard_l1")
-            fn = getattr(self, f"plan_{plan_hook(node.op)}", None)
+            d = ops.REGISTRY.get(node.op)
+            fn = getattr(self, d.plan, None) if d is not None else None   # the op's hook
             if fn is None:
                 raise LayoutError(f"no planning rule for op '{node.op}'", layer=node.name)
             layer = self.plan_live(i, node, fn)
@@ -238,7 +238,7 @@ class _Planner:
 
         layer, err, _ = self.try_plan(node, fn, pre)
         fits = layer is not None and self.live_total(i, node, layer, mark) <= self.budget
-        if fits and not layer.config.get("slice"):
+        if fits and not layer.config.slice:
             return self.finish(i, node, layer, mark)
         # the previous program's CBs, still reserved while this step allocates, are what tips
         # it over: a smaller blocking of the previous conv (0 bytes moved; plan_graph replans)
@@ -247,7 +247,7 @@ class _Planner:
         used = pre
         if not fits:
             layer, err, fits, used = attempt(pre)
-            if fits and not layer.config.get("slice"):
+            if fits and not layer.config.slice:
                 return self.finish(i, node, layer, mark)
         # an earlier place in the order, where fewer tensors are alive (0 bytes moved): e.g. a
         # bottleneck's downsample right after the block input, before the branch (plan_graph
@@ -268,7 +268,7 @@ class _Planner:
             for t in chosen:
                 self.layouts[t] = self.spilled_layout(saved[t])
             cand, _, ok, _ = attempt(self.others(i, node))
-            ok = ok and not cand.config.get("slice")
+            ok = ok and not cand.config.slice
             if ok:
                 best = (chosen, saved, cand)
                 break
@@ -288,11 +288,11 @@ class _Planner:
             raise err
         total = self.live_total(i, node, layer, mark)
         others = self.others(i, node, layer.inputs)
-        why = layer.config.get("inplace_blocked")
+        why = layer.config.inplace_blocked
         live = ", ".join(f"{k} {v:,}" for k, v in sorted(others.items(), key=lambda kv: -kv[1]))
         raise LayoutError(
             f"needs {total:,} B of L1 per core, over the {self.budget:,} B bank of {self.arch}: "
-            f"the op {layer.l1_bytes_per_core:,} B ({layer.config.get('l1_parts')}) + live "
+            f"the op {layer.l1_bytes_per_core:,} B ({dict(layer.config.l1_parts)}) + live "
             f"tensors {sum(others.values()):,} B ({live or 'none'}); no spill or smaller "
             "blocking fits" + (f"; cannot write in place into operand a: {why}" if why else "")
             + "; use a smaller batch or input size (--batch / --input-size)",
@@ -329,7 +329,7 @@ class _Planner:
     def cap_previous_cbs(self, i: int, node: Node, layer: PlannedLayer, mark: int) -> None:
         """Raise ``_CapCBs`` when layer ``i`` (or an adapter in front of it) would fit but for
         the previous conv's CBs, and that conv has not been asked already."""
-        if not self.layers or layer.config.get("slice"):
+        if not self.layers or layer.config.slice:
             return
         prev = self.layers[-1]
         carry = self.carry_in()
@@ -379,18 +379,6 @@ class _Planner:
         """What DRAM slicing moves: the conv's input and output through DRAM."""
         return self.total_bytes(node.inputs[0]) + int(node.shape.rows * node.shape.c * 2)
 
-    # Why an op's output cannot take a layout of its own (it is what ttnn gives it).
-    FOLLOWS_INPUT = {
-        "relu": "relu's output keeps its input's memory config",
-        "upsample": "upsample's output keeps its input's memory config",
-        "pad": "pad's output keeps its input's memory config",
-        "concat": "concat's output keeps its first input's memory config",
-        "linear": "linear runs interleaved (no sharded program config is planned)",
-        "max_pool2d": "pool2d's output keeps the shard grid it reads its input on",
-        "avg_pool2d": "pool2d's output keeps the shard grid it reads its input on",
-        "global_avg_pool": "pool2d's output keeps the shard grid it reads its input on",
-    }
-
     def check_policy(self, node: Node, layer: PlannedLayer) -> None:
         """An explicit layout is honoured or rejected naming the spec line, never replaced."""
         p = node.layout
@@ -403,13 +391,11 @@ class _Planner:
             return
         asked = " ".join([p.kind] + ([p.buffer] if p.buffer else []) +
                          ([f"{p.grid[0]}x{p.grid[1]}"] if p.grid else []))
-        if layer.config.get("slice"):
+        if layer.config.slice:
             why = "no L1 layout fits, so it runs DRAM-sliced"
-        elif node.op == "conv2d":
-            why = ("conv2d derives its output cores from its input's and its output channels "
-                   "(conv2d_utils.cpp determine_output_parallel_config)")
         else:
-            why = self.FOLLOWS_INPUT.get(node.op, f"{node.op} does not take this layout here")
+            # why an op's output cannot take a layout of its own (its registry entry says)
+            why = ops.get(node.op).follows_input or f"{node.op} does not take this layout here"
         loc = node.loc
         raise SpecError(f"layout '{asked}' cannot be applied to this {node.op}: the plan gives "
                         f"{m.short()} ({why}); use 'layout: auto' or another layout",
@@ -422,7 +408,7 @@ class _Planner:
 
     @staticmethod
     def check_attrs(layer: PlannedLayer) -> dict:
-        c = dict(layer.config)
+        c = layer.config.as_attrs()
         c.setdefault("dtype", layer.output.dtype)
         return c
 
@@ -655,14 +641,14 @@ class _Planner:
         out = c["out"]
         if requested is not None:
             out = replace(out, memory=requested)
-        config = {
-            "shard_layout": c["kind"], "act_block_h_override": c["act_block_h"],
-            "reshard_if_not_optimal": False, "override_sharding_config": False,
-            "output_layout": out.layout, "dtype": out.dtype, "is_mm_conv": c["is_mm"],
-            "num_cores": c["pc"].num_cores, "core_grid": c["pc"].grid,
-            "input_memory": c["conv_in"].memory, "memory_config": requested,
-            "weights_dtype": node.precision.weights, "l1_parts": c["est"].parts,
-        }
+        config = Conv2dPlan(
+            shard_layout=c["kind"], act_block_h_override=c["act_block_h"],
+            reshard_if_not_optimal=False, override_sharding_config=False,
+            output_layout=out.layout, dtype=out.dtype, is_mm_conv=c["is_mm"],
+            num_cores=c["pc"].num_cores, core_grid=c["pc"].grid,
+            input_memory=c["conv_in"].memory, memory_config=requested,
+            weights_dtype=node.precision.weights, l1_parts=c["est"].parts,
+        )
         return PlannedLayer(node, [cin], out, c["est"].total, config)
 
     def slice_dims(self, node: Node, slice_type: str, num_slices: int):
@@ -779,18 +765,18 @@ class _Planner:
                 cin = self.adapt(node, 0, x, "to_memory_config", replace(x, memory=dram),
                                  "DRAM-sliced conv2d reads its input from DRAM interleaved")
         out = TensorLayout(dram, TILE_LAYOUT, node.precision.activations)
-        config = {
-            "shard_layout": c["kind"], "act_block_h_override": c["act_block_h"],
-            "reshard_if_not_optimal": False, "override_sharding_config": False,
-            "output_layout": out.layout, "dtype": out.dtype, "is_mm_conv": False,
-            "num_cores": c["pc"].num_cores, "core_grid": c["pc"].grid,
-            "input_memory": dram, "memory_config": None,
-            "weights_dtype": node.precision.weights,
-            "slice": {"type": st, "num_slices": k},
-            "output_hw": (node.shape.h, node.shape.w),
-            "slice_input_memory": c["conv_in"].memory, "slice_output_memory": c["out"].memory,
-            "l1_parts": c["est"].parts,
-        }
+        config = Conv2dPlan(
+            shard_layout=c["kind"], act_block_h_override=c["act_block_h"],
+            reshard_if_not_optimal=False, override_sharding_config=False,
+            output_layout=out.layout, dtype=out.dtype, is_mm_conv=False,
+            num_cores=c["pc"].num_cores, core_grid=c["pc"].grid,
+            input_memory=dram, memory_config=None,
+            weights_dtype=node.precision.weights,
+            slice=SliceConfig(st, k),
+            output_hw=(node.shape.h, node.shape.w),
+            slice_input_memory=c["conv_in"].memory, slice_output_memory=c["out"].memory,
+            l1_parts=c["est"].parts,
+        )
         return PlannedLayer(node, [cin], out, c["est"].total, config)
 
     def plan_conv_as_linear(self, node: Node) -> PlannedLayer:
@@ -812,17 +798,17 @@ class _Planner:
                 ad = "reshard" if cin.memory.sharded else "interleaved_to_sharded"
                 cin = self.adapt(node, 0, cin, ad, replace(cin, memory=cfg.in0_memory), why)
         out = TensorLayout(cfg.out_memory, TILE_LAYOUT, node.precision.activations)
-        config = {
-            "lowering": "linear", "matmul": cfg.to_dict(),
+        config = Conv2dPlan(
+            lowering="linear", matmul=cfg.to_dict(),
             # what conv2d itself would be configured with for the same sharding (the layer may
             # still run ttnn.conv2d, whose mm_conv branch then sees the same shards)
-            "shard_layout": kind, "act_block_h_override": 0, "reshard_if_not_optimal": False,
-            "override_sharding_config": False, "output_layout": TILE_LAYOUT, "dtype": out.dtype,
-            "is_mm_conv": True, "num_cores": cfg.num_cores,
-            "core_grid": cfg.compute_with_storage_grid_size, "input_memory": cfg.in0_memory,
-            "memory_config": None, "weights_dtype": node.precision.weights,
-            "l1_parts": {"matmul": cfg.l1_bytes_per_core},
-        }
+            shard_layout=kind, act_block_h_override=0, reshard_if_not_optimal=False,
+            override_sharding_config=False, output_layout=TILE_LAYOUT, dtype=out.dtype,
+            is_mm_conv=True, num_cores=cfg.num_cores,
+            core_grid=cfg.compute_with_storage_grid_size, input_memory=cfg.in0_memory,
+            memory_config=None, weights_dtype=node.precision.weights,
+            l1_parts={"matmul": cfg.l1_bytes_per_core},
+        )
         return PlannedLayer(node, [cin], out, cfg.l1_bytes_per_core, config)
 
     @staticmethod
@@ -841,8 +827,8 @@ class _Planner:
     # ---- pools -----------------------------------------------------------------------------
 
     def consumers_need_tile(self, node: Node) -> bool:
-        return any(c.op in ("linear", "concat", "batch_norm") + BINARY or
-                   c.precision.activations in BFP for c in self.g.consumers(node.name))
+        return any(ops.get(c.op).tile_input or is_block_float(c.precision.activations)
+                   for c in self.g.consumers(node.name))
 
     def plan_pool(self, node: Node) -> PlannedLayer:
         x = self.layouts[node.inputs[0]]
@@ -860,7 +846,7 @@ class _Planner:
             scheme = policy.kind
         dtype = node.precision.activations
         out_layout = TILE_LAYOUT if (self.with_adapters and (self.consumers_need_tile(node) or
-                                                             dtype in BFP)) else ROW_MAJOR
+                                                             is_block_float(dtype))) else ROW_MAJOR
         if not self.with_adapters or node.op == "adaptive_avg_pool2d":
             # adaptive_avg_pool2d has no dtype / output_layout arguments (0.81.1 signature)
             dtype = "bfloat16"
@@ -897,11 +883,11 @@ class _Planner:
                           c=c, out_rows=node.shape.rows, kernel=kernel, num_cores=pc.num_cores,
                           global_pool=node.op == "global_avg_pool", geometry=geo,
                           cores_nhw=pc.cores_nhw)
-        config = {"applied_shard_scheme": attrs["applied_shard_scheme"],
-                  "shard_scheme": scheme, "output_layout": out_layout, "dtype": dtype,
-                  "kernel": kernel, "num_cores": pc.num_cores, "core_grid": pc.grid,
-                  "input_memory": pool_in.memory, "out_shape": attrs["out_shape"],
-                  "l1_parts": est.parts}
+        config = PoolPlan(applied_shard_scheme=attrs["applied_shard_scheme"],
+                          shard_scheme=scheme, output_layout=out_layout, dtype=dtype,
+                          kernel=kernel, num_cores=pc.num_cores, core_grid=pc.grid,
+                          input_memory=pool_in.memory, out_shape=attrs["out_shape"],
+                          l1_parts=est.parts)
         if self.with_adapters and est.total > self.op_budget and \
                 node.op not in ("global_avg_pool", "adaptive_avg_pool2d"):
             sliced = self.plan_pool_sliced(node, x, est, config)
@@ -939,9 +925,9 @@ class _Planner:
             why = "a DRAM-sliced pool reads its input from DRAM interleaved"
             cin = self.to_interleaved(node, 0, x, why, buffer="dram") if x.memory.sharded else \
                 self.adapt(node, 0, x, "to_memory_config", replace(x, memory=dram), why)
-        out = TensorLayout(dram, config["output_layout"], config["dtype"])
-        config = dict(config, applied_shard_scheme=None, input_memory=dram, l1_parts=parts,
-                      slice={"type": "height", "num_slices": k})
+        out = TensorLayout(dram, config.output_layout, config.dtype)
+        config = replace(config, applied_shard_scheme=None, input_memory=dram, l1_parts=parts,
+                         slice=SliceConfig("height", k))
         return PlannedLayer(node, [cin], out, total, config)
 
     # ---- eltwise ---------------------------------------------------------------------------
@@ -1039,16 +1025,16 @@ class _Planner:
                                  out_layout=out, out_rows=node.shape.rows, c=node.shape.c,
                                  output_aliases_input=0)
         native = R.is_native_binary_sharding(a, b, out.memory, shapes[ia], shapes[ib])
-        config = {"swap_operands": swap, "dtype": dtype, "memory_config": req,
-                  "native_l1_sharding": native,
-                  "broadcast": "per_image" if per_image else (
-                      "row_b" if shapes[ib] != shapes[ia] else None),
-                  "activation": node.attrs.get("activation"), "l1_parts": est.parts}
+        config = BinaryPlan(swap_operands=swap, dtype=dtype, memory_config=req,
+                            native_l1_sharding=native,
+                            broadcast="per_image" if per_image else (
+                                "row_b" if shapes[ib] != shapes[ia] else None),
+                            activation=node.attrs.get("activation"), l1_parts=est.parts)
         if inplace:
-            config["inplace"] = True
-            config["out_shape"] = _flat(node.shape)
+            config = replace(config, inplace=True, out_shape=_flat(node.shape))
         elif est.total > self.op_budget and self.with_adapters:
-            config["inplace_blocked"] = blocker    # the plan fails: say why output_tensor=a won't do
+            # the plan fails: say why output_tensor=a won't do
+            config = replace(config, inplace_blocked=blocker)
         return PlannedLayer(node, received, out, est.total, config)
 
     def inplace_blocker(self, node: Node, ia: int, a: TensorLayout, shape_a, dtype: str,
@@ -1081,14 +1067,14 @@ class _Planner:
         x = self.layouts[node.inputs[0]]
         want = node.precision.activations
         if self.with_adapters and x.dtype != want:
-            after = replace(x, dtype=want, layout=TILE_LAYOUT if want in BFP else x.layout)
+            after = replace(x, dtype=want, layout=TILE_LAYOUT if is_block_float(want) else x.layout)
             kind = "typecast" if x.layout == TILE_LAYOUT else "to_layout"
             x = self.adapt(node, 0, x, kind, after,
                            f"{node.op} has no dtype argument: {x.dtype} -> {want} before it")
         out = R.output_layout(node.op, [x], {}, None, [self.flat[node.inputs[0]]])
         rows, c = self.rc(node.inputs[0])
         est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=rows, c=c)
-        return PlannedLayer(node, [x], out, est.total, {"l1_parts": est.parts})
+        return PlannedLayer(node, [x], out, est.total, PlanConfig(l1_parts=est.parts))
 
     def plan_batch_norm(self, node: Node) -> PlannedLayer:
         """x * scale + shift with [1, 1, 1, C] TILE constants in L1 (rules batch_norm.as_binary):
@@ -1105,9 +1091,10 @@ class _Planner:
         est = l1m.eltwise_l1(inputs=[(x, rows, c), (const, 1, c)], out_layout=out, out_rows=rows,
                              c=c)
         return PlannedLayer(node, [x], out, est.total,
-                            {"dtype": dtype, "constant_memory": const.memory,
-                             "constant_dtype": const.dtype,
-                             "activation": node.attrs.get("activation"), "l1_parts": est.parts})
+                            BatchNormPlan(dtype=dtype, constant_memory=const.memory,
+                                          constant_dtype=const.dtype,
+                                          activation=node.attrs.get("activation"),
+                                          l1_parts=est.parts))
 
     def plan_slice(self, node: Node) -> PlannedLayer:
         x = self.layouts[node.inputs[0]]
@@ -1117,7 +1104,7 @@ class _Planner:
         rows, c = self.rc(node.inputs[0])
         est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=rows,
                              c=node.shape.c)
-        return PlannedLayer(node, [x], out, est.total, {"l1_parts": est.parts})
+        return PlannedLayer(node, [x], out, est.total, PlanConfig(l1_parts=est.parts))
 
     def plan_split(self, node: Node) -> PlannedLayer:
         """One ttnn.slice per named output (layers/slice.py Split): the input interleaved (rule
@@ -1130,7 +1117,7 @@ class _Planner:
         rows, c = self.rc(node.inputs[0])
         est = l1m.split_l1(in_layout=x, out_layout=out, rows=rows, c_in=c,
                            channels=[hi - lo for _, lo, hi in node.attrs["sections"]])
-        return PlannedLayer(node, [x], out, est.total, {"l1_parts": est.parts},
+        return PlannedLayer(node, [x], out, est.total, PlanConfig(l1_parts=est.parts),
                             outputs={t: out for t in node.outputs})
 
     # ---- conv_transpose2d --------------------------------------------------------------------
@@ -1216,8 +1203,9 @@ class _Planner:
             if policy.kind == INTERLEAVED else None
         layer = self.conv_layer(node, cin, fit, requested)
         a = node.attrs
-        layer.config.update(kernel=tuple(a["kernel"]), padding=tuple(a["padding"]),
-                            dilation=tuple(a["dilation"]))
+        layer.config = ConvTranspose2dPlan.of(layer.config, kernel=tuple(a["kernel"]),
+                                              padding=tuple(a["padding"]),
+                                              dilation=tuple(a["dilation"]))
         return layer
 
     # ---- linear ----------------------------------------------------------------------------
@@ -1236,8 +1224,9 @@ class _Planner:
                             weights_dtype=node.precision.weights,
                             bias=bool(node.attrs.get("bias", True)))
         return PlannedLayer(node, [x], out, est.total,
-                            {"dtype": dtype, "memory_config": out.memory, "program_config": None,
-                             "activation": node.attrs.get("activation"), "l1_parts": est.parts})
+                            LinearPlan(dtype=dtype, memory_config=out.memory, program_config=None,
+                                       activation=node.attrs.get("activation"),
+                                       l1_parts=est.parts))
 
     # ---- upsample / concat / pad -----------------------------------------------------------
     def plan_upsample(self, node: Node) -> PlannedLayer:
@@ -1265,7 +1254,7 @@ class _Planner:
         out = R.output_layout("upsample", [x], attrs, None, [self.flat[node.inputs[0]]])
         rows, c = self.rc(node.inputs[0])
         est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=node.shape.rows, c=c)
-        return PlannedLayer(node, [x], out, est.total, {**attrs, "l1_parts": est.parts})
+        return PlannedLayer(node, [x], out, est.total, UpsamplePlan(**attrs, l1_parts=est.parts))
 
     def to_row_major_height(self, node: Node, idx: int, x: TensorLayout, want: MemSpec,
                             dtype: str, reason: str) -> TensorLayout:
@@ -1319,7 +1308,7 @@ class _Planner:
                  "memory_config": out_mem}
         out = R.output_layout("grid_sample", [x], attrs, out_mem, [self.flat[src]])
         est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=node.shape.rows, c=c)
-        return PlannedLayer(node, [x], out, est.total, {**attrs, "l1_parts": est.parts})
+        return PlannedLayer(node, [x], out, est.total, GridSamplePlan(**attrs, l1_parts=est.parts))
 
     def plan_concat(self, node: Node) -> PlannedLayer:
         ins = self.inputs_of(node)
@@ -1351,7 +1340,7 @@ class _Planner:
         out = R.output_layout("concat", ins, {"out_shape": _flat(node.shape)}, None, shapes)
         est = l1m.eltwise_l1(inputs=[(t, *self.rc(s)) for t, s in zip(ins, node.inputs)],
                              out_layout=out, out_rows=node.shape.rows, c=node.shape.c)
-        return PlannedLayer(node, ins, out, est.total, {"dim": -1, "l1_parts": est.parts})
+        return PlannedLayer(node, ins, out, est.total, ConcatPlan(dim=-1, l1_parts=est.parts))
 
     def plan_pad(self, node: Node) -> PlannedLayer:
         x = self.layouts[node.inputs[0]]
@@ -1368,17 +1357,15 @@ class _Planner:
         rows, c = self.rc(node.inputs[0])
         est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=node.shape.rows, c=c)
         return PlannedLayer(node, [x], out, est.total,
-                            {"padding": node.attrs.get("padding"), "value": node.attrs.get("value", 0.0),
-                             "memory_config": requested, "out_shape": attrs["out_shape"],
-                             "l1_parts": est.parts})
+                            PadPlan(padding=node.attrs.get("padding"),
+                                    value=node.attrs.get("value", 0.0), memory_config=requested,
+                                    out_shape=attrs["out_shape"], l1_parts=est.parts))
 
 
 def rule_op(node: Node) -> str:
-    """The ttnn op whose rules a node's layer obeys: ``grid_sample`` for an align_corners
-    upsample (its lowering), else the node's op."""
-    if node.op == "upsample" and node.attrs.get("align_corners"):
-        return "grid_sample"
-    return node.op
+    """The ttnn op whose rules a node's layer obeys (its registry entry's ``rule_op``: an
+    align_corners upsample obeys ``grid_sample``'s, its lowering)."""
+    return ops.get(node.op).rule_op(node)
 
 
 class _Reorder(Exception):
@@ -1392,9 +1379,8 @@ class _Reorder(Exception):
 def _conv_choice(layer: PlannedLayer) -> str:
     """``block_sharded on 64 cores, act_block_h 64``: how a planned conv runs."""
     c = layer.config
-    how = f"{c.get('shard_layout')} on {c.get('num_cores')} cores"
-    return how + (f", act_block_h {c['act_block_h_override']}"
-                  if c.get("act_block_h_override") else "")
+    how = f"{c.shard_layout} on {c.num_cores} cores"
+    return how + (f", act_block_h {c.act_block_h_override}" if c.act_block_h_override else "")
 
 
 class _CapCBs(Exception):
@@ -1487,7 +1473,7 @@ def check_plan(plan: Plan) -> list[tuple[str, R.Violation]]:
                          "layout": sp.to.layout}, sp.to.memory, shapes=[flat[sp.tensor]]):
             out.append((f"spill {sp.tensor} after {sp.after}", v))
     for layer in plan.layers:
-        attrs = dict(layer.config)
+        attrs = layer.config.as_attrs()
         attrs.setdefault("dtype", layer.output.dtype)
         for v in R.check(rule_op(layer.node), layer.inputs, attrs, None,
                          shapes=[flat[s] for s in layer.node.inputs]):

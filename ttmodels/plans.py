@@ -7,6 +7,7 @@ from typing import Any
 
 from .graph import Graph, Node
 from .layout import TensorLayout
+from .plan_config import PlanConfig
 
 
 @dataclass
@@ -63,8 +64,10 @@ class PlannedLayer:
     inputs: list[TensorLayout]            # what the op receives (after adapters), operand order
     output: TensorLayout
     l1_bytes_per_core: int                # estimate: input/output shards + weights + CBs
-    config: dict[str, Any] = field(default_factory=dict)  # op-specific decisions (e.g. conv
-    # shard_layout, act_block_h, matmul program config parameters) for the builder/backends
+    # What the planner decided for the op (its typed, frozen config: ``OpDef.config`` of
+    # ttmodels/ops/<op>.py, e.g. a conv's shard_layout, act_block_h, matmul program config). A
+    # mapping of the config's fields is accepted (plans written by hand) and converted.
+    config: PlanConfig = field(default_factory=PlanConfig)
     # With every other tensor alive in L1 while it runs and the CBs the previous program still
     # holds (liveness.py, ttnn's accounting): the total per core, and the
     # other tensors by name with their bytes per core.
@@ -73,6 +76,13 @@ class PlannedLayer:
     # A split's named outputs (``Node.outputs``): tensor name -> its layout; ``output`` is then
     # the first of them. Empty for single-output ops.
     outputs: dict[str, TensorLayout] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not isinstance(self.config, PlanConfig):
+            from . import ops
+            d = ops.REGISTRY.get(self.node.op)
+            cls = d.config if d is not None else PlanConfig
+            self.config = cls.from_attrs(self.config, layer=self.node.name)
 
     @property
     def name(self) -> str:

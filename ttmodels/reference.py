@@ -12,16 +12,16 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Callable, Mapping
 
-from . import activations
+from . import ops
 from .errors import Error, WeightsError
 from .graph import Constant, Graph, Node
-from .ops import BINARY, OPS, UNARY, unary_activation
+from .ops import conv2d as conv2d_op
+from .ops import conv_transpose2d as convt_op
+from .ops.conv2d import BN_EPS, BN_PARAMS  # noqa: F401  (re-exported: weights.py, tests)
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-BN_EPS = 1e-5
-BN_PARAMS = ("weight", "bias", "running_mean", "running_var")
 # Present in every torch BatchNorm state dict; accepted and ignored (eval mode never reads it).
 BN_IGNORED = ("num_batches_tracked",)
 
@@ -30,44 +30,10 @@ BN_IGNORED = ("num_batches_tracked",)
 # parameter keys
 # ---------------------------------------------------------------------------------------------
 
-def _need_prefix(node: Node) -> str:
-    if not node.weights:
-        raise WeightsError(f"layer '{node.name}' ({node.op}) has no weights key prefix in the graph")
-    return node.weights
-
-
 def node_parameters(node: Node) -> dict[str, tuple[int, ...]]:
-    """State-dict keys and shapes a node reads (empty for parameter-free ops)."""
-    a = node.attrs
-    out: dict[str, tuple[int, ...]] = {}
-    if node.op == "conv2d":
-        p = _need_prefix(node)
-        kh, kw = a["kernel"]
-        o = int(a["out_channels"])
-        out[f"{p}.weight"] = (o, int(a["in_channels"]) // int(a.get("groups", 1)), int(kh), int(kw))
-        if a.get("bias"):
-            out[f"{p}.bias"] = (o,)
-        if node.bn:
-            for s in BN_PARAMS:
-                out[f"{node.bn}.{s}"] = (o,)
-    elif node.op == "conv_transpose2d":
-        # torch.nn.ConvTranspose2d: weight [in, out / groups, kh, kw]
-        p = _need_prefix(node)
-        kh, kw = a["kernel"]
-        o = int(a["out_channels"])
-        out[f"{p}.weight"] = (int(a["in_channels"]), o // int(a.get("groups", 1)), int(kh), int(kw))
-        if a.get("bias"):
-            out[f"{p}.bias"] = (o,)
-    elif node.op == "linear":
-        p = _need_prefix(node)
-        out[f"{p}.weight"] = (int(a["out_features"]), int(a["in_features"]))
-        if a.get("bias"):
-            out[f"{p}.bias"] = (int(a["out_features"]),)
-    elif node.op == "batch_norm":
-        p = _need_prefix(node)
-        for s in BN_PARAMS:
-            out[f"{p}.{s}"] = (int(node.shape.c),)
-    return out
+    """State-dict keys and shapes a node reads (empty for parameter-free ops): its op's
+    parameter schema (``ttmodels/ops/<op>.py``)."""
+    return ops.get(node.op).params(node)
 
 
 def expected_parameters(graph: Graph) -> dict[str, tuple[int, ...]]:
@@ -90,9 +56,8 @@ def expected_parameters(graph: Graph) -> dict[str, tuple[int, ...]]:
 
 def optional_keys(graph: Graph) -> set[str]:
     """Keys that may be present in a state dict without being used (BN's num_batches_tracked)."""
-    bns = [n.bn for n in graph.nodes if n.op == "conv2d" and n.bn]
-    bns += [n.weights for n in graph.nodes if n.op == "batch_norm" and n.weights]
-    return {f"{b}.{s}" for b in bns for s in BN_IGNORED}
+    return {f"{b}.{s}" for n in graph.nodes for b in ops.get(n.op).batch_norms(n)
+            for s in BN_IGNORED}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -137,11 +102,6 @@ def _broadcast_const(t: "torch.Tensor", like: "torch.Tensor", name: str) -> "tor
     if t.dim() == 4:
         return t.permute(0, 3, 1, 2)
     raise Error(f"constant '{name}' of shape {list(t.shape)} cannot be broadcast to an NCHW tensor")
-
-
-def _pads(padding) -> tuple[int, int, int, int]:
-    t, b, l, r = (int(v) for v in padding)
-    return t, b, l, r
 
 
 class ReferenceModel:
@@ -194,19 +154,21 @@ class ReferenceModel:
             for node in self.graph.nodes:
                 if on_node is not None:
                     on_node(node, env)
-                y = self.eval_node(node, env)
-                if node.outputs:           # split: one tensor per named output
-                    for t, (_, lo, hi) in zip(node.outputs, node.attrs["sections"]):
-                        env[t] = y[:, lo:hi]
-                    continue
-                want = node.shape.nchw[1:]
-                if tuple(y.shape[1:]) != want:
-                    raise Error(f"layer '{node.name}' ({node.op}): reference output "
-                                f"{list(y.shape[1:])} (CHW) != graph shape {list(want)}")
-                env[node.name] = y
+                self.bind(node, self.eval_node(node, env), env)
         if return_all:
             return env
         return {o: env[o] for o in self.graph.outputs}
+
+    def bind(self, node: Node, y, env: dict) -> None:
+        """Store ``node``'s reference output: one tensor under its name, or (named outputs, a
+        split) one per ``Node.outputs`` entry, each checked against the graph's shape."""
+        pairs = zip(node.outputs.items(), y) if node.outputs else [((node.name, node.shape), y)]
+        for (t, shape), v in pairs:
+            want = shape.nchw[1:]
+            if tuple(v.shape[1:]) != want:
+                raise Error(f"layer '{node.name}' ({node.op}): reference output "
+                            f"{list(v.shape[1:])} (CHW) != graph shape {list(want)}")
+            env[t] = v
 
     def operand(self, name: str, env: dict, like=None) -> "torch.Tensor":
         if name in env:
@@ -218,139 +180,21 @@ class ReferenceModel:
 
     def conv_raw(self, node: Node, x: "torch.Tensor") -> "torch.Tensor":
         """The convolution alone (bias included, BN and activation not)."""
-        import torch.nn.functional as F
-        a, p = node.attrs, node.weights
-        w = self.params[f"{p}.weight"]
-        b = self.params.get(f"{p}.bias") if a.get("bias") else None
-        if node.op == "conv_transpose2d":
-            t, _, l, _ = a["padding"]
-            return F.conv_transpose2d(x, w, b, stride=tuple(a["stride"]), padding=(t, l),
-                                      output_padding=tuple(a["output_padding"]),
-                                      groups=int(a["groups"]), dilation=tuple(a["dilation"]))
-        t, bo, l, r = _pads(a.get("padding", (0, 0, 0, 0)))
-        if t == bo and l == r:
-            pad = (t, l)
-        else:
-            x, pad = F.pad(x, (l, r, t, bo)), (0, 0)
-        return F.conv2d(x, w, b, stride=tuple(a.get("stride", (1, 1))), padding=pad,
-                        dilation=tuple(a.get("dilation", (1, 1))), groups=int(a.get("groups", 1)))
+        fn = convt_op.conv_raw if node.op == "conv_transpose2d" else conv2d_op.conv_raw
+        return fn(self, node, x)
 
     def batch_norm(self, node: Node, y: "torch.Tensor") -> "torch.Tensor":
-        import torch.nn.functional as F
-        bn = node.bn
-        return F.batch_norm(y, self.params[f"{bn}.running_mean"], self.params[f"{bn}.running_var"],
-                            self.params[f"{bn}.weight"], self.params[f"{bn}.bias"],
-                            training=False, eps=BN_EPS)
+        """The BatchNorm folded into conv ``node`` (``bn:``), in eval mode."""
+        return conv2d_op.batch_norm(self, node.bn, y)
 
     def eval_node(self, node: Node, env: dict) -> "torch.Tensor":
-        import torch
-        import torch.nn.functional as F
-        op, a = node.op, node.attrs
-        if op not in _KNOWN_OPS:
-            raise Error(f"layer '{node.name}': op '{op}' has no reference implementation")
-        if op in BINARY:
-            if len(node.inputs) != 2:
-                raise Error(f"layer '{node.name}': {op} takes 2 inputs, got {len(node.inputs)}")
-            n0, n1 = node.inputs
-            act = n0 if n0 in env else n1
-            if act not in env:
-                raise Error(f"layer '{node.name}': both operands are constants")
-            x0 = self.operand(n0, env, like=env[act])
-            x1 = self.operand(n1, env, like=env[act])
-            y = x0 + x1 if op == "add" else (x0 * x1 if op == "multiply" else x0 - x1)
-            return _activation(y, a.get("activation"), node)
-        if op == "concat":
-            return torch.cat([self.operand(n, env) for n in node.inputs], dim=1)
-        x = self.operand(node.inputs[0], env)
-        if op == "conv_transpose2d":
-            return _activation(self.conv_raw(node, x), a.get("activation"), node)
-        if op == "split":
-            return x              # run() hands out the named sections
-        if op == "conv2d":
-            y = self.conv_raw(node, x)
-            if node.bn:
-                y = self.batch_norm(node, y)
-            return _activation(y, a.get("activation"), node)
-        if op in UNARY:
-            return _activation(x, unary_activation(op, a), node)
-        if op == "batch_norm":
-            bn = node.weights
-            y = F.batch_norm(x, self.params[f"{bn}.running_mean"], self.params[f"{bn}.running_var"],
-                             self.params[f"{bn}.weight"], self.params[f"{bn}.bias"],
-                             training=False, eps=BN_EPS)
-            return _activation(y, a.get("activation"), node)
-        if op == "slice":
-            return x[:, a["start"]:a["stop"]]
-        if op == "adaptive_avg_pool2d":
-            return F.adaptive_avg_pool2d(x, tuple(a["size"]))
-        if op in ("max_pool2d", "avg_pool2d"):
-            y = _max_pool(x, a) if op == "max_pool2d" else _avg_pool(x, a)
-            # With explicit padding, ceil_mode may add a window that starts in the right/bottom
-            # padding, which torch (and the graph's shape inference) drops: crop it.
-            return y[:, :, :node.shape.h, :node.shape.w]
-        if op == "global_avg_pool":
-            return x.mean(dim=(2, 3), keepdim=True)
-        if op == "linear":
-            p = node.weights
-            w = self.params[f"{p}.weight"]
-            b = self.params.get(f"{p}.bias") if a.get("bias") else None
-            y = F.linear(x.flatten(1), w, b)
-            return _activation(y, a.get("activation"), node)[:, :, None, None]
-        if op == "upsample":
-            mode = a.get("mode", "nearest")
-            size = (node.shape.h, node.shape.w)
-            if mode == "nearest":
-                return F.interpolate(x, size=size, mode="nearest")
-            if mode == "bilinear":
-                return F.interpolate(x, size=size, mode="bilinear",
-                                     align_corners=bool(a.get("align_corners", False)))
-            raise Error(f"layer '{node.name}': upsample mode '{mode}' is not supported")
-        if op == "pad":
-            t, b, l, r = _pads(a["padding"])
-            return F.pad(x, (l, r, t, b), value=float(a.get("value", 0.0)))
-        raise AssertionError(op)  # pragma: no cover
-
-
-_KNOWN_OPS = frozenset(OPS)
-
-
-def _activation(y, act, node: Node):
-    try:
-        return activations.torch_apply(act, y)
-    except ValueError as e:
-        raise Error(f"layer '{node.name}': {e}") from None
-
-
-def _max_pool(x, a):
-    import torch.nn.functional as F
-    t, b, l, r = _pads(a.get("padding", (0, 0, 0, 0)))
-    kw = dict(kernel_size=tuple(a["kernel"]), stride=tuple(a.get("stride") or a["kernel"]),
-              dilation=tuple(a.get("dilation", (1, 1))), ceil_mode=bool(a.get("ceil_mode", False)))
-    kh, kw_ = ((k - 1) * d + 1 for k, d in zip(kw["kernel_size"], kw["dilation"]))
-    if t == b and l == r and t <= kh // 2 and l <= kw_ // 2:
-        return F.max_pool2d(x, padding=(t, l), **kw)
-    # Asymmetric: pad with -inf so padded cells never win, then pool without padding.
-    return F.max_pool2d(F.pad(x, (l, r, t, b), value=float("-inf")), padding=0, **kw)
-
-
-def _avg_pool(x, a):
-    import torch
-    import torch.nn.functional as F
-    t, b, l, r = _pads(a.get("padding", (0, 0, 0, 0)))
-    include = bool(a.get("count_include_pad", True))
-    kw = dict(kernel_size=tuple(a["kernel"]), stride=tuple(a.get("stride") or a["kernel"]),
-              ceil_mode=bool(a.get("ceil_mode", False)))
-    kh, kw_ = kw["kernel_size"]
-    if t == b and l == r and t <= kh // 2 and l <= kw_ // 2:
-        return F.avg_pool2d(x, padding=(t, l), count_include_pad=include, **kw)
-    xp = F.pad(x, (l, r, t, b))
-    y = F.avg_pool2d(xp, padding=0, count_include_pad=True, **kw)
-    if include:
-        return y
-    # Divide by the number of real (unpadded) cells: both pools share torch's divisor, so the
-    # ratio is sum(valid) / count(valid).
-    ones = F.pad(torch.ones_like(x[:1, :1]), (l, r, t, b))
-    return y / F.avg_pool2d(ones, padding=0, count_include_pad=True, **kw)
+        """``node``'s output: its op's float32 torch reference (``ttmodels/ops/<op>.py``)."""
+        try:
+            d = ops.get(node.op)
+        except KeyError:
+            raise Error(f"layer '{node.name}': op '{node.op}' has no reference implementation") \
+                from None
+        return d.reference(self, node, env)
 
 
 # ---------------------------------------------------------------------------------------------

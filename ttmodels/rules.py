@@ -22,7 +22,8 @@ from typing import Iterable
 from .errors import LayoutError
 from .graph import TILE, round_up
 from .layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
-                     TensorLayout)
+                     TensorLayout, core_extent)
+from . import ops
 from .ops import BINARY, OPS, POOLS, UNARY
 
 Shape4 = tuple[int, int, int, int]
@@ -381,31 +382,39 @@ GRAPH_OPS = OPS
 LOWERED_OPS = ("grid_sample",)
 ADAPTER_OPS = ("to_memory_config", "sharded_to_interleaved", "interleaved_to_sharded", "reshard",
                "to_layout", "typecast")
-BFP = BLOCK_FLOAT_DTYPES     # formats.py holds the block-float dtype set
 
 
 # ============================================================================================
 # Layout math (pure)
 # ============================================================================================
 
-def is_matmul_conv(kernel, stride, padding, dilation=(1, 1), groups: int = 1) -> bool:
-    """conv2d_utils.cpp ``use_matmul_for_1x1_conv``: a 1x1, stride-1, unpadded, undilated,
-    ungrouped conv runs as a matmul (ttnn::linear) inside conv2d. The one definition the planner,
-    the L1 model and the sim use. ``padding``: 2 or 4 values."""
+def matmul_conv_problem(kernel, stride, padding, dilation=(1, 1), groups: int = 1) -> str | None:
+    """Why a conv is not a matmul, or None when it is: conv2d_utils.cpp
+    ``use_matmul_for_1x1_conv``: a 1x1, stride-1, unpadded, undilated, ungrouped conv runs as a
+    matmul (ttnn::linear) inside conv2d. The one definition the planner, the L1 model, the
+    matmul solver (``lowering: linear``) and the sim use. ``padding``: 2 or 4 values."""
     pad = tuple(int(p) for p in padding)
-    return (tuple(int(k) for k in kernel) == (1, 1) and tuple(int(v) for v in stride) == (1, 1)
-            and not any(pad) and tuple(int(d) for d in dilation) == (1, 1) and int(groups) == 1)
+    checks = (("kernel", tuple(int(k) for k in kernel), (1, 1)),
+              ("stride", tuple(int(v) for v in stride), (1, 1)),
+              ("padding", pad, (0,) * (len(pad) or 4)),
+              ("dilation", tuple(int(d) for d in dilation), (1, 1)),
+              ("groups", int(groups), 1))
+    for name, got, want in checks:
+        if got != want:
+            return f"has {name} {got}, a matmul needs {want}"
+    return None
+
+
+def is_matmul_conv(kernel, stride, padding, dilation=(1, 1), groups: int = 1) -> bool:
+    """``matmul_conv_problem`` is None: the conv runs as a matmul inside conv2d."""
+    return matmul_conv_problem(kernel, stride, padding, dilation, groups) is None
 
 
 def cores_to_grid(num_cores: int, grid: tuple[int, int]) -> tuple[int, int]:
     """Extent (x, y) of ``num_cores`` cores laid out row-wise on ``grid`` starting at (0, 0), as
-    tt-metal's ``num_cores_to_corerangeset(n, grid, row_wise=true)`` builds it."""
-    gx, gy = grid
-    if num_cores <= 0 or num_cores > gx * gy:
-        raise ValueError(f"{num_cores} cores do not fit a {gx}x{gy} grid")
-    if num_cores <= gx:
-        return (num_cores, 1)
-    return (gx, -(-num_cores // gx))
+    tt-metal's ``num_cores_to_corerangeset(n, grid, row_wise=true)`` builds it
+    (``layout.core_ranges``)."""
+    return core_extent(num_cores, grid)
 
 
 def closest_divisor_with_padding(num: int, start: int) -> int:
@@ -802,7 +811,7 @@ def _tensor_checks(t: TensorLayout, shape: Shape4 | None, what: str, *,
     [round_up(rows, 32), round_up(C, 32)] and for a row-major one [rows, C] (or round_up(C, 16)
     for a pool2d output, see pool_output_padded_shape)."""
     out = []
-    if t.dtype in BFP and t.layout != TILE_LAYOUT:
+    if t.dtype in BLOCK_FLOAT_DTYPES and t.layout != TILE_LAYOUT:
         out.append(_v("tensor.bfp_tile", f"{what} is {t.dtype} in {t.layout} layout"))
     m = t.memory
     if m.sharded:
@@ -865,7 +874,7 @@ def check(op: str, inputs: list[TensorLayout | None], attrs: dict, output: MemSp
         vs += _tensor_checks(out_t, shapes[0], f"{op} output", l1_shards=False)
     elif output is not None and output.sharded and output.buffer != "l1":
         vs.append(_v("tensor.shard_l1", f"{op} output is {output.memory_layout} in {output.buffer}"))
-    fn = _CHECKS.get(op)
+    fn = check_function(op)
     if fn is None:
         raise ValueError(f"rules.check: unknown op {op!r}")
     vs += fn(inputs, attrs, output, shapes)
@@ -993,8 +1002,8 @@ def _c_conv(inputs, attrs, output, shapes):
     abh = int(attrs.get("act_block_h_override") or 0)
     if abh % TILE:
         vs.append(_v("conv2d.act_block_h", f"act_block_h_override {abh} is not a multiple of 32"))
-    if attrs.get("output_layout", TILE_LAYOUT) == ROW_MAJOR and attrs.get("dtype") in BFP \
-            and not attrs.get("is_mm_conv"):
+    if attrs.get("output_layout", TILE_LAYOUT) == ROW_MAJOR and \
+            attrs.get("dtype") in BLOCK_FLOAT_DTYPES and not attrs.get("is_mm_conv"):
         vs.append(_v("conv2d.rm_bfp_output", "conv output_layout ROW_MAJOR with dtype bfloat8_b"))
     return vs
 
@@ -1071,7 +1080,7 @@ def _c_pool(inputs, attrs, output, shapes):
         return [_v("pool.memory", "pool input is missing")]
     if x.memory.memory_layout not in (INTERLEAVED, HEIGHT, WIDTH, BLOCK):
         vs.append(_v("pool.memory", f"pool input {x.memory.memory_layout}"))
-    if attrs.get("dtype") in BFP and attrs.get("output_layout", ROW_MAJOR) != TILE_LAYOUT:
+    if attrs.get("dtype") in BLOCK_FLOAT_DTYPES and attrs.get("output_layout", ROW_MAJOR) != TILE_LAYOUT:
         vs.append(_v("pool.dtype_layout", f"pool output {attrs.get('dtype')} needs output_layout=TILE"))
     return vs
 
@@ -1107,7 +1116,7 @@ def _c_upsample(inputs, attrs, output, shapes):
             vs.append(_v("upsample.layout", "sharded nearest upsample needs ROW_MAJOR, got TILE"))
         elif mode == "bilinear" and not x.memory.sharded:
             vs.append(_v("upsample.layout", "bilinear upsample of an interleaved TILE input"))
-        elif mode == "nearest" and x.dtype in BFP:
+        elif mode == "nearest" and x.dtype in BLOCK_FLOAT_DTYPES:
             vs.append(_v("upsample.layout", f"nearest upsample of an interleaved TILE input "
                          f"returns ROW_MAJOR bfloat16, not {x.dtype}"))
     if mode == "bilinear" and x.dtype != "bfloat16":
@@ -1232,7 +1241,7 @@ def _c_pad(inputs, attrs, output, shapes):
     # be a valid tensor there (tensor_spec.cpp).
     mem = attrs.get("memory_config") or x.memory
     if mem.sharded and attrs.get("out_shape") is not None:
-        rm_dtype = "bfloat16" if x.dtype in BFP else x.dtype    # what the layer pads
+        rm_dtype = "bfloat16" if x.dtype in BLOCK_FLOAT_DTYPES else x.dtype    # what the layer pads
         vs = _tensor_checks(TensorLayout(mem, ROW_MAJOR, rm_dtype), tuple(attrs["out_shape"]),
                             "pad output", l1_shards=False)
         return [_v("pad.memory", f"{v.message} (the padded tensor keeps "
@@ -1278,7 +1287,7 @@ def _c_to_layout(inputs, attrs, output, shapes):
     x = inputs[0]
     tgt = attrs.get("layout", TILE_LAYOUT)
     dt = attrs.get("dtype") or (x.dtype if x is not None else None)
-    if tgt == ROW_MAJOR and dt in BFP:
+    if tgt == ROW_MAJOR and dt in BLOCK_FLOAT_DTYPES:
         return [_v("to_layout.dtype", f"to_layout ROW_MAJOR with dtype {dt}")]
     return []
 
@@ -1289,7 +1298,7 @@ def _c_typecast(inputs, attrs, output, shapes):
     if x is not None and output is not None and output.memory_layout != x.memory.memory_layout:
         vs.append(_v("typecast.layout",
                      f"typecast {x.memory.memory_layout} -> {output.memory_layout}"))
-    if x is not None and attrs.get("dtype") in BFP and x.layout != TILE_LAYOUT:
+    if x is not None and attrs.get("dtype") in BLOCK_FLOAT_DTYPES and x.layout != TILE_LAYOUT:
         vs.append(_v("typecast.layout", f"typecast to {attrs['dtype']} of a {x.layout} tensor"))
     return vs
 
@@ -1341,30 +1350,40 @@ def _c_batch_norm(inputs, attrs, output, shapes):
     return _c_binary(inputs, attrs, output, shapes)
 
 
+# The checks of ttnn ops that are not spec ops (a spec op's check is named by its registry entry,
+# ``ttmodels/ops/<op>.py``: ``OpDef.rules``).
 _CHECKS = {
-    "conv2d": _c_conv, **{op: _c_binary for op in BINARY}, **{op: _c_relu for op in UNARY},
-    "max_pool2d": _c_pool, "avg_pool2d": _c_pool, "global_avg_pool": _c_pool,
-    "adaptive_avg_pool2d": _c_pool, "slice": _c_slice, "batch_norm": _c_batch_norm,
-    "conv_transpose2d": _c_conv_transpose, "split": _c_split,
-    "linear": _c_linear, "upsample": _c_upsample, "concat": _c_concat, "pad": _c_pad,
     "grid_sample": _c_grid_sample,
     "interleaved_to_sharded": _c_i2s, "sharded_to_interleaved": _c_s2i, "reshard": _c_reshard,
     "to_layout": _c_to_layout, "typecast": _c_typecast, "to_memory_config": _c_tmc,
 }
 
 
+_SPEC_OP_CHECKS: dict = {}     # resolved registry entries (the sim checks on every op call)
+
+
+def check_function(op: str):
+    """The rules check of ttnn op / spec op ``op`` (None when there is none)."""
+    fn = _CHECKS.get(op) or _SPEC_OP_CHECKS.get(op)
+    if fn is None and op in ops.REGISTRY:
+        fn = _SPEC_OP_CHECKS[op] = ops.REGISTRY[op].rules.resolve()
+    return fn
+
+
 def _out_shape(op: str, attrs: dict, shapes: list[Shape4 | None]) -> tuple[int, int] | None:
     """Output [rows, C] when attrs carry it (``out_shape``: flat 4-tuple) or it follows from the
-    inputs (eltwise, adapters)."""
+    inputs (the op's entry says how: ``OpDef.output_shape``; adapters keep their input's)."""
     if attrs.get("out_shape") is not None:
         return _rows_c(tuple(attrs["out_shape"]))
     if shapes and shapes[0] is not None:
-        if op in BINARY + ("batch_norm",) and len(shapes) > 1 and shapes[1] is not None:
+        d = ops.REGISTRY.get(op)
+        rule = d.output_shape if d is not None else ("same" if op in ADAPTER_OPS else None)
+        if rule == "broadcast" and len(shapes) > 1 and shapes[1] is not None:
             return _rows_c(tuple(max(a, b) for a, b in zip(shapes[0], shapes[1])))
-        if op == "concat":
+        if rule == "concat":
             s = [x for x in shapes if x is not None]
             return (s[0][0] * s[0][1] * s[0][2], sum(x[3] for x in s))
-        if op in UNARY + ADAPTER_OPS:
+        if rule == "same":
             return _rows_c(shapes[0])
     return None
 
@@ -1399,9 +1418,28 @@ def upsample_output_memspec(mem: MemSpec, factor: int) -> MemSpec:
     return replace(mem, shard_shape=(h * factor, w))
 
 
+@dataclass(frozen=True)
+class OutputQuery:
+    """One ``output_layout`` question: op, operand layouts and flat shapes, attrs, the requested
+    memory config, and what every op's answer starts from."""
+    op: str
+    inputs: list
+    attrs: dict
+    requested: MemSpec | None
+    shapes: list
+    x: TensorLayout | None          # input 0
+    dtype_in: str                   # input 0's dtype
+    out_rc: tuple[int, int] | None  # output [rows, C] when known
+    dtype: str                      # attrs' dtype, else input 0's
+
+    def fit(self, mem: MemSpec, layout: str = TILE_LAYOUT) -> MemSpec:
+        return reshape_memspec(mem, *self.out_rc, layout) if self.out_rc is not None else mem
+
+
 def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
                   requested: MemSpec | None, shapes: list[Shape4 | None] | None) -> TensorLayout:
-    """What ``op`` produces, as ttnn 0.81 does (``requested`` = the memory_config argument).
+    """What ``op`` produces, as ttnn 0.81 does (``requested`` = the memory_config argument): the
+    op's own function (a spec op's entry names it, ``OpDef.output``; see each ``_out_*``).
 
     conv2d: sharded like its input if that is sharded, else by ``shard_layout`` (attrs
     ``parallel`` = a ParallelConfig, or computed), in L1, ``output_layout`` (TILE) and ``dtype``.
@@ -1412,125 +1450,159 @@ def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
     concat: ``requested`` or the first input's memory (shards widened to the output channels).
     linear: ``requested`` or interleaved L1/DRAM like input a. Adapters: ``requested`` memory,
     ``layout``/``dtype`` from attrs."""
+    fn = output_function(op)
+    if fn is None:
+        raise ValueError(f"rules.output_layout: unknown op {op!r}")
     shapes = list(shapes) if shapes is not None else [None] * len(inputs)
     x = inputs[0] if inputs else None
     dtype_in = x.dtype if x is not None else "bfloat16"
-    out_rc = _out_shape(op, attrs, shapes)
-    dtype = attrs.get("dtype") or dtype_in
+    return fn(OutputQuery(op, inputs, attrs, requested, shapes, x, dtype_in,
+                          _out_shape(op, attrs, shapes), attrs.get("dtype") or dtype_in))
 
-    def fit(mem: MemSpec, layout: str = TILE_LAYOUT) -> MemSpec:
-        return reshape_memspec(mem, *out_rc, layout) if out_rc is not None else mem
 
-    if op in ("conv2d", "conv_transpose2d"):
-        grid = tuple(attrs.get("device_grid", (8, 8)))
-        if attrs.get("slice"):
-            # conv2d_DRAM writes every slice into a DRAM interleaved output (memory_config ignored)
-            return TensorLayout(MemSpec(INTERLEAVED, "dram"),
-                                attrs.get("output_layout", TILE_LAYOUT), dtype)
-        is_mm = bool(attrs.get("is_mm_conv", False))
-        if requested is not None:
-            mem = requested
-        elif x is not None and x.memory.sharded and out_rc is not None:
-            # a sharded input is used as it is (reshard_if_not_optimal=False): its grid is the
-            # conv's parallel config, unless conv2d reshards it itself (conv_reshards_input)
-            c_in = attrs.get("in_channels") or (shapes[0][3] if shapes and shapes[0] else None)
-            pc = parallel_config_of(x.memory) if c_in is None else conv_input_parallel_config(
-                x.memory, out_rc[0], c_in, out_rc[1], is_mm=is_mm, device_grid=grid,
-                act_block_h=attrs.get("act_block_h_override"))
-            mem = conv_output_memspec(pc, *out_rc, is_mm=is_mm, device_grid=grid)
-        elif out_rc is not None:
-            kind = attrs.get("shard_layout") or HEIGHT
-            pc = attrs.get("parallel") or determine_parallel_config(
-                kind, out_rc[0], attrs.get("in_channels", out_rc[1]), out_rc[1], grid,
-                channels_padding=not is_mm, act_block_h=attrs.get("act_block_h_override"))
-            mem = conv_output_memspec(pc, *out_rc, is_mm=is_mm, device_grid=grid)
-        else:
-            mem = x.memory if x is not None else MemSpec()
-        return TensorLayout(mem, attrs.get("output_layout", TILE_LAYOUT), dtype)
-    if op in POOLS:
-        out_layout = attrs.get("output_layout", ROW_MAJOR)
-        if requested is not None:
-            mem = requested
-        elif op == "global_avg_pool" or attrs.get("global_pool"):
-            # ttnn 0.81.1 runs an avg_pool2d whose window is the whole (unpadded) map as a
-            # reduction -- sharded_to_interleaved, untilize_with_unpadding, reduce (mean) -- whose
-            # output is interleaved in L1 (observed in its graph capture on the mock device;
-            # pool/global_avg_pool/global_avg_pool.cpp pool_2d is the same reduce path)
-            mem = MemSpec(INTERLEAVED, "l1")
-        elif x is not None and out_rc is not None:
-            pc = pool_parallel_config_of(x.memory) if x.memory.sharded else pool_parallel_config(
-                attrs.get("applied_shard_scheme") or HEIGHT, out_rc[0], out_rc[1],
-                in_tiled=x.layout == TILE_LAYOUT, out_tiled=out_layout == TILE_LAYOUT,
-                device_grid=tuple(attrs.get("device_grid", (8, 8))))
-            mem = pool_output_memspec(pc, *out_rc, out_tiled=out_layout == TILE_LAYOUT)
-        else:
-            mem = x.memory if x is not None else MemSpec()
-        return TensorLayout(mem, out_layout, attrs.get("dtype") or "bfloat16")
-    if op in BINARY + ("batch_norm",):
-        a = x
-        b = inputs[1] if len(inputs) > 1 else None
-        mem = requested if requested is not None else fit(binary_output_source(a, b).memory, a.layout)
-        return TensorLayout(mem, a.layout, dtype)
-    if op == "upsample" and attrs.get("mode") == "bilinear" and requested is None and \
+def _out_conv(q: OutputQuery) -> TensorLayout:
+    attrs, x, out_rc, requested, dtype = q.attrs, q.x, q.out_rc, q.requested, q.dtype
+    grid = tuple(attrs.get("device_grid", (8, 8)))
+    if attrs.get("slice"):
+        # conv2d_DRAM writes every slice into a DRAM interleaved output (memory_config ignored)
+        return TensorLayout(MemSpec(INTERLEAVED, "dram"),
+                            attrs.get("output_layout", TILE_LAYOUT), dtype)
+    is_mm = bool(attrs.get("is_mm_conv", False))
+    if requested is not None:
+        mem = requested
+    elif x is not None and x.memory.sharded and out_rc is not None:
+        # a sharded input is used as it is (reshard_if_not_optimal=False): its grid is the
+        # conv's parallel config, unless conv2d reshards it itself (conv_reshards_input)
+        c_in = attrs.get("in_channels") or (q.shapes[0][3] if q.shapes and q.shapes[0] else None)
+        pc = parallel_config_of(x.memory) if c_in is None else conv_input_parallel_config(
+            x.memory, out_rc[0], c_in, out_rc[1], is_mm=is_mm, device_grid=grid,
+            act_block_h=attrs.get("act_block_h_override"))
+        mem = conv_output_memspec(pc, *out_rc, is_mm=is_mm, device_grid=grid)
+    elif out_rc is not None:
+        kind = attrs.get("shard_layout") or HEIGHT
+        pc = attrs.get("parallel") or determine_parallel_config(
+            kind, out_rc[0], attrs.get("in_channels", out_rc[1]), out_rc[1], grid,
+            channels_padding=not is_mm, act_block_h=attrs.get("act_block_h_override"))
+        mem = conv_output_memspec(pc, *out_rc, is_mm=is_mm, device_grid=grid)
+    else:
+        mem = x.memory if x is not None else MemSpec()
+    return TensorLayout(mem, attrs.get("output_layout", TILE_LAYOUT), dtype)
+
+
+def _out_pool(q: OutputQuery) -> TensorLayout:
+    attrs, x, out_rc, requested = q.attrs, q.x, q.out_rc, q.requested
+    out_layout = attrs.get("output_layout", ROW_MAJOR)
+    if requested is not None:
+        mem = requested
+    elif q.op == "global_avg_pool" or attrs.get("global_pool"):
+        # ttnn 0.81.1 runs an avg_pool2d whose window is the whole (unpadded) map as a
+        # reduction -- sharded_to_interleaved, untilize_with_unpadding, reduce (mean) -- whose
+        # output is interleaved in L1 (observed in its graph capture on the mock device;
+        # pool/global_avg_pool/global_avg_pool.cpp pool_2d is the same reduce path)
+        mem = MemSpec(INTERLEAVED, "l1")
+    elif x is not None and out_rc is not None:
+        pc = pool_parallel_config_of(x.memory) if x.memory.sharded else pool_parallel_config(
+            attrs.get("applied_shard_scheme") or HEIGHT, out_rc[0], out_rc[1],
+            in_tiled=x.layout == TILE_LAYOUT, out_tiled=out_layout == TILE_LAYOUT,
+            device_grid=tuple(attrs.get("device_grid", (8, 8))))
+        mem = pool_output_memspec(pc, *out_rc, out_tiled=out_layout == TILE_LAYOUT)
+    else:
+        mem = x.memory if x is not None else MemSpec()
+    return TensorLayout(mem, out_layout, attrs.get("dtype") or "bfloat16")
+
+
+def _out_binary(q: OutputQuery) -> TensorLayout:
+    """binary_ng (and batch_norm, run as multiply + add): ``requested`` or the memory config of
+    the operand ``binary_output_source`` picks, refitted to the output shape."""
+    a = q.x
+    b = q.inputs[1] if len(q.inputs) > 1 else None
+    mem = q.requested if q.requested is not None else q.fit(binary_output_source(a, b).memory,
+                                                            a.layout)
+    return TensorLayout(mem, a.layout, q.dtype)
+
+
+def _out_upsample(q: OutputQuery) -> TensorLayout:
+    attrs, x, out_rc, requested, dtype_in = q.attrs, q.x, q.out_rc, q.requested, q.dtype_in
+    if attrs.get("mode") == "bilinear" and requested is None and \
             x.memory.memory_layout == HEIGHT and out_rc is not None and x.memory.shard_shape:
         # upsample_common.cpp compute_integer_output_mem_config (bilinear): the haloed input's
         # cores, shard height round_up(out rows, cores) / cores, the input's shard width
         n = x.memory.num_cores or x.memory.grid[0] * x.memory.grid[1]
         return TensorLayout(replace(x.memory, shard_shape=(round_up(out_rc[0], n) // n,
                                                            x.memory.shard_shape[1])), x.layout, dtype_in)
-    if op == "upsample" and requested is None and x.memory.sharded and out_rc is not None \
-            and shapes[0] is not None:
-        factor = out_rc[0] // _rows_c(tuple(shapes[0]))[0]
+    if requested is None and x.memory.sharded and out_rc is not None and q.shapes[0] is not None:
+        factor = out_rc[0] // _rows_c(tuple(q.shapes[0]))[0]
         return TensorLayout(upsample_output_memspec(x.memory, factor), x.layout, dtype_in)
-    if op in UNARY:
-        # same shape: the input's memory config as it is (unary compute_output_specs)
-        return TensorLayout(requested if requested is not None else x.memory, x.layout, dtype_in)
-    if op in ("slice", "split"):
-        mem = requested if requested is not None else x.memory
-        return TensorLayout(mem, x.layout, dtype_in)
-    if op == "upsample":
-        mem = requested if requested is not None else (fit(x.memory, x.layout) if x.memory.sharded
-                                                       else x.memory)
-        return TensorLayout(mem, x.layout, dtype_in)
-    if op == "grid_sample":
-        # invoke: memory_config.value_or(grid's); compute_output_specs: bilinear with an
-        # interleaved grid and an interleaved config stays interleaved; a config with a shard spec
-        # (grid interleaved) is used as is; otherwise height shards over split_work_to_cores of
-        # the grid points. Output ROW_MAJOR in the input's dtype.
-        g = inputs[1] if len(inputs) > 1 and inputs[1] is not None else attrs.get("grid")
-        mem = requested if requested is not None else (g.memory if g is not None else x.memory)
-        grid_sharded = g is not None and g.memory.sharded
-        if attrs.get("mode", "bilinear") == "bilinear" and not grid_sharded and not mem.sharded:
-            pass
-        elif mem.sharded and mem.shard_shape is not None and not grid_sharded:
-            pass
-        elif grid_sharded:
-            n = g.memory.num_cores or g.memory.grid[0] * g.memory.grid[1]
-            mem = MemSpec(HEIGHT, "l1", g.memory.grid, n,
-                          (g.memory.shard_shape[0], out_rc[1] if out_rc else x.memory.shard_shape[1]))
-        elif out_rc is not None:
-            cores, per = split_work_to_cores(out_rc[0], tuple(attrs.get("device_grid", (8, 8))))
-            mem = MemSpec(HEIGHT, "l1", cores_to_grid(cores, tuple(attrs.get("device_grid", (8, 8)))),
-                          cores, (per, out_rc[1]))
-        return TensorLayout(mem, ROW_MAJOR, dtype_in)
-    if op == "pad":
-        # pad.cpp pad_impl: memory_config.value_or(input's), shard spec *not* refitted to the
-        # padded rows (only width padding of a height-sharded input gets a recomputed config);
-        # a sharded pad that adds rows must be given a memory_config that covers them.
-        return TensorLayout(requested if requested is not None else x.memory, x.layout, dtype_in)
-    if op == "concat":
-        mem = requested if requested is not None else fit(x.memory, x.layout)
-        return TensorLayout(mem, x.layout, dtype_in)
-    if op == "linear":
-        mem = requested if requested is not None else (x.memory if not x.memory.sharded else
+    mem = requested if requested is not None else (q.fit(x.memory, x.layout) if x.memory.sharded
+                                                   else x.memory)
+    return TensorLayout(mem, x.layout, dtype_in)
+
+
+def _out_same_memory(q: OutputQuery) -> TensorLayout:
+    """Unary eltwise ops and slice: the input's memory config as it is (unary
+    compute_output_specs), its layout and dtype. pad.cpp pad_impl too: memory_config.value_or(
+    input's), shard spec *not* refitted to the padded rows (only width padding of a
+    height-sharded input gets a recomputed config); a sharded pad that adds rows must be given a
+    memory_config that covers them."""
+    x = q.x
+    return TensorLayout(q.requested if q.requested is not None else x.memory, x.layout, q.dtype_in)
+
+
+def _out_grid_sample(q: OutputQuery) -> TensorLayout:
+    # invoke: memory_config.value_or(grid's); compute_output_specs: bilinear with an
+    # interleaved grid and an interleaved config stays interleaved; a config with a shard spec
+    # (grid interleaved) is used as is; otherwise height shards over split_work_to_cores of
+    # the grid points. Output ROW_MAJOR in the input's dtype.
+    attrs, inputs, x, out_rc, requested = q.attrs, q.inputs, q.x, q.out_rc, q.requested
+    g = inputs[1] if len(inputs) > 1 and inputs[1] is not None else attrs.get("grid")
+    mem = requested if requested is not None else (g.memory if g is not None else x.memory)
+    grid_sharded = g is not None and g.memory.sharded
+    if attrs.get("mode", "bilinear") == "bilinear" and not grid_sharded and not mem.sharded:
+        pass
+    elif mem.sharded and mem.shard_shape is not None and not grid_sharded:
+        pass
+    elif grid_sharded:
+        n = g.memory.num_cores or g.memory.grid[0] * g.memory.grid[1]
+        mem = MemSpec(HEIGHT, "l1", g.memory.grid, n,
+                      (g.memory.shard_shape[0], out_rc[1] if out_rc else x.memory.shard_shape[1]))
+    elif out_rc is not None:
+        cores, per = split_work_to_cores(out_rc[0], tuple(attrs.get("device_grid", (8, 8))))
+        mem = MemSpec(HEIGHT, "l1", cores_to_grid(cores, tuple(attrs.get("device_grid", (8, 8)))),
+                      cores, (per, out_rc[1]))
+    return TensorLayout(mem, ROW_MAJOR, q.dtype_in)
+
+
+def _out_concat(q: OutputQuery) -> TensorLayout:
+    x = q.x
+    mem = q.requested if q.requested is not None else q.fit(x.memory, x.layout)
+    return TensorLayout(mem, x.layout, q.dtype_in)
+
+
+def _out_linear(q: OutputQuery) -> TensorLayout:
+    x = q.x
+    mem = q.requested if q.requested is not None else (x.memory if not x.memory.sharded else
                                                        MemSpec(INTERLEAVED, "l1"))
-        return TensorLayout(mem, TILE_LAYOUT, dtype)
-    if op in ADAPTER_OPS:
-        mem = requested if requested is not None else x.memory
-        if op == "sharded_to_interleaved" and requested is None:
-            mem = MemSpec(INTERLEAVED, "l1")
-        return TensorLayout(mem, attrs.get("layout") or x.layout, dtype)
-    raise ValueError(f"rules.output_layout: unknown op {op!r}")
+    return TensorLayout(mem, TILE_LAYOUT, q.dtype)
+
+
+def _out_adapter(q: OutputQuery) -> TensorLayout:
+    x = q.x
+    mem = q.requested if q.requested is not None else x.memory
+    if q.op == "sharded_to_interleaved" and q.requested is None:
+        mem = MemSpec(INTERLEAVED, "l1")
+    return TensorLayout(mem, q.attrs.get("layout") or x.layout, q.dtype)
+
+
+# What ttnn ops that are not spec ops produce (a spec op's entry names its ``_out_*``).
+_OUTPUTS = {"grid_sample": _out_grid_sample, **{op: _out_adapter for op in ADAPTER_OPS}}
+_SPEC_OP_OUTPUTS: dict = {}
+
+
+def output_function(op: str):
+    fn = _OUTPUTS.get(op) or _SPEC_OP_OUTPUTS.get(op)
+    if fn is None and op in ops.REGISTRY:
+        fn = _SPEC_OP_OUTPUTS[op] = ops.REGISTRY[op].output.resolve()
+    return fn
 
 
 def raise_if_violations(violations: Iterable[Violation], layer: str) -> None:

@@ -20,8 +20,9 @@ from . import expr as E
 from . import registry
 from ._yaml import YList, YMap
 from .errors import SpecError
-from .ops import BINARY, SPEC_FIELDS, UNARY
-from .graph import (BUFFERS, DTYPES, LAYOUT_KINDS, MATH_FIDELITIES, OPS, Constant, Graph,
+from . import ops
+from .ops import BINARY, OPS, SPEC_FIELDS
+from .graph import (BUFFERS, DTYPES, LAYOUT_KINDS, MATH_FIDELITIES, Constant, Graph,
                     LayoutPolicy, Node, Precision, SourceLoc, TensorShape)
 
 __all__ = ["load_graph"]
@@ -49,8 +50,7 @@ LAYOUT_FIELDS = ("kind", "buffer", "grid")
 COMMON = ("name", "op", "in", "when", "repeat", "first", "layout", "precision", "doc")
 STRUCTURAL = ("name", "op", "block", "when", "repeat", "first", "doc")
 INSTANCE = ("name", "block", "in", "when", "repeat", "first", "layout", "precision", "scope", "doc")
-OP_FIELDS = SPEC_FIELDS            # ttmodels/ops.py: the op vocabulary, in one place
-assert set(OP_FIELDS) == set(OPS)
+OP_FIELDS = SPEC_FIELDS            # ttmodels/ops/: each op's module declares its fields
 _MISSING = object()
 
 
@@ -395,6 +395,39 @@ class _Fields:
         if not isinstance(v, str) or not _NAME_RE.match(v):
             raise self.fail(f"'{k}' must be a name like 'bn1' or 'layer1.0.bn1', got {v!r}", k)
         return v
+
+
+class _OpInput(ops.OpInput):
+    """One layer as its op's ``parse`` sees it (``ttmodels.ops.base.OpInput``)."""
+
+    def __init__(self, comp: "_Compiler", ctx: _Ctx, f: _Fields, name: str, op: str,
+                 ins: list[str]):
+        self.comp, self.ctx, self.f, self.name, self.op, self.ins = comp, ctx, f, name, op, ins
+
+    def shape(self, i: int = 0) -> TensorShape:
+        return self.comp.tensor_shape(self.f, self.ins[i], self.op)
+
+    def shape_of(self, t: str) -> TensorShape:
+        return self.comp.shapes[t]
+
+    def is_constant(self, t: str) -> bool:
+        return t in self.comp.constants
+
+    def check_broadcast(self, t: str, x: TensorShape) -> None:
+        self.comp.check_broadcast(self.f, self.comp.constants[t], x, self.op)
+
+    def tensor(self, k: str) -> tuple[str, TensorShape]:
+        """The tensor a field names (upsample's ``size_of``): (the reference, its shape)."""
+        f = self.f
+        ref = f.raw(k)
+        t = self.comp.resolve(self.ctx, ref, f.src[k], k, f.layer)
+        return ref, self.comp.tensor_shape(f, t, k)
+
+    def key(self, k: str = "weights", default=_MISSING) -> str | None:
+        """A state-dict key prefix field (``weights:`` defaults to the layer's name), scoped by
+        the enclosing block instances; None when the field is absent and ``default`` is None."""
+        v = self.f.name(k, self.name if default is _MISSING else default)
+        return self.ctx.prefix + v if v else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1045,199 +1078,20 @@ class _Compiler:
         full = ctx.prefix + name
         if len(self.nodes) >= MAX_GRAPH_NODES:
             raise f.fail(f"the graph has more than {MAX_GRAPH_NODES} layers")
+        d = ops.get(op)
         n_in = len(ins)
         for t in ins:          # e.g. a repeated split: its repeats would read the split itself
             if t in self.splits:
                 outs = ", ".join(self.splits[t].values())
                 raise f.fail(f"'{t}' is a split with named outputs: read one of {outs}", "in")
-        if op in BINARY:
-            if n_in != 2:
-                raise f.fail(f"{op} takes 2 inputs, got {n_in}", "in")
-        elif op == "concat":
+        if d.arity == "2+":
             if n_in < 2:
-                raise f.fail(f"concat takes 2 or more inputs, got {n_in}", "in")
-        elif n_in != 1:
-            raise f.fail(f"{op} takes 1 input, got {n_in}", "in")
-        weights = bn = None
-        attrs: dict[str, Any]
-        if op == "conv2d":
-            x = self.tensor_shape(f, ins[0], op)
-            out = f.int("out")
-            k = f.pair("kernel")
-            s = f.pair("stride", 1)
-            p = f.pad4("padding", 0)
-            d = f.pair("dilation", 1)
-            g = f.int("groups", 1)
-            if "in_channels" in f.src and f.int("in_channels") != x.c:
-                raise f.fail(f"channel mismatch: in_channels is {f.int('in_channels')} but the "
-                             f"input '{ins[0]}' has {x.c} channels", "in_channels")
-            if x.c % g or out % g:
-                raise f.fail(f"groups={g} must divide in channels ({x.c}) and out ({out})",
-                             "groups")
-            oh = _window_out(x.h, k[0], s[0], p[0], p[1], d[0], False)
-            ow = _window_out(x.w, k[1], s[1], p[2], p[3], d[1], False)
-            if oh < 1 or ow < 1:
-                raise f.fail(f"kernel {list(k)} (dilation {list(d)}) does not fit the padded input "
-                             f"{x.h}x{x.w} of '{ins[0]}'", "kernel")
-            lowering = f.choice("lowering", ("conv2d", "linear", "auto"), "conv2d")
-            if lowering == "linear" and (k != (1, 1) or s != (1, 1) or any(p) or g != 1
-                                         or d != (1, 1)):
-                raise f.fail("lowering: linear needs a 1x1 conv with stride 1, no padding, "
-                             "groups 1 and dilation 1", "lowering")
-            attrs = dict(in_channels=x.c, out_channels=out, kernel=k, stride=s, padding=p,
-                         dilation=d, groups=g, bias=f.bool("bias", False),
-                         activation=f.act(), lowering=lowering)
-            shape = TensorShape(x.n, oh, ow, out)
-            weights = ctx.prefix + f.name("weights", name)
-            b = f.name("bn", None)
-            bn = ctx.prefix + b if b else None
-        elif op == "conv_transpose2d":
-            attrs, shape = self.conv_transpose_attrs(f, ins[0])
-            weights = ctx.prefix + f.name("weights", name)
-        elif op == "linear":
-            x = self.tensor_shape(f, ins[0], op)
-            if x.h != 1 or x.w != 1:
-                raise f.fail(f"linear needs a vector input ([N, 1, 1, C]), '{ins[0]}' is {x}; "
-                             "add a global_avg_pool first", "in")
-            out = f.int("out")
-            if "in_features" in f.src and f.int("in_features") != x.c:
-                raise f.fail(f"channel mismatch: in_features is {f.int('in_features')} but "
-                             f"'{ins[0]}' has {x.c} channels", "in_features")
-            attrs = dict(in_features=x.c, out_features=out, bias=f.bool("bias", True),
-                         activation=f.act())
-            shape = TensorShape(x.n, 1, 1, out)
-            weights = ctx.prefix + f.name("weights", name)
-        elif op in BINARY:
-            a_c, b_c = (t in self.constants for t in ins)
-            if a_c and b_c:
-                raise f.fail(f"{op} of two constants", "in")
-            if a_c or b_c:
-                t, c = (ins[1], ins[0]) if a_c else (ins[0], ins[1])
-                shape = self.shapes[t]
-                self.check_broadcast(f, self.constants[c], shape, op)
-            else:
-                sa, sb = self.shapes[ins[0]], self.shapes[ins[1]]
-                if sa.c != sb.c:
-                    raise f.fail(f"channel mismatch: {op} of '{ins[0]}' ({sa.c} channels) and "
-                                 f"'{ins[1]}' ({sb.c} channels)", "in")
-                if sa != sb:
-                    # numpy broadcasting of one per-image vector [N, 1, 1, C] (the SE gate)
-                    big, small = (sa, sb) if sb.h == sb.w == 1 else (sb, sa)
-                    if not (small.h == small.w == 1 and small.n == big.n):
-                        raise f.fail(f"shape mismatch: {op} of '{ins[0]}' {sa} and '{ins[1]}' {sb} "
-                                     "(NHWC): shapes must be equal, or one [N, 1, 1, C] (per-image "
-                                     "vector, e.g. a global pool) with the other's N and C", "in")
-                    if op == "subtract" and big is sb:
-                        raise f.fail(f"subtract broadcasts its second operand only: '{ins[0]}' "
-                                     f"{sa} is smaller than '{ins[1]}' {sb}", "in")
-                    shape = big
-                else:
-                    shape = sa
-            attrs = dict(activation=f.act())
-        elif op in UNARY:
-            shape = self.tensor_shape(f, ins[0], op)
-            d = A.ACTIVATIONS.get(op)
-            attrs = {}
-            if d is not None and d.param is not None:
-                v = f.get(d.param, d.default)
-                if isinstance(v, bool) or not isinstance(v, (int, float)):
-                    raise f.fail(f"'{d.param}' must be a number, got {v!r}", d.param)
-                attrs[d.param] = float(v)
-        elif op == "batch_norm":
-            shape = self.tensor_shape(f, ins[0], op)
-            attrs = dict(activation=f.act())
-            weights = ctx.prefix + f.name("weights", name)
-        elif op == "slice":
-            x = self.tensor_shape(f, ins[0], op)
-            ch = f.get("channels")
-            if not (isinstance(ch, list) and len(ch) == 2 and all(_is_int(v) for v in ch)):
-                raise f.fail(f"'channels' must be [start, stop] (integers), got {ch!r}", "channels")
-            lo, hi = ch
-            if not 0 <= lo < hi <= x.c:
-                raise f.fail(f"channels [{lo}, {hi}] must satisfy 0 <= start < stop <= {x.c} "
-                             f"(the channels of '{ins[0]}')", "channels")
-            attrs = dict(start=int(lo), stop=int(hi))
-            shape = TensorShape(x.n, x.h, x.w, hi - lo)
-        elif op == "split":
-            x = self.tensor_shape(f, ins[0], op)
-            attrs = {"sections": self.split_sections(f, ins[0], x)}
-            shape = x
-        elif op == "adaptive_avg_pool2d":
-            x = self.tensor_shape(f, ins[0], op)
-            oh, ow = f.pair("size")
-            if oh > x.h or ow > x.w:
-                raise f.fail(f"adaptive_avg_pool2d size [{oh}, {ow}] is larger than the input "
-                             f"{x.h}x{x.w} of '{ins[0]}'", "size")
-            attrs = dict(size=(oh, ow))
-            shape = TensorShape(x.n, oh, ow, x.c)
-        elif op == "global_avg_pool":
-            x = self.tensor_shape(f, ins[0], op)
-            shape, attrs = TensorShape(x.n, 1, 1, x.c), {}
-        elif op in ("max_pool2d", "avg_pool2d"):
-            x = self.tensor_shape(f, ins[0], op)
-            k = f.pair("kernel")
-            s = f.pair("stride", list(k))
-            p = f.pad4("padding", 0)
-            d = f.pair("dilation", 1) if op == "max_pool2d" else (1, 1)
-            ceil = f.bool("ceil_mode", False)
-            sym = p[0] == p[1] and p[2] == p[3]
-            if sym:
-                for ax, pp in ((0, p[0]), (1, p[2])):
-                    eff = d[ax] * (k[ax] - 1) + 1 if op == "max_pool2d" else k[ax]
-                    if 2 * pp > eff:
-                        raise f.fail(f"pool padding {pp} must be at most half the kernel "
-                                     f"({eff}) as in PyTorch", "padding")
-            oh = _window_out(x.h, k[0], s[0], p[0], p[1], d[0], ceil, sym)
-            ow = _window_out(x.w, k[1], s[1], p[2], p[3], d[1], ceil, sym)
-            if oh < 1 or ow < 1:
-                raise f.fail(f"pool kernel {list(k)} does not fit the input {x.h}x{x.w} of "
-                             f"'{ins[0]}'", "kernel")
-            attrs = dict(kernel=k, stride=s, padding=p)
-            if op == "max_pool2d":
-                attrs.update(dilation=d, ceil_mode=ceil)
-            else:
-                attrs.update(ceil_mode=ceil, count_include_pad=f.bool("count_include_pad", True))
-            shape = TensorShape(x.n, oh, ow, x.c)
-        elif op == "upsample":
-            x = self.tensor_shape(f, ins[0], op)
-            mode = f.choice("mode", ("nearest", "bilinear"), "nearest")
-            if f.has("scale") == ("size_of" in f.src):
-                raise f.fail("upsample needs exactly one of 'scale' or 'size_of'")
-            if f.has("scale"):
-                sc = f.pair("scale")
-            else:
-                ref = f.raw("size_of")
-                t = self.resolve(ctx, ref, f.src["size_of"], "size_of", f.layer)
-                tgt = self.tensor_shape(f, t, "size_of")
-                if tgt.h % x.h or tgt.w % x.w or tgt.h < x.h or tgt.w < x.w:
-                    raise f.fail(f"spatial mismatch: cannot upsample {x.h}x{x.w} by an integer "
-                                 f"factor to the size {tgt.h}x{tgt.w} of '{ref}'", "size_of")
-                sc = (tgt.h // x.h, tgt.w // x.w)
-            attrs = dict(scale=sc, mode=mode)
-            if f.bool("align_corners", False):
-                if mode != "bilinear":
-                    raise f.fail("align_corners needs mode: bilinear", "align_corners")
-                attrs["align_corners"] = True   # runs as ttnn.grid_sample (docs/spec.md)
-            shape = TensorShape(x.n, x.h * sc[0], x.w * sc[1], x.c)
-        elif op == "concat":
-            shapes = [self.tensor_shape(f, t, op) for t in ins]
-            s0 = shapes[0]
-            for t, s in zip(ins[1:], shapes[1:]):
-                if (s.n, s.h, s.w) != (s0.n, s0.h, s0.w):
-                    raise f.fail(f"spatial mismatch: concat of '{ins[0]}' {s0} and '{t}' {s} "
-                                 "(NHWC; N, H and W must be equal)", "in")
-            attrs = {}
-            shape = TensorShape(s0.n, s0.h, s0.w, sum(s.c for s in shapes))
-        elif op == "pad":
-            x = self.tensor_shape(f, ins[0], op)
-            p = f.pad4("padding")
-            v = f.get("value", 0.0)
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                raise f.fail(f"pad 'value' must be a number, got {v!r}", "value")
-            attrs = dict(padding=p, value=float(v))
-            shape = TensorShape(x.n, x.h + p[0] + p[1], x.w + p[2] + p[3], x.c)
-        else:  # pragma: no cover - OPS and this function are kept in sync by the assert above
-            raise f.fail(f"op {op} is not implemented")
+                raise f.fail(f"{op} takes 2 or more inputs, got {n_in}", "in")
+        elif n_in != d.arity:
+            raise f.fail(f"{op} takes {d.arity} input{'s' if d.arity != 1 else ''}, got {n_in}",
+                         "in")
+        parsed = d.parse(_OpInput(self, ctx, f, name, op, ins))
+        attrs, shape, weights, bn = parsed.attrs, parsed.shape, parsed.weights, parsed.bn
         if max(shape.h, shape.w, shape.c) > MAX_DIM:
             raise f.fail(f"output shape {shape} is out of range")
 
@@ -1253,73 +1107,22 @@ class _Compiler:
                     precision=Precision(**prec), loc=SourceLoc(f.m.file, f.m.line),
                     weights=weights, bn=bn, block=ctx.instance)
         self.define(full, full, f.m, "name", full, ctx.chain, unique=True)
-        if op == "split":
-            # each named output is a tensor of its own, ``<layer>.<output>`` in this scope
+        if parsed.outputs:
+            # named outputs (split): each is a tensor of its own, ``<layer>.<output>`` in this
+            # scope, defined at the op's field that names them (``Parsed.outputs_field``)
             self.splits[full] = {}
-            for out_name, lo, hi in attrs["sections"]:
+            for out_name, out_shape in parsed.outputs:
                 t = f"{full}.{out_name}"
-                self.define(t, t, f.src.get("channels", f.m), "channels", full, ctx.chain,
-                            unique=True)
-                node.outputs[t] = TensorShape(shape.n, shape.h, shape.w, hi - lo)
-                self.shapes[t] = node.outputs[t]
+                self.define(t, t, f.src.get(parsed.outputs_field, f.m), parsed.outputs_field,
+                            full, ctx.chain, unique=True)
+                node.outputs[t] = out_shape
+                self.shapes[t] = out_shape
                 self.splits[full][out_name] = t
                 ctx.local[f"{name}.{out_name}"] = t
                 ctx.local_where[f"{name}.{out_name}"] = _where(f.m, "name")
         self.nodes.append(node)
         self.shapes[full] = shape
         return full
-
-    def split_sections(self, f: _Fields, src: str, x: TensorShape):
-        """``channels: {a: 32, b: 32}`` -> ((name, start, stop), ...), in order, covering all of
-        the input's channels."""
-        ch = f.get("channels")
-        if not isinstance(ch, dict) or len(ch) < 2:
-            raise f.fail("'channels' of a split must map each output name to its channel count, "
-                         f"at least two of them (e.g. {{a: 32, b: 32}}), got {ch!r}", "channels")
-        sections, lo = [], 0
-        for k, v in ch.items():
-            if not isinstance(k, str) or not re.match(r"^[A-Za-z0-9_\-]+$", k):
-                raise f.fail(f"invalid split output name {k!r}: use letters, digits, '_', '-'",
-                             "channels")
-            if not _is_int(v) or v < 1:
-                raise f.fail(f"split output '{k}' must have a positive integer channel count, "
-                             f"got {v!r}", "channels")
-            sections.append((k, lo, lo + int(v)))
-            lo += int(v)
-        if lo != x.c:
-            raise f.fail(f"split channels {', '.join(f'{k}: {v}' for k, v in ch.items())} sum to "
-                         f"{lo}, but the input '{src}' has {x.c} channels", "channels")
-        return tuple(sections)
-
-    def conv_transpose_attrs(self, f: _Fields, src: str):
-        """torch.nn.ConvTranspose2d's arguments and output size: (H - 1) * stride - 2 * padding
-        + dilation * (kernel - 1) + output_padding + 1."""
-        x = self.tensor_shape(f, src, "conv_transpose2d")
-        out = f.int("out")
-        k = f.pair("kernel")
-        s = f.pair("stride", 1)
-        p = f.pair("padding", 0, lo=0)
-        op_ = f.pair("output_padding", 0, lo=0)
-        d = f.pair("dilation", 1)
-        g = f.int("groups", 1)
-        if "in_channels" in f.src and f.int("in_channels") != x.c:
-            raise f.fail(f"channel mismatch: in_channels is {f.int('in_channels')} but the "
-                         f"input '{src}' has {x.c} channels", "in_channels")
-        if x.c % g or out % g:
-            raise f.fail(f"groups={g} must divide in channels ({x.c}) and out ({out})", "groups")
-        for ax in (0, 1):
-            if op_[ax] >= max(s[ax], d[ax]):
-                raise f.fail(f"output_padding {list(op_)} must be smaller than the stride or the "
-                             f"dilation ({list(s)}, {list(d)}), as in PyTorch", "output_padding")
-        oh = (x.h - 1) * s[0] - 2 * p[0] + d[0] * (k[0] - 1) + op_[0] + 1
-        ow = (x.w - 1) * s[1] - 2 * p[1] + d[1] * (k[1] - 1) + op_[1] + 1
-        if oh < 1 or ow < 1:
-            raise f.fail(f"padding {list(p)} leaves no output for kernel {list(k)} on the "
-                         f"{x.h}x{x.w} input of '{src}'", "padding")
-        attrs = dict(in_channels=x.c, out_channels=out, kernel=k, stride=s,
-                     padding=(p[0], p[0], p[1], p[1]), output_padding=op_, dilation=d, groups=g,
-                     bias=f.bool("bias", False), activation=f.act())
-        return attrs, TensorShape(x.n, oh, ow, out)
 
     def check_broadcast(self, f: _Fields, c: Constant, x: TensorShape, op: str) -> None:
         numel = 1
@@ -1337,20 +1140,6 @@ class _Compiler:
             raise f.fail(f"constant '{c.name}' of shape {list(c.shape)} does not broadcast to "
                          f"{x} (NHWC): use [C] = [{x.c}], a single value, [H, W, C] or "
                          f"[N, H, W, C]", "in")
-
-
-def _window_out(n: int, k: int, s: int, p0: int, p1: int, d: int, ceil: bool,
-                symmetric: bool = True) -> int:
-    """PyTorch's output size of a conv / pool window along one axis."""
-    span = n + p0 + p1 - d * (k - 1) - 1
-    if span < 0:
-        return 0
-    o = (-(-span // s) if ceil else span // s) + 1
-    # PyTorch: the last window must start inside the input or the left padding. Asymmetric pools
-    # are run on an explicitly padded input (pad 0), so the bound is then the padded size.
-    if ceil and (o - 1) * s >= (n + p0 if symmetric else n + p0 + p1):
-        o -= 1
-    return o
 
 
 def _flatten_numbers(v):

@@ -40,13 +40,12 @@ Nothing the user gave is modified: every returned tensor is a fresh float32 copy
 from __future__ import annotations
 
 import logging
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from . import activations
+from . import ops
 from .errors import WeightsError
 from .graph import Graph
 from .reference import (BN_EPS, ReferenceModel, constant_tensor, expected_parameters,
@@ -86,8 +85,10 @@ class LoadReport:
 
 
 class LoadedStateDict(dict):
-    """A plain ``dict`` spec key -> float32 tensor, with the ``report`` of how it was loaded."""
+    """A plain ``dict`` spec key -> float32 tensor, with the ``report`` of how it was loaded;
+    ``owned``: its tensors are fresh copies (False: some may be the caller's own, ``copy=False``)."""
     report: LoadReport
+    owned: bool = True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -345,11 +346,14 @@ def check_state_dict(graph: Graph, sd: Mapping[str, Any], *, source: str = "stat
 def load_state_dict(source, graph: Graph, *, key_map=None, seed: int = 0,
                     select_prefix: str | Sequence[str] | None = None,
                     ignore_prefixes: Sequence[str] | None = None,
-                    strict: bool = True) -> LoadedStateDict:
+                    strict: bool = True, copy: bool = True) -> LoadedStateDict:
     """The graph's parameters from ``source`` as ``{spec_key: float32 tensor}`` (fresh copies).
 
     See the module docstring for sources, ``key_map`` and filters. ``strict=False`` tolerates
     unexpected keys (missing and mis-shaped ones are always errors). ``seed`` is for "random".
+    ``copy=False``: float32 CPU tensors of the source are returned as they are (``owned`` is then
+    False): for a caller that only reads them, e.g. to fold BatchNorm into new tensors, which
+    saves holding the weights three times (source, copy, folded) while they are prepared.
     """
     import torch
     desc = describe_source(source)
@@ -406,7 +410,8 @@ def load_state_dict(source, graph: Graph, *, key_map=None, seed: int = 0,
 
     out = LoadedStateDict()
     for k in expected:
-        out[k] = filtered[k].detach().to(device="cpu", dtype=torch.float32, copy=True).contiguous()
+        out[k] = filtered[k].detach().to(device="cpu", dtype=torch.float32, copy=copy).contiguous()
+    out.owned = copy
     report.loaded = len(out)
     out.report = report
     return out
@@ -544,44 +549,11 @@ def random_state_dict(graph: Graph, *, seed: int = 0, calibrate: bool = True,
     expected = expected_parameters(graph)
     sd: dict[str, torch.Tensor] = {}
     ends = _residual_branch_ends(graph)
+    init = RandomInit(g, expected, ends, _bn_shift)
     for node in graph.nodes:
-        if node.op == "conv2d":
-            p, a = node.weights, node.attrs
-            o, i_g, kh, kw = expected[f"{p}.weight"]
-            sd[f"{p}.weight"] = torch.randn(o, i_g, kh, kw, generator=g) * math.sqrt(2.0 / (i_g * kh * kw))
-            if a.get("bias"):
-                sd[f"{p}.bias"] = (torch.rand(o, generator=g) - 0.5) * 0.02
-            if node.bn:
-                # Trained ResNets end each residual branch with a small BN scale (zero-init
-                # residual, weight decay); random nets without that are chaotic: any rounding
-                # is amplified exponentially with depth, unlike real weights on real hardware.
-                lo, hi = (0.01, 0.1) if node.name in ends else (0.5, 1.0)
-                sd[f"{node.bn}.weight"] = lo + (hi - lo) * torch.rand(o, generator=g)
-                sd[f"{node.bn}.bias"] = 0.1 * torch.randn(o, generator=g) + _bn_shift(node)
-                sd[f"{node.bn}.running_mean"] = torch.zeros(o)
-                sd[f"{node.bn}.running_var"] = torch.ones(o)
-        elif node.op == "conv_transpose2d":
-            # He-normal over what each output sums: in / groups channels x the kernel taps that
-            # land on it (kh * kw / stride^2 on average); calibration rescales it to unit RMS
-            p, a = node.weights, node.attrs
-            i, o_g, kh, kw = expected[f"{p}.weight"]
-            fan = (i // int(a["groups"])) * max(1.0, kh * kw / (a["stride"][0] * a["stride"][1]))
-            sd[f"{p}.weight"] = torch.randn(i, o_g, kh, kw, generator=g) * math.sqrt(2.0 / fan)
-            if a.get("bias"):
-                sd[f"{p}.bias"] = (torch.rand(o_g * int(a["groups"]), generator=g) - 0.5) * 0.02
-        elif node.op == "batch_norm":
-            o = node.shape.c
-            bn = node.weights
-            sd[f"{bn}.weight"] = 0.5 + 0.5 * torch.rand(o, generator=g)
-            sd[f"{bn}.bias"] = 0.1 * torch.randn(o, generator=g)
-            sd[f"{bn}.running_mean"] = torch.zeros(o)
-            sd[f"{bn}.running_var"] = torch.ones(o)
-        elif node.op == "linear":
-            p = node.weights
-            out_f, in_f = expected[f"{p}.weight"]
-            sd[f"{p}.weight"] = torch.randn(out_f, in_f, generator=g) / math.sqrt(in_f)
-            if node.attrs.get("bias"):
-                sd[f"{p}.bias"] = (torch.rand(out_f, generator=g) - 0.5) * 0.02
+        fn = ops.get(node.op).init_random        # the op's module: its parameters' distribution
+        if fn is not None:
+            sd.update(fn(node, init))
     for c in graph.constants.values():
         if c.weights and c.weights not in sd:
             shape = tuple(int(s) for s in c.shape)
@@ -592,6 +564,18 @@ def random_state_dict(graph: Graph, *, seed: int = 0, calibrate: bool = True,
     if calibrate and graph.nodes:
         _calibrate(graph, sd, seed=seed, batch=calibration_batch or calibration_batch_size(graph))
     return sd
+
+
+@dataclass(frozen=True)
+class RandomInit:
+    """What an op's ``init_random`` (``ttmodels/ops/<op>.py``) draws with: the seeded generator
+    (ops draw in graph order), the expected key shapes, the convs that end a residual branch
+    (``_residual_branch_ends``: a small BN scale) and the BN bias shift before a non-relu
+    activation (``_bn_shift``)."""
+    g: Any
+    expected: Mapping[str, tuple[int, ...]]
+    residual_ends: set
+    bn_shift: Any
 
 
 def _calibrate(graph: Graph, sd: dict, *, seed: int, batch: int) -> None:
@@ -608,50 +592,14 @@ def _calibrate(graph: Graph, sd: dict, *, seed: int, batch: int) -> None:
     env: dict[str, torch.Tensor] = dict(inputs)
     with torch.no_grad():
         for idx, node in enumerate(graph.nodes):
-            if node.op in ("conv2d", "conv_transpose2d"):
-                x = model.operand(node.inputs[0], env)
-                y = model.conv_raw(node, x)
-                if node.bn:
-                    model.params[f"{node.bn}.running_mean"] = y.mean(dim=(0, 2, 3))
-                    model.params[f"{node.bn}.running_var"] = y.var(dim=(0, 2, 3), unbiased=False)
-                    y = model.batch_norm(node, y)
-                else:
-                    y = _rescale_to_unit_rms(model, node, y)
-                y = activations.torch_apply(node.attrs.get("activation"), y)
-                env[node.name] = y
-            elif node.op == "batch_norm":
-                x = model.operand(node.inputs[0], env)
-                model.params[f"{node.weights}.running_mean"] = x.mean(dim=(0, 2, 3))
-                model.params[f"{node.weights}.running_var"] = x.var(dim=(0, 2, 3), unbiased=False)
-                env[node.name] = model.eval_node(node, env)
-            elif node.outputs:
-                y = model.eval_node(node, env)
-                for t, (_, lo, hi) in zip(node.outputs, node.attrs["sections"]):
-                    env[t] = y[:, lo:hi]
-            elif node.op == "linear":
-                x = model.operand(node.inputs[0], env).flatten(1)
-                rms = float(x.pow(2).sum(dim=1).mean().sqrt())
-                if rms > 0:
-                    model.params[f"{node.weights}.weight"] *= math.sqrt(x.shape[1]) / rms
-                env[node.name] = model.eval_node(node, env)
-            else:
-                env[node.name] = model.eval_node(node, env)
+            # the op's module sets its BN statistics / rescales its weights on this batch
+            fn = ops.get(node.op).calibrate or type(model).eval_node
+            model.bind(node, fn(model, node, env), env)
             for i in node.inputs:
                 if last_use.get(i) == idx and i not in keep and i in env:
                     del env[i]
     for k in sd:
         sd[k] = model.params[k].clone()
-
-
-def _rescale_to_unit_rms(model: ReferenceModel, node, y):
-    p = node.weights
-    b = model.params.get(f"{p}.bias") if node.attrs.get("bias") else None
-    y0 = y - b.view(1, -1, 1, 1) if b is not None else y
-    rms = float(y0.pow(2).mean().sqrt())
-    if rms <= 0:
-        return y
-    model.params[f"{p}.weight"] = model.params[f"{p}.weight"] / rms
-    return y0 / rms + (b.view(1, -1, 1, 1) if b is not None else 0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -688,23 +636,9 @@ def prepared_shapes(graph: Graph) -> dict[str, dict[str, tuple[int, ...]]]:
     out: dict[str, dict[str, tuple[int, ...]]] = {}
     exp = expected_parameters(graph)
     for node in graph.nodes:
-        if node.op == "conv2d":
-            d = {"weight": exp[f"{node.weights}.weight"]}
-            if node.attrs.get("bias") or node.bn:
-                d["bias"] = (d["weight"][0],)
-            out[node.name] = d
-        elif node.op == "conv_transpose2d":
-            d = {"weight": exp[f"{node.weights}.weight"]}
-            if node.attrs.get("bias"):
-                d["bias"] = (int(node.attrs["out_channels"]),)
-            out[node.name] = d
-        elif node.op == "linear":
-            d = {"weight": exp[f"{node.weights}.weight"]}
-            if node.attrs.get("bias"):
-                d["bias"] = (d["weight"][0],)
-            out[node.name] = d
-        elif node.op == "batch_norm":
-            out[node.name] = {"scale": (node.shape.c,), "shift": (node.shape.c,)}
+        shapes = ops.get(node.op).prepared_shapes
+        if shapes is not None:
+            out[node.name] = shapes(node, exp)
     for c in graph.constants.values():
         out[c.name] = {"value": tuple(int(s) for s in c.shape)}
     return out
@@ -717,10 +651,11 @@ def prepare_parameters(graph: Graph, state_dict: Mapping[str, "torch.Tensor"], *
     conv2d: ``weight`` [O, I/groups, kh, kw] and ``bias`` [O] with any BatchNorm folded in
     (``bias`` present iff the conv has a bias or a BN); linear: ``weight`` [out, in], ``bias``
     [out] if it has one; every constant: ``value`` of its shape. ``state_dict`` uses spec keys
-    (``load_state_dict``'s result) and is not modified -- unless ``consume``: a state dict of
-    fresh float32 copies the caller owns (``load_state_dict``'s) is emptied of the conv/linear/BN
-    entries as they are folded, and those are used without copying, so that the weights are
-    never held three times over (source, copy, folded).
+    (``load_state_dict``'s result) and is not modified -- unless ``consume``: a state dict the
+    caller owns (``load_state_dict``'s) is emptied of the conv/linear/BN entries as they are
+    folded, so that the weights are never held three times over (source, copy, folded); its
+    tensors are used without copying when they are fresh copies (``owned``, the default), and
+    copied otherwise (``load_state_dict(..., copy=False)`` hands the source's own tensors over).
     """
     import torch
     check_state_dict(graph, state_dict, strict=False)
@@ -733,32 +668,16 @@ def prepare_parameters(graph: Graph, state_dict: Mapping[str, "torch.Tensor"], *
         def take(k):                                # the last reader of a (shared) key pops it
             uses[k] -= 1
             return state_dict.pop(k) if uses[k] == 0 else state_dict[k]  # type: ignore[attr-defined]
-        f32 = lambda t: t.detach().to(dtype=torch.float32).contiguous()  # noqa: E731
+        owned = getattr(state_dict, "owned", True)
+        f32 = lambda t: t.detach().to(dtype=torch.float32, copy=not owned).contiguous()  # noqa: E731
     else:
         take = state_dict.__getitem__
         f32 = lambda t: t.detach().to(dtype=torch.float32, copy=True).contiguous()  # noqa: E731
     out: dict[str, dict[str, torch.Tensor]] = {}
     for node in graph.nodes:
-        if node.op == "batch_norm":
-            out[node.name] = batchnorm_scale_shift(
-                *(state_dict[f"{node.weights}.{k}"] for k in ("weight", "bias", "running_mean",
-                                                              "running_var")))
-            continue
-        if node.op not in ("conv2d", "conv_transpose2d", "linear"):
-            continue
-        p = node.weights
-        w = take(f"{p}.weight")
-        b = take(f"{p}.bias") if node.attrs.get("bias") else None
-        if node.op == "conv2d" and node.bn:
-            bn = node.bn
-            w2, b2 = fold_batchnorm(w, b, take(f"{bn}.weight"), take(f"{bn}.bias"),
-                                    take(f"{bn}.running_mean"), take(f"{bn}.running_var"))
-            del w
-            out[node.name] = {"weight": w2, "bias": b2}
-        else:
-            out[node.name] = {"weight": f32(w)}
-            if b is not None:
-                out[node.name]["bias"] = f32(b)
+        prepare = ops.get(node.op).prepare       # the op's module: BN folded, torch layouts
+        if prepare is not None:
+            out[node.name] = prepare(node, take, f32, state_dict)
     for name, c in graph.constants.items():
         out[name] = {"value": constant_tensor(c, state_dict)}
     return out

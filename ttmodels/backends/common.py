@@ -11,11 +11,12 @@ from typing import Any
 from ..errors import LayoutError
 from ..graph import Precision
 from ..layout import BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec
+from ..layout import TTNN_MEMORY_LAYOUTS
+from ..layout import core_ranges as layout_core_ranges
 
 _DTYPE_ATTRS = {"bfloat16": "bfloat16", "bfloat8_b": "bfloat8_b", "bfloat4_b": "bfloat4_b",
                 "float32": "float32"}
-_MEMORY_LAYOUTS = {INTERLEAVED: "INTERLEAVED", HEIGHT: "HEIGHT_SHARDED", WIDTH: "WIDTH_SHARDED",
-                   BLOCK: "BLOCK_SHARDED"}
+_MEMORY_LAYOUTS = TTNN_MEMORY_LAYOUTS
 _BUFFERS = {"dram": "DRAM", "l1": "L1"}
 _ORIENTATIONS = {"row_major": "ROW_MAJOR", "col_major": "COL_MAJOR"}
 _FIDELITIES = ("LoFi", "HiFi2", "HiFi3", "HiFi4")
@@ -69,15 +70,10 @@ def core_ranges(grid: tuple[int, int], num_cores: int | None = None
     and pools use for height/width sharding over fewer cores than the grid holds."""
     gx, gy = grid
     n = gx * gy if num_cores is None else num_cores
-    if gx <= 0 or gy <= 0 or n <= 0 or n > gx * gy:
-        raise LayoutError(f"{n} cores do not fit a {gx}x{gy} core grid")
-    full_rows, rest = divmod(n, gx)
-    if full_rows == 0:
-        return [((0, 0), (rest - 1, 0))]
-    out = [((0, 0), (gx - 1, full_rows - 1))]
-    if rest:
-        out.append(((0, full_rows), (rest - 1, full_rows)))
-    return out
+    try:
+        return layout_core_ranges(n, grid)
+    except ValueError:
+        raise LayoutError(f"{n} cores do not fit a {gx}x{gy} core grid") from None
 
 
 def core_range_set(tt, grid: tuple[int, int], num_cores: int | None = None):

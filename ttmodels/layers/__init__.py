@@ -5,40 +5,29 @@
 """
 from __future__ import annotations
 
+from .. import ops
 from ..errors import LayoutError
 from .adapters import AdapterLayer
 from .base import Layer
-from .concat import Concat
-from .conv2d import Conv2d, conv2d_config
-from ..ops import UNARY
-from .eltwise import Add, Binary, Multiply, Relu, Subtract, Unary
-from .linear import Linear
-from .norm import BatchNorm
-from .pad import Pad
-from .pool import AdaptiveAvgPool2d, AvgPool2d, GlobalAvgPool, MaxPool2d
-from .conv_transpose import ConvTranspose2d
-from .slice import Slice, Split
-from .upsample import Upsample
+from .conv2d import conv2d_config
+from .eltwise import Binary
 
-LAYERS: dict[str, type[Layer]] = {
-    "conv2d": Conv2d, "add": Add, "multiply": Multiply, "subtract": Subtract,
-    **{op: Unary for op in UNARY}, "relu": Relu,
-    "max_pool2d": MaxPool2d, "avg_pool2d": AvgPool2d, "global_avg_pool": GlobalAvgPool,
-    "adaptive_avg_pool2d": AdaptiveAvgPool2d, "batch_norm": BatchNorm, "slice": Slice,
-    "split": Split, "conv_transpose2d": ConvTranspose2d,
-    "linear": Linear, "upsample": Upsample, "concat": Concat, "pad": Pad,
-}
 
-__all__ = ["LAYERS", "Layer", "AdapterLayer", "make_layer", "conv2d_config", "Binary",
-           *sorted({c.__name__ for c in LAYERS.values()})]
+def layer_class(op: str) -> type[Layer]:
+    """The layer class of ``op``, as its registry entry names it (``ttmodels/ops/<op>.py``)."""
+    return ops.get(op).layer.resolve()
+
+
+__all__ = ["Layer", "AdapterLayer", "make_layer", "layer_class", "conv2d_config", "Binary"]
 
 
 def make_layer(planned, params, backend, *, input_shapes=None) -> Layer:
     """Build the Layer for ``planned`` (a PlannedLayer) with its host parameters (float32 torch
     tensors, see each class) on ``backend``. ``input_shapes``: NHWC TensorShapes of the node's
     inputs (the executor passes ``graph.shape_of`` of each)."""
-    cls = LAYERS.get(planned.node.op)
-    if cls is None:
-        raise LayoutError(f"no layer implements op '{planned.node.op}'; known: {sorted(LAYERS)}",
-                          layer=planned.node.name)
+    try:
+        cls = layer_class(planned.node.op)
+    except KeyError:
+        raise LayoutError(f"no layer implements op '{planned.node.op}'; known: "
+                          f"{sorted(ops.OPS)}", layer=planned.node.name) from None
     return cls(planned, params, backend, input_shapes=input_shapes)

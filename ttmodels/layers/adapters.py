@@ -17,6 +17,14 @@ class AdapterLayer:
             raise LayoutError(f"unknown adapter kind {adapter.kind!r} on edge {adapter.edge}; "
                               f"expected one of {list(KINDS)}", layer=adapter.dst)
         self.adapter, self.backend = adapter, backend
+        self._args = None   # (memory config, dtype, layout): built once, the plan is static
+
+    def _configs(self):
+        if self._args is None:
+            tt, after = self.tt, self.adapter.after
+            self._args = (common.memory_config(tt, after.memory), common.data_type(tt, after.dtype),
+                          common.layout(tt, after.layout))
+        return self._args
 
     @property
     def name(self) -> str:
@@ -29,8 +37,7 @@ class AdapterLayer:
     def __call__(self, x):
         tt, a = self.tt, self.adapter
         before, after = a.before, a.after
-        mc = common.memory_config(tt, after.memory)
-        dt = common.data_type(tt, after.dtype)
+        mc, dt, lay = self._configs()
         new_dtype = after.dtype != before.dtype
         moved = after.memory != before.memory
         if a.kind == "to_memory_config":
@@ -50,7 +57,7 @@ class AdapterLayer:
                 kw["dtype"] = dt
             if moved:
                 kw["memory_config"] = mc
-            return tt.to_layout(x, common.layout(tt, after.layout), **kw)
+            return tt.to_layout(x, lay, **kw)
         # typecast
         kw = {"memory_config": mc} if moved else {}
         return tt.typecast(x, dt, **kw)

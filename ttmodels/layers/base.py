@@ -14,6 +14,7 @@ from ..backends import common
 from ..errors import LayoutError, WeightsError
 from ..graph import Node, TensorShape
 from ..layout import MemSpec
+from ..plan_config import PlanConfig
 from ..plans import PlannedLayer
 
 
@@ -51,7 +52,8 @@ class Layer:
         return self.backend.device
 
     @property
-    def config(self) -> dict[str, Any]:
+    def config(self) -> PlanConfig:
+        """The plan's typed config of this layer (``OpDef.config`` of its op)."""
         return self.planned.config
 
     @property
@@ -71,9 +73,9 @@ class Layer:
         return self._configs[key]
 
     def requested_memory_config(self):
-        """The plan's explicit output memory (``config["memory_config"]``), or None to let the
+        """The plan's explicit output memory (``config.memory_config``), or None to let the
         op produce what it produces by default (which the planner modelled as ``output``)."""
-        return self._once("requested", lambda: self.memory_config(self.config.get("memory_config")))
+        return self._once("requested", lambda: self.memory_config(self.config.memory_config))
 
     def output_memory_config(self):
         """The plan's resolved output memory config."""

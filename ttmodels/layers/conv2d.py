@@ -1,6 +1,6 @@
 """conv2d: BatchNorm-folded weights, ttnn.conv2d with the plan's sharding decisions, or
 ttnn.linear with the solver's program config for 1x1 stride-1 convs the plan lowers to a matmul
-(``config["lowering"] == "linear"``, docs/lowering.md)."""
+(``config.lowering == "linear"``, docs/lowering.md)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -26,37 +26,36 @@ def conv2d_config(tt, planned: PlannedLayer):
     (the executor frees tensors after their last consumer; conv must not free a shared input)."""
     node, cfg = planned.node, planned.config
     kw = dict(
-        weights_dtype=common.data_type(tt, cfg.get("weights_dtype") or node.precision.weights),
+        weights_dtype=common.data_type(tt, cfg.weights_dtype or node.precision.weights),
         deallocate_activation=False,
-        act_block_h_override=int(cfg.get("act_block_h_override") or 0),
-        reshard_if_not_optimal=bool(cfg.get("reshard_if_not_optimal", False)),
-        override_sharding_config=bool(cfg.get("override_sharding_config", False)),
-        output_layout=common.layout(tt, cfg.get("output_layout") or planned.output.layout),
+        act_block_h_override=int(cfg.act_block_h_override or 0),
+        reshard_if_not_optimal=bool(cfg.reshard_if_not_optimal),
+        override_sharding_config=bool(cfg.override_sharding_config),
+        output_layout=common.layout(tt, cfg.output_layout or planned.output.layout),
     )
     act = node.attrs.get("activation")
     if act is not None:
         if not activations.get(act).fuses_conv:
             raise LayoutError(f"conv2d cannot fuse {act} in ttnn 0.81.1", layer=node.name)
         kw["activation"] = activations.unary_with_param(tt, act)
-    if cfg.get("shard_layout"):
-        kw["shard_layout"] = common.tensor_memory_layout(tt, cfg["shard_layout"])
-    if kw["override_sharding_config"] and cfg.get("core_grid"):
-        kw["core_grid"] = common.core_range_set(tt, tuple(cfg["core_grid"]), cfg.get("num_cores"))
-    for opt in ("enable_act_double_buffer", "enable_weights_double_buffer", "full_inner_dim",
-                "act_block_w_div", "reallocate_halo_output", "transpose_shards"):
-        if opt in cfg:
-            kw[opt] = cfg[opt]
+    if cfg.shard_layout:
+        kw["shard_layout"] = common.tensor_memory_layout(tt, cfg.shard_layout)
+    if kw["override_sharding_config"] and cfg.core_grid:
+        kw["core_grid"] = common.core_range_set(tt, tuple(cfg.core_grid), cfg.num_cores)
+    for opt in cfg.CONV2D_CONFIG_OPTIONS:
+        if getattr(cfg, opt) is not None:
+            kw[opt] = getattr(cfg, opt)
     return tt.Conv2dConfig(**kw)
 
 
 def slice_config(tt, planned: PlannedLayer):
-    """``Op2DSliceConfig`` for a conv the plan runs DRAM-sliced (``config["slice"]``); L1_FULL for
+    """``Op2DSliceConfig`` for a conv the plan runs DRAM-sliced (``config.slice``); L1_FULL for
     an unsliced conv reading a DRAM input; else None.
 
     ttnn 0.81.1: ``ttnn.Op2DSliceConfig(*, slice_type, num_slices)`` with ``slice_type`` one of
     ``ttnn.Op2DDRAMSliceHeight`` / ``ttnn.Op2DDRAMSliceWidth`` (aliases of
     ``Op2DSliceConfig.SliceTypeEnum.DRAMSliceHeight/DRAMSliceWidth``)."""
-    sl = planned.config.get("slice")
+    sl = planned.config.slice
     if not sl:
         # ttnn 0.81 sends a conv whose input is in DRAM down its DRAM path (auto-sliced, output in
         # DRAM: conv2d.cpp determine_conv2d_execution_path) unless told L1_FULL; the plan has such
@@ -65,15 +64,15 @@ def slice_config(tt, planned: PlannedLayer):
                 and hasattr(tt, "Op2DL1FullSliceConfig")):
             return tt.Op2DL1FullSliceConfig
         return None
-    kind = {"height": "Op2DDRAMSliceHeight", "width": "Op2DDRAMSliceWidth"}.get(sl.get("type"))
+    kind = {"height": "Op2DDRAMSliceHeight", "width": "Op2DDRAMSliceWidth"}.get(sl.type)
     if kind is None:
-        raise LayoutError(f"slice type {sl.get('type')!r} must be 'height' or 'width'",
+        raise LayoutError(f"slice type {sl.type!r} must be 'height' or 'width'",
                           layer=planned.name)
     if not hasattr(tt, "Op2DSliceConfig") or not hasattr(tt, kind):
-        raise LayoutError(f"the plan slices this conv in DRAM ({sl['num_slices']} {sl['type']} "
+        raise LayoutError(f"the plan slices this conv in DRAM ({sl.num_slices} {sl.type} "
                           f"slices) but the backend has no {kind}/Op2DSliceConfig",
                           layer=planned.name)
-    return tt.Op2DSliceConfig(slice_type=getattr(tt, kind), num_slices=int(sl["num_slices"]))
+    return tt.Op2DSliceConfig(slice_type=getattr(tt, kind), num_slices=int(sl.num_slices))
 
 
 class Conv2d(Layer):
@@ -98,7 +97,7 @@ class Conv2d(Layer):
                                         *self.kernel))
         b = self.param("bias", required=False, shape=(self.out_channels,))
         tt = self.tt
-        self.lowering = self.config.get("lowering") or "conv2d"
+        self.lowering = self.config.lowering or "conv2d"
         if self.lowering == "linear":
             self._init_linear(w, b)
             return
@@ -153,7 +152,7 @@ class Conv2d(Layer):
         a, cfg = self.attrs, self.config
         if self.groups != 1 or self.kernel != (1, 1):
             raise LayoutError("lowering: linear needs a 1x1 ungrouped conv", layer=self.name)
-        mm = cfg.get("matmul")
+        mm = cfg.matmul
         if not mm:
             raise LayoutError("the plan lowers this conv to linear but records no matmul config",
                               layer=self.name)
@@ -161,7 +160,7 @@ class Conv2d(Layer):
         if (mm.get("fused_activation") or None) != act:
             raise LayoutError(f"matmul config fuses {mm.get('fused_activation')!r} but the conv's "
                               f"activation is {act!r}", layer=self.name)
-        wdt = common.data_type(tt, cfg.get("weights_dtype") or self.node.precision.weights)
+        wdt = common.data_type(tt, cfg.weights_dtype or self.node.precision.weights)
         dram = common.memory_config(tt, DRAM_INTERLEAVED)
         cin, cout = self.in_channels, self.out_channels
         rep = common.replicated(self.backend)
@@ -195,7 +194,7 @@ class Conv2d(Layer):
         if mc is not None:
             kwargs["memory_config"] = mc
         if self.slice_config is not None:
-            if self.config.get("slice"):
+            if self.config.slice:
                 # conv2d_DRAM: the output is always DRAM interleaved; a memory_config is ignored
                 kwargs.pop("memory_config", None)
             kwargs["slice_config"] = self.slice_config

@@ -17,7 +17,7 @@ class Binary(Layer):
         self.op = self.node.op
         # The planner puts a constant operand second for add/multiply (binary_ng broadcasts b
         # over a's rows and the output takes a's memory config; both ops commute).
-        self.swap = bool(self.config.get("swap_operands", False))
+        self.swap = bool(self.config.swap_operands)
         self.activation = self.attrs.get("activation")
         try:
             if self.activation is not None and not A.get(self.activation).fuses_binary:
@@ -26,10 +26,10 @@ class Binary(Layer):
             raise LayoutError(str(e), layer=self.name) from None
         # Over-budget adds write into operand a (TT's ResNet does ttnn.add_ in its bottleneck);
         # the executor turns it off when it must keep every layer's output (compare).
-        self.inplace = bool(self.config.get("inplace", False))
+        self.inplace = bool(self.config.inplace)
         # A per-image vector against a [N, H, W, C] tensor with N > 1: both go 4-D so binary_ng
         # broadcasts b over each image's rows (rules ``binary.reshape_broadcast``).
-        self.per_image = self.config.get("broadcast") == "per_image"
+        self.per_image = self.config.broadcast == "per_image"
 
     def __call__(self, inputs):
         tt = self.tt

@@ -33,7 +33,7 @@ class Linear(Layer):
         self.bias = None if b is None else tt.from_torch(
             b.reshape(1, 1, 1, -1), dtype=wdt, layout=tt.TILE_LAYOUT, device=self.device,
             memory_config=dram, **rep)
-        self.program_config = common.matmul_program_config(tt, self.config.get("program_config"))
+        self.program_config = common.matmul_program_config(tt, self.config.program_config)
 
     def __call__(self, inputs):
         kwargs = dict(bias=self.bias, dtype=self.dtype(),

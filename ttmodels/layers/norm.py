@@ -16,8 +16,8 @@ class BatchNorm(Layer):
         super().__init__(planned, params, backend, **kw)
         c = self.out_shape.c
         tt = self.tt
-        mem = common.memory_config(tt, planned.config["constant_memory"])
-        dt = common.data_type(tt, planned.config.get("constant_dtype", "bfloat16"))
+        mem = common.memory_config(tt, planned.config.constant_memory)
+        dt = common.data_type(tt, planned.config.constant_dtype)
         self.scale = tt.from_torch(self.param("scale", shape=(c,)).reshape(1, 1, 1, c), dtype=dt,
                                    layout=tt.TILE_LAYOUT, device=self.device, memory_config=mem)
         self.shift = tt.from_torch(self.param("shift", shape=(c,)).reshape(1, 1, 1, c), dtype=dt,

@@ -6,7 +6,6 @@ from ..backends import common
 from ..layout import TILE_LAYOUT
 from .base import Layer
 
-_BFP = BLOCK_FLOAT_DTYPES
 
 
 class Pad(Layer):
@@ -26,7 +25,7 @@ class Pad(Layer):
         rm = x
         if tiled:
             rm = tt.to_layout(x, tt.ROW_MAJOR_LAYOUT,
-                              dtype=tt.bfloat16 if src.dtype in _BFP else None)
+                              dtype=tt.bfloat16 if src.dtype in BLOCK_FLOAT_DTYPES else None)
         v = tt.reshape(rm, (s.n, s.h, s.w, s.c))
         kwargs = {}
         mc = self.requested_memory_config()

@@ -11,16 +11,16 @@ class _Pool(Layer):
         tt = self.tt
         cfg = self.config
         kw = dict(dtype=self.dtype(),
-                  output_layout=common.layout(tt, cfg.get("output_layout") or
+                  output_layout=common.layout(tt, cfg.output_layout or
                                               self.planned.output.layout),
                   deallocate_input=False)
-        scheme = cfg.get("applied_shard_scheme")
+        scheme = cfg.applied_shard_scheme
         if scheme:
             kw["applied_shard_scheme"] = common.tensor_memory_layout(tt, scheme)
         mc = self.requested_memory_config()
         if mc is not None:
             kw["memory_config"] = mc
-        sl = cfg.get("slice")
+        sl = cfg.slice
         if sl:
             # DRAM-sliced pool (planner.plan_pool_sliced): the same Op2DSliceConfig as conv2d
             from .conv2d import slice_config
@@ -29,7 +29,7 @@ class _Pool(Layer):
 
     def flat(self, y):
         """ttnn's DRAM-sliced pool returns [N, OH, OW, C]; layers pass [1, 1, N*OH*OW, C]."""
-        if not self.config.get("slice"):
+        if not self.config.slice:
             return y        # the L1 path returns [1, 1, N*OH*OW, C] already
         s = self.out_shape
         shape = getattr(y, "shape", None)      # None on the signature-contract backend
@@ -89,7 +89,7 @@ class AdaptiveAvgPool2d(_Pool):
     def __call__(self, inputs):
         s = self.input_shape(0)
         kw = {}
-        scheme = self.config.get("applied_shard_scheme")
+        scheme = self.config.applied_shard_scheme
         if scheme:
             kw["applied_shard_scheme"] = common.tensor_memory_layout(self.tt, scheme)
         mc = self.requested_memory_config()

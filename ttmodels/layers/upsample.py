@@ -2,7 +2,7 @@
 
 Bilinear with ``align_corners: true`` (BEVDet's FPN_LSS) has no ttnn.upsample form: ttnn 0.81.1's
 upsample samples at half-pixel centres only (no align_corners argument). The plan lowers it to
-``ttnn.grid_sample`` (``config["lowering"] == "grid_sample"``), whose bilinear kernel takes a grid
+``ttnn.grid_sample`` (``config.lowering == "grid_sample"``), whose bilinear kernel takes a grid
 of sampling points with ``align_corners``: the grid is the output pixel lattice, prepared once on
 the host with ``ttnn.prepare_grid_sample_grid`` (corner indices + four bfloat16 weights per
 output pixel) and kept on the device.
@@ -40,7 +40,7 @@ class Upsample(Layer):
         if self.mode not in ("nearest", "bilinear"):
             raise LayoutError(f"upsample mode {self.mode!r} (expected nearest or bilinear)",
                               layer=self.name)
-        self.lowering = self.config.get("lowering") or "upsample"
+        self.lowering = self.config.lowering or "upsample"
         want = "grid_sample" if self.attrs.get("align_corners") else "upsample"
         if self.lowering != want:
             raise LayoutError(f"the plan runs this upsample as {self.lowering}, but align_corners="
@@ -58,7 +58,7 @@ class Upsample(Layer):
                                           padding_mode="zeros", align_corners=True,
                                           output_dtype=tt.bfloat16)
         self.grid = tt.to_device(pre, self.device,
-                                 memory_config=common.memory_config(tt, self.config["grid_memory"]))
+                                 memory_config=common.memory_config(tt, self.config.grid_memory))
 
     def __call__(self, inputs):
         tt = self.tt

@@ -74,10 +74,16 @@ class MeshShape:
         return f"MeshShape({list(self._dims)})"
 
 
+# Set once a mesh or a multi-device tensor exists in this process (``spmd`` skips its operand
+# scan until then).
+_MESHES: list[bool] = []
+
+
 class SimMeshDevice:
     """A ``ttnn.MeshDevice`` over ``shape.mesh_size()`` sim chips (row-major order)."""
 
     def __init__(self, shape: MeshShape, devices: list[SimDevice]):
+        _MESHES[:] = [True]
         self._shape = shape
         self._devices = list(devices)
         self.is_open = True
@@ -125,6 +131,7 @@ class SimMeshTensor:
     __slots__ = ("shards", "mesh")
 
     def __init__(self, shards: list[SimTensor], mesh: SimMeshDevice | None):
+        _MESHES[:] = [True]
         self.shards = list(shards)
         self.mesh = mesh
 
@@ -394,6 +401,8 @@ def spmd(fn: Callable) -> Callable:
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
+        if not _MESHES:                 # no mesh ever opened: no multi-device operand can exist
+            return fn(*args, **kwargs)
         values = list(args) + list(kwargs.values())
         mesh = _mesh_of(values)
         if mesh is None:

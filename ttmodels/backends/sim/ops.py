@@ -17,13 +17,14 @@ import torch.nn.functional as F
 
 from ...errors import Error
 from ...layout import MemSpec
+from . import onednn
 from . import types as T
+from .tensor import _MEM_NAMES  # noqa: E402  (enum -> name: layout.TTNN_MEMORY_LAYOUTS)
 from .tensor import (SimTensor, _check, _on_device, _violation, current_layer, dtype_name, memo_key,
-                     memoized, memory_config_of, memspec, quantize, quantize_, validate_memory)
+                     memoized, memory_config_for, memspec, quantize, quantize_, validate_memory)
 
 _log = logging.getLogger(__name__)
 builtins_slice = builtins.slice   # ``slice`` below is ttnn.slice
-_BFP = (T.DataType.BFLOAT8_B, T.DataType.BFLOAT4_B)
 DEVICE_GRID = (8, 8)
 
 # Number of conv weight preparations performed (tests use it to check that prepared weights are
@@ -71,7 +72,7 @@ def _emit(data: torch.Tensor, dtype: T.DataType, layout: T.Layout, mem: MemSpec 
     """The op's output tensor, ``data`` rounded to ``dtype``; ``owned``: ``data`` is a fresh
     result no other tensor shares, so it may be rounded in place; ``padded_shape``: the op's own
     physical shape when it pads beyond the layout's default."""
-    mc = mem if isinstance(mem, T.MemoryConfig) else memory_config_of(mem)
+    mc = mem if isinstance(mem, T.MemoryConfig) else memory_config_for(mem)
     shape = tuple(shape) if shape is not None else tuple(data.shape)
     validate_memory(shape, layout, dtype, mc, op, device, padded_shape)
     return SimTensor(quantize_(data, dtype) if owned else quantize(data, dtype), dtype, layout, mc,
@@ -216,8 +217,11 @@ def _prepare_weight(weight: SimTensor, *, in_channels: int, out_channels: int, k
         # the diagonal blocks, quantized as the dense block-diagonal matrix would be (same bits)
         form = {"oihw": _prepare_grouped(w, groups, wdtype).contiguous(memory_format=torch.channels_last)}
     else:
-        m = torch.zeros(kh, kw, cin_pad, cout_pad)
-        m[:, :, :in_channels, :out_channels] = w.permute(2, 3, 1, 0)
+        if (cin_pad, cout_pad) == (in_channels, out_channels):
+            m = w.permute(2, 3, 1, 0).clone(memory_format=torch.contiguous_format)  # no padding: one pass
+        else:
+            m = torch.zeros(kh, kw, cin_pad, cout_pad)
+            m[:, :, :in_channels, :out_channels] = w.permute(2, 3, 1, 0)
         m = quantize_(m.reshape(shape), wdtype)       # m is ours
         if matmul and (kh, kw) == (1, 1):
             form = {"kn": m.reshape(cin_pad, cout_pad)[:in_channels, :out_channels].contiguous()}
@@ -288,17 +292,23 @@ def _weight_matrix(wt: SimTensor) -> torch.Tensor:
 
 
 def _conv_weight_oihw(wt: SimTensor) -> torch.Tensor:
-    """OIHW (channels_last) compute form of a prepared weight; derived (not kept) from the
-    [Cin, Cout] form of a 1x1 kernel used by a conv that is not a matmul (e.g. stride 2)."""
-    if "oihw" in wt._cache:
-        return wt._cache["oihw"]
-    kn = wt._cache["kn"]
+    """OIHW (channels_last) compute form of a prepared weight; derived (not kept) from its
+    oneDNN-packed form when only that is kept (``_conv_weight_for``), or from the [Cin, Cout]
+    form of a 1x1 kernel used by a conv that is not a matmul (e.g. stride 2)."""
+    c = wt._cache
+    if "oihw" in c:
+        return c["oihw"]
+    packed = c.get(("packed", None))
+    if packed is not None:
+        return onednn.unpack(packed)
+    kn = c["kn"]
     return kn.t().reshape(kn.shape[1], kn.shape[0], 1, 1).contiguous(memory_format=torch.channels_last)
 
 
-def _conv_weight_form(wt: SimTensor, kind: str, a_bits: int | None) -> torch.Tensor:
+def _conv_weight_form(wt: SimTensor, kind: str, a_bits: int | None, *, keep_form: bool = True) -> torch.Tensor:
     """The compute form ``kind`` ("kn" or "oihw") truncated for fidelity ``a_bits``: kept on the
-    weight when the truncation changes values (a second copy, LoFi only), else the form itself."""
+    weight (unless not ``keep_form``) when the truncation changes values (a second copy, LoFi
+    only), else the form itself."""
     keep = _effective_keep(wt.dtype, a_bits)
     key = (kind, keep)
     hit = wt._cache.get(key)
@@ -316,8 +326,50 @@ def _conv_weight_form(wt: SimTensor, kind: str, a_bits: int | None) -> torch.Ten
     form = _truncate(base, keep)
     if kind == "oihw":
         form = form.contiguous(memory_format=torch.channels_last)
-    wt._cache[key] = form
+    if keep_form:
+        wt._cache[key] = form
     return form
+
+
+def _conv_weight_for(wt: SimTensor, a_bits: int | None, stride, pad, dilation, groups: int,
+                     input_shape) -> tuple[torch.Tensor, bool]:
+    """(the OIHW compute form truncated for fidelity ``a_bits``, packed?) for this conv: packed in
+    oneDNN's blocked layout (``onednn.pack``: no per-call weight reorder) when F.conv2d would run
+    it on oneDNN, else dense. The form is made once and kept instead of the other one: untruncated,
+    it is the weight's only copy (``_conv_weight_oihw`` unpacks it when asked for)."""
+    keep = _effective_keep(wt.dtype, a_bits)
+    c = wt._cache
+    pkey = ("packed", keep)
+    wshape = (wt._prep["out_channels"], wt._prep["in_channels"] // groups, *wt._prep["kernel"])
+    if onednn.used_by_torch(input_shape, wshape, stride, pad, dilation, groups):
+        packed = c.get(pkey)
+        if packed is None and onednn.available():
+            dense = _conv_weight_form(wt, "oihw", a_bits, keep_form=False)
+            c.pop(("oihw", keep), None)           # the packed form replaces the dense one
+            base = keep is None and c.get("oihw") is dense
+            if base:
+                del c["oihw"]
+            box = [dense]
+            del dense
+            packed, back = onednn.pack(box.pop, stride, pad, dilation, groups, input_shape)
+            if packed is not None:
+                c[pkey] = packed
+            else:                                 # packing failed: keep the dense form
+                c["oihw" if base else ("oihw", keep)] = back
+        if packed is not None:
+            return packed, True
+    elif keep is None and "oihw" not in c and pkey in c:
+        c["oihw"] = onednn.unpack(c.pop(pkey))          # this geometry (or thread count) wants it dense
+    return _conv_weight_form(wt, "oihw", a_bits), False
+
+
+def _conv_call_padding(h: int, w: int, pad4) -> tuple[tuple[int, int] | None, tuple[int, int], tuple[int, int]]:
+    """(explicit F.pad amounts or None, the conv's own symmetric padding, padded input H x W): the
+    sim pads an asymmetrically padded input itself and runs the conv unpadded."""
+    pt, pb, pl, pr = pad4
+    if (pt, pl) != (pb, pr):
+        return (pl, pr, pt, pb), (0, 0), (h + pt + pb, w + pl + pr)
+    return None, (pt, pl), (h, w)
 
 
 TILE_ALIGN = 32     # Cin padding of the weight matrix for TILE inputs (rows only; values unaffected)
@@ -353,12 +405,17 @@ def prepare_conv_weights(*, weight_tensor, input_memory_config, input_layout, we
                          conv_config=None, compute_config=None, slice_config=None):
     if weights_format != "OIHW":
         raise Error(f"prepare_conv_weights: weights_format {weights_format!r} (only 'OIHW' is supported)")
-    kernel = _pair(kernel_size)
-    return _prepare_weight(weight_tensor, in_channels=in_channels, out_channels=out_channels,
-                           kernel=kernel, groups=groups,
-                           wdtype=_weights_dtype(conv_config, weight_tensor), input_layout=input_layout,
-                           device=device, matmul=_is_mm_conv(kernel, _pair(stride), _pad4(padding),
-                                                             _pair(dilation), groups))
+    kernel, stride, pad4, dilation = _pair(kernel_size), _pair(stride), _pad4(padding), _pair(dilation)
+    is_mm = _is_mm_conv(kernel, stride, pad4, dilation, groups)
+    wt = _prepare_weight(weight_tensor, in_channels=in_channels, out_channels=out_channels,
+                         kernel=kernel, groups=groups, wdtype=_weights_dtype(conv_config, weight_tensor),
+                         input_layout=input_layout, device=device, matmul=is_mm)
+    if not is_mm:
+        # the compute form conv2d will use, made now so that the first call costs what every call costs
+        _, pad_arg, (hp, wp) = _conv_call_padding(input_height, input_width, pad4)
+        _conv_weight_for(wt, _fidelity(compute_config)[0], stride, pad_arg, dilation, groups,
+                         (batch_size, in_channels, hp, wp))
+    return wt
 
 
 def _is_mm_conv(kernel, stride, pad4, dilation, groups) -> bool:
@@ -425,11 +482,7 @@ def conv2d(*, input_tensor, weight_tensor, device, in_channels, out_channels, ba
     out_layout = cfg.output_layout
     is_mm = _is_mm_conv((kh, kw), (sh, sw), (pt, pb, pl, pr), (dh, dw), groups)
     sliced = _dram_slice(slice_config)
-    shard_layout = {T.TensorMemoryLayout.HEIGHT_SHARDED: "height_sharded",
-                    T.TensorMemoryLayout.WIDTH_SHARDED: "width_sharded",
-                    T.TensorMemoryLayout.BLOCK_SHARDED: "block_sharded",
-                    T.TensorMemoryLayout.INTERLEAVED: "interleaved"}.get(cfg.shard_layout) \
-        if cfg.shard_layout is not None else None
+    shard_layout = _MEM_NAMES.get(cfg.shard_layout) if cfg.shard_layout is not None else None
     rows_out = n * oh * ow
     attrs = {"shard_layout": shard_layout, "output_layout": _layout_name(out_layout),
              "dtype": dtype_name(out_dtype), "is_mm_conv": is_mm, "in_channels": in_channels,
@@ -473,17 +526,18 @@ def conv2d(*, input_tensor, weight_tensor, device, in_channels, out_channels, ba
                          bt._cache["vec"] if bt is not None else None).reshape(1, 1, rows_out, -1)
         y = _apply_unary(y, cfg.activation, inplace=True)
     else:
-        weight = _conv_weight_form(wt, "oihw", a_bits)
         xin = xin.reshape(n, h, w, c).permute(0, 3, 1, 2)           # NCHW view, channels_last strides
-        if (pt, pl) != (pb, pr):
-            xin = F.pad(xin, (pl, pr, pt, pb))
-            pad_arg = (0, 0)
-        else:
-            pad_arg = (pt, pl)
+        explicit, pad_arg, _ = _conv_call_padding(h, w, (pt, pb, pl, pr))
+        if explicit is not None:
+            xin = F.pad(xin, explicit)
         # A DRAM-sliced conv computes the same sums: every output pixel's dot product over
         # (kh, kw, Cin) is the same, each slice only reads the input rows it needs (halo included).
-        y = F.conv2d(xin, weight, bt._cache["vec"] if bt is not None else None, (sh, sw), pad_arg, (dh, dw),
-                     groups)
+        bias = bt._cache["vec"] if bt is not None else None
+        weight, packed = _conv_weight_for(wt, a_bits, (sh, sw), pad_arg, (dh, dw), groups, tuple(xin.shape))
+        if packed:
+            y = onednn.conv(xin, weight, bias, (sh, sw), pad_arg, (dh, dw), groups)
+        else:
+            y = F.conv2d(xin, weight, bias, (sh, sw), pad_arg, (dh, dw), groups)
         y = _apply_unary(y, cfg.activation, inplace=True)
         y = y.permute(0, 2, 3, 1).reshape(1, 1, rows_out, out_channels)
 
@@ -504,9 +558,7 @@ def conv2d(*, input_tensor, weight_tensor, device, in_channels, out_channels, ba
 # ---------------------------------------------------------------------------------------------
 
 def _shard_scheme_name(s):
-    return None if s is None else {T.TensorMemoryLayout.HEIGHT_SHARDED: "height_sharded",
-                                    T.TensorMemoryLayout.WIDTH_SHARDED: "width_sharded",
-                                    T.TensorMemoryLayout.BLOCK_SHARDED: "block_sharded"}[s]
+    return None if s is None else _MEM_NAMES[s]
 
 
 def _pool_input(x: SimTensor, op, n, h, w, c) -> torch.Tensor:

@@ -13,7 +13,7 @@ import math
 import torch
 
 from ...errors import Error, LayoutError
-from ...layout import MemSpec, TensorLayout
+from ...layout import TTNN_MEMORY_LAYOUTS, MemSpec, TensorLayout
 from . import types as T
 from .device import SimDevice
 
@@ -23,10 +23,8 @@ _DTYPE_NAMES = {T.DataType.BFLOAT16: "bfloat16", T.DataType.BFLOAT8_B: "bfloat8_
                 T.DataType.BFLOAT4_B: "bfloat4_b", T.DataType.FLOAT32: "float32"}
 _INT_DTYPES = {T.DataType.UINT32: torch.int64, T.DataType.INT32: torch.int32,
                T.DataType.UINT16: torch.int32, T.DataType.UINT8: torch.int32}
-_MEM_NAMES = {T.TensorMemoryLayout.INTERLEAVED: "interleaved",
-              T.TensorMemoryLayout.HEIGHT_SHARDED: "height_sharded",
-              T.TensorMemoryLayout.WIDTH_SHARDED: "width_sharded",
-              T.TensorMemoryLayout.BLOCK_SHARDED: "block_sharded"}
+_MEM_NAMES = {getattr(T.TensorMemoryLayout, enum): name    # layout.py holds the one map
+              for name, enum in TTNN_MEMORY_LAYOUTS.items()}
 _MEM_KINDS = {v: k for k, v in _MEM_NAMES.items()}
 _BUF_NAMES = {T.BufferType.DRAM: "dram", T.BufferType.L1: "l1", T.BufferType.L1_SMALL: "l1"}
 
@@ -122,6 +120,23 @@ def _memspec(mc: T.MemoryConfig) -> MemSpec:
                    "row_major" if ss.orientation == T.ShardOrientation.ROW_MAJOR else "col_major")
 
 
+# MemoryConfig per MemSpec for op outputs (``memory_config_for``): a plan produces the same few
+# specs on every run, and a shared config object keeps its memspec (and the consumers' memo keys)
+# cached instead of rebuilding grids and shard specs per output.
+_MC_FOR: dict[MemSpec, T.MemoryConfig] = {}
+
+
+def memory_config_for(ms: MemSpec) -> T.MemoryConfig:
+    """``memory_config_of(ms)``, one object per spec (remade if someone changed its fields)."""
+    mc = _MC_FOR.get(ms)
+    if mc is None or memspec(mc) != ms:
+        mc = memory_config_of(ms)
+        if len(_MC_FOR) >= _MEMO_MAX:
+            _MC_FOR.clear()
+        _MC_FOR[ms] = mc
+    return mc
+
+
 def memory_config_of(ms: MemSpec) -> T.MemoryConfig:
     kind = _MEM_KINDS[ms.memory_layout]
     buf = T.BufferType.L1 if ms.buffer == "l1" else T.BufferType.DRAM
@@ -170,7 +185,7 @@ class SimTensor:
         # separate buffers (the sim shares unchanged values instead of copying them): an op that
         # writes in place (output_tensor=) copies it first (``_own``).
         self._shared = False
-        self._lay = None         # (memory config, layout, dtype) -> TensorLayout, see _layout
+        self._lay = None         # (memspec, layout, dtype, TensorLayout), see _layout
 
     # --- ttnn.Tensor API -----------------------------------------------------------------
     @property
@@ -258,13 +273,11 @@ class SimTensor:
             self._shared = False
 
     def _layout(self) -> TensorLayout:
-        key = (self._memory_config, self.layout, self.dtype)
+        ms = memspec(self._memory_config)
         hit = self._lay
-        if hit is None or hit[0] != key:
-            hit = self._lay = (key, TensorLayout(memspec(self._memory_config),
-                                                 "tile" if self.layout == T.Layout.TILE else "row_major",
-                                                 dtype_name(self.dtype)))
-        return hit[1]
+        if hit is None or hit[0] is not ms or hit[1] is not self.layout or hit[2] is not self.dtype:
+            hit = self._lay = (ms, self.layout, self.dtype, tensor_layout(ms, self.layout, self.dtype))
+        return hit[3]
 
     def _flat4(self) -> tuple[int, int, int, int]:
         s = tuple(int(v) for v in self._shape)
@@ -273,6 +286,21 @@ class SimTensor:
         if len(s) > 4:
             return (math.prod(s[:-3]),) + s[-3:]
         return s
+
+
+_LAYOUTS: dict = {}
+
+
+def tensor_layout(ms: MemSpec, layout: T.Layout, dtype: T.DataType) -> TensorLayout:
+    """The planner-vocabulary layout of a tensor (one object per combination)."""
+    key = (ms, layout, dtype)
+    hit = _LAYOUTS.get(key)
+    if hit is None:
+        if len(_LAYOUTS) >= _MEMO_MAX:
+            _LAYOUTS.clear()
+        hit = _LAYOUTS[key] = TensorLayout(ms, "tile" if layout == T.Layout.TILE else "row_major",
+                                           dtype_name(dtype))
+    return hit
 
 
 def _on_device(t, op: str, what: str = "input") -> SimTensor:
@@ -284,10 +312,31 @@ def _on_device(t, op: str, what: str = "input") -> SimTensor:
     return t
 
 
+# Memory configs already validated, per (shape, layout, dtype, memory, grid, padded shape): the
+# checks are pure functions of these, and a plan repeats the same few on every run.
+_VALID: set = set()
+
+
 def validate_memory(shape, layout: T.Layout, dtype: T.DataType, mc: T.MemoryConfig, op: str,
                     device: SimDevice | None = None, padded_shape=None) -> None:
     """Tensor-level facts a card enforces when a tensor is given a memory config; the shards
     tile the physical shape (``padded_shape`` when the op pads beyond the layout's default)."""
+    if not mc.is_sharded() and not (dtype in (T.DataType.BFLOAT8_B, T.DataType.BFLOAT4_B)
+                                    and layout != T.Layout.TILE):
+        return
+    grid = device.compute_with_storage_grid_size() if device is not None else None
+    key = (tuple(shape), layout, dtype, memspec(mc), (grid.x, grid.y) if grid is not None else None,
+           tuple(padded_shape) if padded_shape is not None else None)
+    if key in _VALID:
+        return
+    _validate_memory(shape, layout, dtype, mc, op, device, padded_shape)
+    if len(_VALID) >= _MEMO_MAX:
+        _VALID.clear()
+    _VALID.add(key)
+
+
+def _validate_memory(shape, layout: T.Layout, dtype: T.DataType, mc: T.MemoryConfig, op: str,
+                     device: SimDevice | None = None, padded_shape=None) -> None:
     if dtype in (T.DataType.BFLOAT8_B, T.DataType.BFLOAT4_B) and layout != T.Layout.TILE:
         raise _violation("tensor.bfp_tile", f"{dtype_name(dtype)} needs TILE layout, got {layout.name}", op)
     if not mc.is_sharded():
@@ -409,14 +458,18 @@ def deallocate(tensor, force: bool = True) -> None:
 _PLAIN = (str, int, float, bool, type(None))
 
 
+_PLAIN_TYPES = frozenset(_PLAIN)
+
+
 def _freeze(v):
     """A hashable stand-in for an attrs value (dicts and lists by content, in their order: each
     op builds its attrs in a fixed order; objects by identity: layers hand the same config
     objects over on every call)."""
-    if isinstance(v, _PLAIN):
+    if type(v) in _PLAIN_TYPES or isinstance(v, _PLAIN):
         return v
     if isinstance(v, dict):
-        return tuple((k, _freeze(x)) for k, x in v.items())
+        plain = _PLAIN_TYPES
+        return tuple((k, x if type(x) in plain else _freeze(x)) for k, x in v.items())
     if isinstance(v, list):
         return tuple(_freeze(x) for x in v)
     try:

@@ -257,23 +257,14 @@ class CoreGrid:
 def num_cores_to_corerangeset(target_num_cores: int, grid_size: CoreCoord, row_wise: bool = False):
     """``target_num_cores`` cores starting at (0, 0): whole rows (row_wise) or whole columns, then
     a partial last row/column -- tt-metal work_split.cpp ``num_cores_to_corerangeset``."""
+    from ...layout import core_ranges        # the one definition of the core layout
     gx, gy = grid_size.x, grid_size.y
-    if target_num_cores < 1 or target_num_cores > gx * gy:
-        raise ValueError(f"num_cores_to_corerangeset: {target_num_cores} cores do not fit a {gx}x{gy} grid")
-    ranges = []
-    if row_wise:
-        full, rem = divmod(target_num_cores, gx)
-        if full:
-            ranges.append(CoreRange(CoreCoord(0, 0), CoreCoord(gx - 1, full - 1)))
-        if rem:
-            ranges.append(CoreRange(CoreCoord(0, full), CoreCoord(rem - 1, full)))
-    else:
-        full, rem = divmod(target_num_cores, gy)
-        if full:
-            ranges.append(CoreRange(CoreCoord(0, 0), CoreCoord(full - 1, gy - 1)))
-        if rem:
-            ranges.append(CoreRange(CoreCoord(full, 0), CoreCoord(full, rem - 1)))
-    return CoreRangeSet(ranges)
+    try:
+        boxes = core_ranges(target_num_cores, (gx, gy), row_wise)
+    except ValueError:
+        raise ValueError(f"num_cores_to_corerangeset: {target_num_cores} cores do not fit a "
+                         f"{gx}x{gy} grid") from None
+    return CoreRangeSet([CoreRange(CoreCoord(*s), CoreCoord(*e)) for s, e in boxes])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,42 @@
+"""The op registry: every op of the spec language, one module each (``ttmodels/ops/<op>.py``),
+each registering its ``OpDef`` (``ops/base.py``: spec fields and types, attrs and shape inference,
+parameter schema, float32 torch reference, planning hook, layout rules, layer class, sim ops).
+
+spec.py, reference.py, weights.py, planner.py, rules.py and layers/ look ops up here;
+``tests/test_ops_registry.py`` walks ``REGISTRY`` and fails when an op lacks a piece. The tuples
+below are derived from the registry (families share their planning, layer and rule code):
+
+* ``BINARY``: tensor (op) tensor-or-constant, numpy broadcasting of the second operand
+  (binary_ng); ``activation`` fused.
+* ``UNARY``: the activations of ``ttmodels.activations`` as standalone ops, plus ``identity``
+  (ttnn's eltwise unary ops: no dtype argument, memory config kept).
+"""
+from __future__ import annotations
+
+from .base import REGISTRY, Field, OpDef, OpInput, Parsed, Ref, get, register, window_out
+# Registration order is the docs' (and the error messages') order of ops.
+from . import (conv2d, conv_transpose2d, binary, unary, pool, linear, upsample,  # noqa: E402,F401
+               concat, pad, batch_norm, slice, split)
+from .unary import unary_activation  # noqa: E402
+
+OPS: tuple[str, ...] = tuple(REGISTRY)
+
+
+def family(name: str) -> tuple[str, ...]:
+    return tuple(op for op, d in REGISTRY.items() if d.family == name)
+
+
+BINARY = family("binary")
+UNARY = family("unary")
+POOLS = family("pool")
+
+#: spec fields of each op (besides the common ``name, op, in, when, repeat, first, layout,
+#: precision, doc``), in docs order
+SPEC_FIELDS: dict[str, tuple[str, ...]] = {op: d.field_names for op, d in REGISTRY.items()}
+
+#: ops whose layer holds parameters loaded from the weights (key prefix ``Node.weights``)
+PARAMETRIC = tuple(op for op, d in REGISTRY.items() if d.parametric)
+
+__all__ = ["REGISTRY", "OpDef", "Field", "Ref", "Parsed", "OpInput", "get", "register",
+           "window_out", "OPS", "BINARY", "UNARY", "POOLS", "SPEC_FIELDS", "PARAMETRIC",
+           "family", "unary_activation"]

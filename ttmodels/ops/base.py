@@ -1,0 +1,196 @@
+"""What one op of the spec language is: ``OpDef``, the registry it goes into, and the small
+helpers op modules share.
+
+Each op (or family that shares everything: add/multiply/subtract, the unary activations, the
+pools) is one module of ``ttmodels.ops`` that builds ``OpDef`` entries and ``register``s them,
+the way Ultralytics' ``parse_model`` table or mmengine's ``@register_module`` make an op one
+entry. The entry holds every fact the rest of the library needs about the op:
+
+* ``fields``: its spec fields and their types (spec.py validates the keys against them; the docs
+  tables are checked against them);
+* ``arity`` and ``parse``: how many inputs it takes, the canonical ``Node.attrs`` and the output
+  shape (``parse`` gets an ``OpInput`` from the spec compiler and returns ``Parsed``);
+* ``params`` / ``prepare`` / ``prepared_shapes`` / ``batch_norms``: the parameter schema (state
+  dict keys and shapes), what the layer receives (BN folded), and which BatchNorm prefixes it
+  reads;
+* ``reference``: its float32 torch reference (``reference.ReferenceModel`` calls it);
+* ``plan``: the planner's hook (a ``planner._Planner`` method name); ``rules``: its layout-rule
+  check (``rules.check``), ``output``: the layout ttnn gives its output (``rules.output_layout``),
+  ``output_shape``: how rules derive its output [rows, C]; ``rule_op``: the ttnn op whose rules a
+  node obeys; ``follows_input``: why its output layout cannot be chosen (planner messages);
+* ``config``: its typed, frozen plan config (``plan_config.PlanConfig``: what the planner
+  decided, what the layer reads);
+* ``layer``: the layer class; ``sim_ops``: the ttnn functions the layer calls (the sim backend
+  provides each under the same name).
+
+Large implementations (a layer class, a planner method, a rules function) stay in their modules
+and are named here by a ``Ref`` (imported on first use: ``import ttmodels`` stays light and the
+op modules import neither torch nor the planner). ``tests/test_ops_registry.py`` walks the
+registry and resolves every reference.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..graph import Node, TensorShape
+from ..plan_config import PlanConfig
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+#: field types of the spec language (docs/spec.md)
+FIELD_TYPES = ("int", "pair", "pad4", "bool", "number", "choice", "act", "name", "range",
+               "tensor")
+
+
+@dataclass(frozen=True)
+class Field:
+    """One spec field of an op: its name and its type (one of FIELD_TYPES)."""
+    name: str
+    type: str
+
+    def __post_init__(self):
+        if self.type not in FIELD_TYPES:
+            raise ValueError(f"field {self.name}: unknown type {self.type!r}")
+
+
+@dataclass(frozen=True)
+class Ref:
+    """``"package.module:attr"``: an object imported on first use (a layer class, a rules
+    function), so the entry can name it without import cycles or heavy imports."""
+    path: str
+
+    def resolve(self) -> Any:
+        mod, _, attr = self.path.partition(":")
+        obj: Any = importlib.import_module(mod)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+        return obj
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """What an op's ``parse`` gives the spec compiler for one layer."""
+    attrs: dict[str, Any]
+    shape: TensorShape
+    weights: str | None = None      # state-dict key prefix of its parameters
+    bn: str | None = None           # key prefix of a BatchNorm folded into it
+    # named outputs (split): (name, shape) in order, each the tensor ``<layer>.<name>``, defined
+    # at the spec field ``outputs_field``; empty for single-output ops
+    outputs: tuple[tuple[str, TensorShape], ...] = ()
+    outputs_field: str = "name"
+
+
+def _no_params(node: Node) -> dict[str, tuple[int, ...]]:
+    return {}
+
+
+def _no_bns(node: Node) -> tuple[str, ...]:
+    return ()
+
+
+def _own_rule_op(node: Node) -> str:
+    return node.op
+
+
+@dataclass(frozen=True)
+class OpDef:
+    name: str
+    family: str                               # ops sharing a module: "binary", "unary", "pool"...
+    fields: tuple[Field, ...]                 # besides the common name, op, in, when, ...
+    arity: int | str                          # 1, 2 or "2+" inputs
+    parse: Callable[["OpInput"], Parsed]      # attrs and shape inference (spec.py)
+    reference: Callable                       # (ReferenceModel, node, env) -> NCHW float32
+    plan: str                                 # planner._Planner method that plans it
+    rules: Ref                                # rules check function (inputs, attrs, out, shapes)
+    output: Ref                               # rules function: the layout ttnn gives its output
+    layer: Ref                                # layers.<module>:<class>
+    sim_ops: tuple[str, ...]                  # ttnn functions the layer calls
+    params: Callable[[Node], dict[str, tuple[int, ...]]] = _no_params   # state-dict schema
+    prepare: Callable | None = None           # (node, take, f32, state_dict) -> layer params
+    prepared_shapes: Callable | None = None   # (node, expected) -> {param: shape}
+    init_random: Callable | None = None       # (node, weights.RandomInit) -> seeded random params
+    calibrate: Callable | None = None         # (model, node, env) -> output, setting BN stats
+    #                                           on the calibration batch (None: the reference)
+    batch_norms: Callable[[Node], tuple[str, ...]] = _no_bns   # BN key prefixes it reads
+    rule_op: Callable[[Node], str] = _own_rule_op
+    output_shape: str | None = None           # rules' output [rows, C] from the inputs' when attrs
+    #                                           lack it: "same", "broadcast", "concat" or None
+    follows_input: str | None = None          # why its output layout is its input's
+    tile_input: bool = False                  # wants TILE inputs (a pool before it outputs TILE)
+    config: type[PlanConfig] = PlanConfig     # its typed, frozen plan config (the planner's output)
+    doc: str = ""
+    attrs_doc: str = ""                       # its canonical Node.attrs after parse
+
+    @property
+    def field_names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.fields)
+
+    @property
+    def parametric(self) -> bool:
+        return self.params is not _no_params
+
+
+REGISTRY: dict[str, OpDef] = {}
+
+
+def register(*defs: OpDef) -> None:
+    for d in defs:
+        if d.name in REGISTRY:
+            raise ValueError(f"op {d.name!r} is registered twice")
+        REGISTRY[d.name] = d
+
+
+def get(op: str) -> OpDef:
+    d = REGISTRY.get(op)
+    if d is None:
+        raise KeyError(op)
+    return d
+
+
+class OpInput:
+    """What an op's ``parse`` sees of one layer (implemented by the spec compiler): the fields
+    (``f.int("out")``, ``f.pair(...)``, ``f.fail(msg, field)`` ...), the layer's name and input
+    tensors, their shapes, the constants."""
+    f: Any
+    name: str
+    ins: list[str]
+    op: str
+
+    def shape(self, i: int = 0) -> TensorShape: ...            # shape of input i (not a constant)
+    def shape_of(self, t: str) -> TensorShape: ...             # any tensor's shape
+    def is_constant(self, t: str) -> bool: ...
+    def check_broadcast(self, t: str, x: TensorShape) -> None: ...   # constant t against x
+    def tensor(self, k: str) -> tuple[str, TensorShape]: ...  # a tensor named by field k
+    def key(self, k: str = "weights", default: str | None = None) -> str | None: ...
+
+
+def window_out(n: int, k: int, s: int, p0: int, p1: int, d: int, ceil: bool,
+               symmetric: bool = True) -> int:
+    """PyTorch's output size of a conv / pool window along one axis."""
+    span = n + p0 + p1 - d * (k - 1) - 1
+    if span < 0:
+        return 0
+    o = (-(-span // s) if ceil else span // s) + 1
+    # PyTorch: the last window must start inside the input or the left padding. Asymmetric pools
+    # are run on an explicitly padded input (pad 0), so the bound is then the padded size.
+    if ceil and (o - 1) * s >= (n + p0 if symmetric else n + p0 + p1):
+        o -= 1
+    return o
+
+
+def pads(padding) -> tuple[int, int, int, int]:
+    t, b, l, r = (int(v) for v in padding)
+    return t, b, l, r
+
+
+def activation(y: "torch.Tensor", act, node: Node) -> "torch.Tensor":
+    """The float32 torch reference of a (fused) activation, errors naming the layer."""
+    from .. import activations
+    from ..errors import Error
+    try:
+        return activations.torch_apply(act, y)
+    except ValueError as e:
+        raise Error(f"layer '{node.name}': {e}") from None

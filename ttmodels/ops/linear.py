@@ -1,0 +1,108 @@
+"""linear: a fully connected layer on a per-image vector ``[N, 1, 1, C]`` (after a global pool),
+torch's ``[out, in]`` weight, an activation fused."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..graph import Node, TensorShape
+from ..layout import MemSpec
+from ..plan_config import PlanConfig
+from .base import Field, OpDef, Parsed, Ref, activation, register
+from .conv2d import need_prefix
+
+
+def parse(x) -> Parsed:
+    f, s = x.f, x.shape(0)
+    if s.h != 1 or s.w != 1:
+        raise f.fail(f"linear needs a vector input ([N, 1, 1, C]), '{x.ins[0]}' is {s}; "
+                     "add a global_avg_pool first", "in")
+    out = f.int("out")
+    if "in_features" in f.src and f.int("in_features") != s.c:
+        raise f.fail(f"channel mismatch: in_features is {f.int('in_features')} but "
+                     f"'{x.ins[0]}' has {s.c} channels", "in_features")
+    attrs = dict(in_features=s.c, out_features=out, bias=f.bool("bias", True),
+                 activation=f.act())
+    return Parsed(attrs, TensorShape(s.n, 1, 1, out), weights=x.key("weights"))
+
+
+def params(node: Node) -> dict[str, tuple[int, ...]]:
+    a, p = node.attrs, need_prefix(node)
+    out = {f"{p}.weight": (int(a["out_features"]), int(a["in_features"]))}
+    if a.get("bias"):
+        out[f"{p}.bias"] = (int(a["out_features"]),)
+    return out
+
+
+def reference(model, node: Node, env):
+    import torch.nn.functional as F
+    x, p, a = model.operand(node.inputs[0], env), node.weights, node.attrs
+    w = model.params[f"{p}.weight"]
+    b = model.params.get(f"{p}.bias") if a.get("bias") else None
+    y = F.linear(x.flatten(1), w, b)
+    return activation(y, a.get("activation"), node)[:, :, None, None]
+
+
+def init_random(node: Node, r) -> dict:
+    """N(0, 1/in) weights, small biases."""
+    import math
+
+    import torch
+    p, g = node.weights, r.g
+    out_f, in_f = r.expected[f"{p}.weight"]
+    sd = {f"{p}.weight": torch.randn(out_f, in_f, generator=g) / math.sqrt(in_f)}
+    if node.attrs.get("bias"):
+        sd[f"{p}.bias"] = (torch.rand(out_f, generator=g) - 0.5) * 0.02
+    return sd
+
+
+def calibrate(model, node: Node, env):
+    """Weights rescaled so that the logits are O(1) on the calibration batch."""
+    import math
+    x = model.operand(node.inputs[0], env).flatten(1)
+    rms = float(x.pow(2).sum(dim=1).mean().sqrt())
+    if rms > 0:
+        model.params[f"{node.weights}.weight"] *= math.sqrt(x.shape[1]) / rms
+    return reference(model, node, env)
+
+
+def prepare(node: Node, take, f32, state_dict) -> dict:
+    p = node.weights
+    w = take(f"{p}.weight")
+    b = take(f"{p}.bias") if node.attrs.get("bias") else None
+    out = {"weight": f32(w)}
+    if b is not None:
+        out["bias"] = f32(b)
+    return out
+
+
+def prepared_shapes(node: Node, expected: dict) -> dict:
+    d = {"weight": expected[f"{node.weights}.weight"]}
+    if node.attrs.get("bias"):
+        d["bias"] = (d["weight"][0],)
+    return d
+
+
+@dataclass(frozen=True)
+class LinearPlan(PlanConfig):
+    """A planned linear (the head): output dtype and memory, program config (None: ttnn's auto),
+    the fused activation."""
+    dtype: str | None = None
+    memory_config: MemSpec | None = None
+    program_config: Any = None
+    activation: str | None = None
+
+
+register(OpDef(
+    "linear", "linear",
+    fields=(Field("out", "int"), Field("bias", "bool"), Field("act", "act"),
+            Field("weights", "name"), Field("in_features", "int")),
+    arity=1, parse=parse, reference=reference, plan="plan_linear",
+    rules=Ref("ttmodels.rules:_c_linear"), output=Ref("ttmodels.rules:_out_linear"),
+    layer=Ref("ttmodels.layers.linear:Linear"),
+    sim_ops=("linear",), tile_input=True, config=LinearPlan, init_random=init_random,
+    calibrate=calibrate, params=params, prepare=prepare, prepared_shapes=prepared_shapes,
+    follows_input="linear runs interleaved (no sharded program config is planned)",
+    doc="fully connected on [N, 1, 1, C]",
+    attrs_doc="in_features, out_features, bias (bool), activation",
+))
