@@ -8,7 +8,8 @@ build times. Not a test: it prints figures (the README's benchmark table is its 
 latency  sim/torch median latency, the two called alternately (sim, torch, sim, ...) in this
          process so that machine load hits both alike; resnet50 at batch 1/2/8 (224x224) and at
          320/448 (batch 1), both profiles (default; tt-perf = bfloat8_b activations, LoFi), the
-         BEVDet-R50 encoder at batch 6 (256x704). Torch: torchvision's resnet50 / the
+         BEVDet-R50 encoder at batch 6 (256x704), mobilenet_v2, efficientnet_b0, resnext50_32x4d
+         and wide_resnet50_2 at batch 1 (torchvision's modules). Torch: torchvision's resnet50 / the
          tests/bevdet_reference.py encoder, float32, eval, no_grad. CPU-time ratios (process time
          of both threads) are printed too: they move less with load than wall-clock ones.
 memory   peak RSS and RSS growth over the process's imports, each side built and run once in its
@@ -61,6 +62,11 @@ LATENCY = (
     Case("resnet50-b8-tt-perf", "resnet50", 8, (224, 224), "tt-perf"),
     Case("bevdet-b6", BEVDET, 6, (256, 704)),
     Case("bevdet-b6-tt-perf", BEVDET, 6, (256, 704), "tt-perf"),
+    # the op-vocabulary models (torchvision's own modules on the same weights)
+    Case("mobilenet_v2-b1", "mobilenet_v2", 1, (224, 224)),
+    Case("efficientnet_b0-b1", "efficientnet_b0", 1, (224, 224)),
+    Case("resnext50_32x4d-b1", "resnext50_32x4d", 1, (224, 224)),
+    Case("wide_resnet50_2-b1", "wide_resnet50_2", 1, (224, 224)),
 )
 MEMORY = ("resnet50-b1", "resnet50-b8", "bevdet-b6")
 BUILD = (Case("resnet50-b1", "resnet50", 1, (224, 224)), Case("bevdet-b6", BEVDET, 6, (256, 704)))
@@ -74,7 +80,7 @@ def torch_model(case: Case, sd):
         from bevdet_reference import BEVDetEncoderReference, load_into
         return load_into(BEVDetEncoderReference(), sd)
     import torchvision
-    m = torchvision.models.resnet50()
+    m = getattr(torchvision.models, case.spec)()
     m.load_state_dict(sd)
     return m.eval()
 
