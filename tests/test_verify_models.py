@@ -110,8 +110,12 @@ def test_conv_transpose_and_split_l1_estimates_within_10_percent(reports):
 
 
 # ---- issue 15: plans fit L1 by ttnn's own accounting --------------------------------------------
-FIT_MODELS = ("resnet50-b16", "resnet50-b32", "bevdet-b6-256x704", "my_backbone",
-              "resnext50_32x4d-b1", "wide_resnet50_2-b1")
+LIVE_MODELS = ("resnet50-b16", "resnet50-b32", "bevdet-b6-256x704", "my_backbone",
+               "resnext50_32x4d-b1", "wide_resnet50_2-b1", "mobilenet_v2-b1")
+# efficientnet_b0 fits by far (peak 0.5 MB) but its squeeze-and-excitation path is not modelled
+# to 10 % yet (docs/layouts.md, "Liveness-aware L1": the global pool of a small map, 1x1 convs on
+# 1x1 maps and the broadcast multiply, on figures of 16-200 KB)
+FIT_MODELS = LIVE_MODELS + ("efficientnet_b0-b1",)
 
 
 @pytest.mark.parametrize("key", FIT_MODELS)
@@ -128,7 +132,7 @@ def test_every_step_fits_the_l1_bank_by_ttnn_accounting(reports, key):
     assert all(st.total <= plan.l1_budget for st in plan.step_l1)
 
 
-@pytest.mark.parametrize("key", FIT_MODELS)
+@pytest.mark.parametrize("key", LIVE_MODELS)
 def test_live_l1_within_10_percent_of_ttnn_at_every_step(reports, key):
     """The plan's per-step live L1 (liveness.step_figures: the op, every other live tensor, and
     the previous program's CBs that ttnn still holds) against ttnn's timeline figure for the
