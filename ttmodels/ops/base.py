@@ -194,3 +194,16 @@ def activation(y: "torch.Tensor", act, node: Node) -> "torch.Tensor":
         return activations.torch_apply(act, y)
     except ValueError as e:
         raise Error(f"layer '{node.name}': {e}") from None
+
+
+def prepare_weight_bias(node: Node, take, f32, state_dict=None) -> dict:
+    """``prepare`` of an op whose parameters are ``<weights>.weight`` and an optional
+    ``<weights>.bias``, used as they are (float32 copies): linear, conv_transpose2d, and conv2d
+    without a BatchNorm to fold."""
+    p = node.weights
+    w = take(f"{p}.weight")
+    b = take(f"{p}.bias") if node.attrs.get("bias") else None
+    out = {"weight": f32(w)}
+    if b is not None:
+        out["bias"] = f32(b)
+    return out

@@ -8,7 +8,8 @@ from typing import Any
 from ..graph import Node, TensorShape
 from ..layout import MemSpec
 from ..plan_config import PlanConfig, SliceConfig, optional
-from .base import Field, OpDef, Parsed, Ref, activation, pads, register, window_out
+from .base import (Field, OpDef, Parsed, Ref, activation, pads, prepare_weight_bias,
+                   register, window_out)
 
 BN_EPS = 1e-5
 BN_PARAMS = ("weight", "bias", "running_mean", "running_var")
@@ -149,20 +150,16 @@ def _rescale_to_unit_rms(model, node: Node, y):
 def prepare(node: Node, take, f32, state_dict) -> dict:
     """weight [O, I/groups, kh, kw] and bias [O], any BatchNorm folded in (bias present iff the
     conv has a bias or a BN)."""
+    if not node.bn:
+        return prepare_weight_bias(node, take, f32)
     from ..weights import fold_batchnorm
-    p = node.weights
+    p, bn = node.weights, node.bn
     w = take(f"{p}.weight")
     b = take(f"{p}.bias") if node.attrs.get("bias") else None
-    if node.bn:
-        bn = node.bn
-        w2, b2 = fold_batchnorm(w, b, take(f"{bn}.weight"), take(f"{bn}.bias"),
-                                take(f"{bn}.running_mean"), take(f"{bn}.running_var"))
-        del w
-        return {"weight": w2, "bias": b2}
-    out = {"weight": f32(w)}
-    if b is not None:
-        out["bias"] = f32(b)
-    return out
+    w2, b2 = fold_batchnorm(w, b, take(f"{bn}.weight"), take(f"{bn}.bias"),
+                            take(f"{bn}.running_mean"), take(f"{bn}.running_var"))
+    del w
+    return {"weight": w2, "bias": b2}
 
 
 def prepared_shapes(node: Node, expected: dict) -> dict:

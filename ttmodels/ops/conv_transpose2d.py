@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from ..graph import Node, TensorShape
-from .base import Field, OpDef, Parsed, Ref, activation, register
+from .base import Field, OpDef, Parsed, Ref, activation, prepare_weight_bias, register
 from .conv2d import Conv2dPlan, _rescale_to_unit_rms, need_prefix
 
 
@@ -88,16 +88,6 @@ def calibrate(model, node: Node, env):
     return activation(y, node.attrs.get("activation"), node)
 
 
-def prepare(node: Node, take, f32, state_dict) -> dict:
-    p = node.weights
-    w = take(f"{p}.weight")
-    b = take(f"{p}.bias") if node.attrs.get("bias") else None
-    out = {"weight": f32(w)}
-    if b is not None:
-        out["bias"] = f32(b)
-    return out
-
-
 def prepared_shapes(node: Node, expected: dict) -> dict:
     d = {"weight": expected[f"{node.weights}.weight"]}
     if node.attrs.get("bias"):
@@ -133,7 +123,7 @@ register(OpDef(
     layer=Ref("ttmodels.layers.conv_transpose:ConvTranspose2d"),
     sim_ops=("conv_transpose2d", "prepare_conv_transpose2d_weights",
              "prepare_conv_transpose2d_bias"),
-    params=params, prepare=prepare, prepared_shapes=prepared_shapes, init_random=init_random,
+    params=params, prepare=prepare_weight_bias, prepared_shapes=prepared_shapes, init_random=init_random,
     calibrate=calibrate, config=ConvTranspose2dPlan,
     doc="transposed convolution (torch.nn.ConvTranspose2d), activation fused",
     attrs_doc="in_channels, out_channels, kernel, stride, padding (top, bottom, left, right; "

@@ -8,7 +8,7 @@ from typing import Any
 from ..graph import Node, TensorShape
 from ..layout import MemSpec
 from ..plan_config import PlanConfig
-from .base import Field, OpDef, Parsed, Ref, activation, register
+from .base import Field, OpDef, Parsed, Ref, activation, prepare_weight_bias, register
 from .conv2d import need_prefix
 
 
@@ -66,16 +66,6 @@ def calibrate(model, node: Node, env):
     return reference(model, node, env)
 
 
-def prepare(node: Node, take, f32, state_dict) -> dict:
-    p = node.weights
-    w = take(f"{p}.weight")
-    b = take(f"{p}.bias") if node.attrs.get("bias") else None
-    out = {"weight": f32(w)}
-    if b is not None:
-        out["bias"] = f32(b)
-    return out
-
-
 def prepared_shapes(node: Node, expected: dict) -> dict:
     d = {"weight": expected[f"{node.weights}.weight"]}
     if node.attrs.get("bias"):
@@ -101,7 +91,7 @@ register(OpDef(
     rules=Ref("ttmodels.rules:_c_linear"), output=Ref("ttmodels.rules:_out_linear"),
     layer=Ref("ttmodels.layers.linear:Linear"),
     sim_ops=("linear",), tile_input=True, config=LinearPlan, init_random=init_random,
-    calibrate=calibrate, params=params, prepare=prepare, prepared_shapes=prepared_shapes,
+    calibrate=calibrate, params=params, prepare=prepare_weight_bias, prepared_shapes=prepared_shapes,
     follows_input="linear runs interleaved (no sharded program config is planned)",
     doc="fully connected on [N, 1, 1, C]",
     attrs_doc="in_features, out_features, bias (bool), activation",
