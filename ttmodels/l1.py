@@ -312,8 +312,10 @@ def pool_l1(*, in_layout: TensorLayout, out_layout: TensorLayout, in_rows: int, 
     return L1Estimate(sum(parts.values()), parts)
 
 
-# Measured on the mock device (bf16): the global pool's reduce program, and the tilize that
-# follows it for a TILE output (its last program: what the next op inherits)
+# Measured on the mock device (bf16): the global pool's reduce program (resnet50's 7x7 maps),
+# and the tilize that follows it for a TILE output (its last program: what the next op
+# inherits). Large maps run two reduces instead (efficientnet_b0's 112x112 squeeze: s2i,
+# reduce, reduce), which the estimate does not model (docs/layouts.md).
 REDUCE_CBS = 18432
 TILIZE_CBS = 8192
 
@@ -324,16 +326,23 @@ def global_pool_last_cbs(out_layout: TensorLayout) -> int:
 
 
 def _untilize_cbs(rows: int, c: int) -> int:
-    """CBs of untilize_with_unpadding on an interleaved [rows, c] TILE tensor (the global pool's
-    middle phase). untilize_with_unpadding_device_operation.cpp select_program_factory: the
-    block factory (width split in blocks) when a row has more than 32 tiles and is wider than
-    the column is tall (up to 32 tiles); measured on the mock device as 2 x 4096 B at ResNet50
-    batch 1 (batch 16: 2 x 12288 + 2 x 8192, an explained gap). Otherwise the row factory: its
-    in and out CBs each hold two whole tile rows (batch 32: 2 x 262,144 B measured)."""
+    """CBs of the global pool's middle phase on an interleaved [rows, c] TILE tensor, in and
+    out CB alike (measured on the mock device):
+
+    * no padding to strip (rows and channels whole tiles): ttnn.untilize, whose CBs each hold
+      two rows of tiles (resnet50 batch 32: 2 x 262,144 B);
+    * else untilize_with_unpadding (untilize_with_unpadding_device_operation.cpp
+      select_program_factory): the block factory, width split in blocks, when a row has more
+      than 32 tiles and is wider than the column is tall (up to 32 tiles): 2 x 4096 B at
+      resnet50 batch 1 (batch 16: 2 x 12288 + 2 x 8192, an explained gap); otherwise the row
+      factory, one row of tiles per CB (efficientnet_b0's squeeze: 2 x 16,384 B for 8 tiles)."""
     per_row, per_col = -(-c // TILE), -(-rows // TILE)
+    row = per_row * tile_bytes("bfloat16")
+    if rows % TILE == 0 and c % TILE == 0:
+        return 2 * 2 * row
     if per_row > TILE and per_col <= TILE and per_row > per_col:
         return 8192
-    return 2 * 2 * per_row * tile_bytes("bfloat16")
+    return 2 * row
 
 
 def eltwise_l1(*, inputs: list[tuple[TensorLayout, int, int]], out_layout: TensorLayout,
