@@ -282,7 +282,7 @@ def pool_l1(*, in_layout: TensorLayout, out_layout: TensorLayout, in_rows: int, 
         s2i = per_core_bytes(tiled, in_rows, c) if in_layout.memory.sharded else 0
         rm = per_core_bytes(TensorLayout(L1_INTERLEAVED, "row_major", "bfloat16"), in_rows, c)
         out = parts["output"]
-        cbs = {"s2i": 0, "untilize": _untilize_cbs(in_rows, c), "reduce": REDUCE_CBS}
+        cbs = {"s2i": 0, "untilize": _untilize_cbs(in_rows, c), "reduce": reduce_cbs(kh * kw)}
         phases = {"s2i": s2i, "untilize": s2i + rm + cbs["untilize"],
                   "reduce": rm + out + cbs["reduce"]}
         worst = max(phases, key=phases.get)
@@ -312,17 +312,24 @@ def pool_l1(*, in_layout: TensorLayout, out_layout: TensorLayout, in_rows: int, 
     return L1Estimate(sum(parts.values()), parts)
 
 
-# Measured on the mock device (bf16): the global pool's reduce program (resnet50's 7x7 maps),
-# and the tilize that follows it for a TILE output (its last program: what the next op
-# inherits). Large maps run two reduces instead (efficientnet_b0's 112x112 squeeze: s2i,
-# reduce, reduce), which the estimate does not model (docs/layouts.md).
-REDUCE_CBS = 18432
+# Measured on the mock device (bf16): the tilize that follows the global pool's reduce for a
+# TILE output (its last program then: what the next op inherits)
 TILIZE_CBS = 8192
 
 
-def global_pool_last_cbs(out_layout: TensorLayout) -> int:
-    """The CBs of the global pool's last program (reduce, then tilize for a TILE output)."""
-    return TILIZE_CBS if out_layout.layout == "tile" else REDUCE_CBS
+def reduce_cbs(hw: int) -> int:
+    """CBs of the global pool's (last) reduce over maps of ``hw`` pixels, measured on the mock
+    device: from 28x28 up ttnn reduces in two stages, the last with 30,720 B of CBs
+    (efficientnet_b0's squeezes); below, one reduce holding a column of the map's tiles beside
+    14,336 B of fixed CBs (18,432 B for 7x7 maps, 28,672 B for 14x14)."""
+    if hw >= 28 * 28:
+        return 30720
+    return 14336 + -(-hw // TILE) * tile_bytes("bfloat16")
+
+
+def global_pool_last_cbs(out_layout: TensorLayout, kernel: tuple[int, int]) -> int:
+    """The CBs of the global pool's last program: the reduce, then a tilize for a TILE output."""
+    return TILIZE_CBS if out_layout.layout == "tile" else reduce_cbs(kernel[0] * kernel[1])
 
 
 def _untilize_cbs(rows: int, c: int) -> int:
@@ -362,6 +369,19 @@ def eltwise_l1(*, inputs: list[tuple[TensorLayout, int, int]], out_layout: Tenso
         parts["out_cb"] = 2 * tile_bytes(out_layout.dtype if out_layout.layout == "tile"
                                          else "bfloat16")
     return L1Estimate(sum(parts.values()), parts)
+
+
+def with_unborrowed_binary_cbs(est: L1Estimate) -> L1Estimate:
+    """A sharded binary_ng op with a broadcast operand (off its native L1-sharded path) streams
+    every operand through CBs of its own instead of borrowing their buffers: four of two bf16
+    tiles each, measured on the mock device (efficientnet_b0's SE multiply: 4 x 4096 B; a
+    same-shape add off the native path, resnet50 batch 2's layer3 adds, borrows). The CBs
+    ``eltwise_l1`` already counts for interleaved operands are part of them."""
+    counted = sum(v for k, v in est.parts.items() if classify_part(k) == "cb")
+    extra = max(0, 4 * 2 * tile_bytes("bfloat16") - counted)
+    if not extra:
+        return est
+    return L1Estimate(est.total + extra, {**est.parts, "binary_cbs": extra})
 
 
 def linear_l1(*, in_layout: TensorLayout, out_layout: TensorLayout, rows: int, k: int, n: int,

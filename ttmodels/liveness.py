@@ -155,7 +155,7 @@ def layer_cbs(layer) -> int:
     if layer.node.op == "conv2d" and layer.config.slice:
         return 0
     if layer.node.op == "global_avg_pool":      # three programs; the last one's CBs
-        return global_pool_last_cbs(layer.output)
+        return global_pool_last_cbs(layer.output, tuple(layer.config.kernel))
     # a pool's halo program (its first) releases its own CBs when the pool program starts
     return layer_parts(layer)["cb"] - int((layer.config.l1_parts or {}).get("halo_cb", 0))
 

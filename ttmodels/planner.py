@@ -1025,6 +1025,8 @@ class _Planner:
                                  out_layout=out, out_rows=node.shape.rows, c=node.shape.c,
                                  output_aliases_input=0)
         native = R.is_native_binary_sharding(a, b, out.memory, shapes[ia], shapes[ib])
+        if not native and shapes[ia] != shapes[ib] and (a.memory.sharded or b.memory.sharded):
+            est = l1m.with_unborrowed_binary_cbs(est)
         config = BinaryPlan(swap_operands=swap, dtype=dtype, memory_config=req,
                             native_l1_sharding=native,
                             broadcast="per_image" if per_image else (
