@@ -29,8 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-from .graph import Graph, Node
-from .l1 import bank_bytes, global_pool_last_cbs, layer_parts
+from .graph import TILE, Graph, Node
+from .l1 import bank_bytes, global_pool_last_cbs, layer_parts, tile_bytes
 from .layout import TensorLayout
 
 
@@ -183,7 +183,7 @@ def adapter_cbs(a, c: int) -> int:
         return 0
     m = a.before.memory if a.before.memory.sharded else a.after.memory
     width = m.shard_shape[1] if m.sharded else c
-    return 2 * -(-width // 32) * 2048
+    return 2 * -(-width // TILE) * tile_bytes("bfloat16")
 
 
 def _executor_order(adapters: Sequence) -> list:

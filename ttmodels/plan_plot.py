@@ -247,7 +247,7 @@ def plot_data(plan, verify_records=None, *, title: str | None = None,
         parts = layer_parts(pl)
         live, named = layer_live(pl)
         others = sum(v for _, v in named)
-        carried = max(live - others, 0) if named or live else 0
+        carried = max(live - others, 0)
         live -= carried
         m = pl.output.memory
         bars.append(LayerBar(

@@ -626,14 +626,19 @@ class _Planner:
                 f"({best['kind']}, {best['est']}), over the {self.op_budget} B of L1 per core left "
                 f"by the {self.budget} B bank of {self.arch} and the tensors alive around it"
                 f"{sliced}; use a smaller input size or batch", layer=node.name)
-        c = fit
+        return self.conv_on_candidate(node, x, fit, "conv")
+
+    def conv_on_candidate(self, node: Node, x: TensorLayout, c: dict, what: str) -> PlannedLayer:
+        """The planned conv for candidate ``c``: a sharded producer on other cores is resharded
+        to the candidate's input spec (conv2d keeps a sharded input's grid), and an interleaved
+        policy asks its output memory config."""
         cin = x
         if self.with_adapters and x.memory.sharded and x.memory != c["conv_in"].memory:
             cin = self.adapt(node, 0, x, "reshard", replace(c["conv_in"], layout=x.layout),
-                             f"conv wants its input {c['kind']} on {c['pc'].num_cores} cores; "
+                             f"{what} wants its input {c['kind']} on {c['pc'].num_cores} cores; "
                              f"producer gives {x.memory.short()}")
         requested = self.requested_memory(node, node.shape.rows, node.shape.c) \
-            if policy.kind == INTERLEAVED else None
+            if node.layout.kind == INTERLEAVED else None
         return self.conv_layer(node, cin, c, requested)
 
     def conv_layer(self, node: Node, cin: TensorLayout, c: dict, requested: MemSpec | None
@@ -1196,14 +1201,7 @@ class _Planner:
                 f"({best['kind']}, {best['est']}), over the {self.op_budget} B left by the "
                 f"{self.budget} B bank of {self.arch} and the tensors alive around it (it is not "
                 "DRAM-sliced); use a smaller input size or batch", layer=node.name)
-        cin = x
-        if self.with_adapters and x.memory.sharded and x.memory != fit["conv_in"].memory:
-            cin = self.adapt(node, 0, x, "reshard", replace(fit["conv_in"], layout=x.layout),
-                             f"conv_transpose2d wants its input {fit['kind']} on "
-                             f"{fit['pc'].num_cores} cores; producer gives {x.memory.short()}")
-        requested = self.requested_memory(node, node.shape.rows, node.shape.c) \
-            if policy.kind == INTERLEAVED else None
-        layer = self.conv_layer(node, cin, fit, requested)
+        layer = self.conv_on_candidate(node, x, fit, "conv_transpose2d")
         a = node.attrs
         layer.config = ConvTranspose2dPlan.of(layer.config, kernel=tuple(a["kernel"]),
                                               padding=tuple(a["padding"]),

@@ -75,7 +75,35 @@ def slice_config(tt, planned: PlannedLayer):
     return tt.Op2DSliceConfig(slice_type=getattr(tt, kind), num_slices=int(sl.num_slices))
 
 
-class Conv2d(Layer):
+class ConvLayer(Layer):
+    """What the conv2d and conv_transpose2d layers share: channels, groups and kernel from the
+    attrs, the weights sent once as float32 host tensors (one copy per chip on a mesh), and the
+    geometry keywords of the op and its weight/bias preparation."""
+
+    def _read_conv_attrs(self) -> None:
+        a = self.attrs
+        self.in_channels, self.out_channels = int(a["in_channels"]), int(a["out_channels"])
+        self.groups = int(a.get("groups", 1))
+        self.kernel = tuple(int(k) for k in a["kernel"])
+
+    def _host_tensors(self, w, b):
+        tt, rep = self.tt, common.replicated(self.backend)
+        weight = tt.from_torch(w, dtype=tt.float32, **rep)
+        bias = None if b is None else tt.from_torch(b.reshape(1, 1, 1, -1), dtype=tt.float32,
+                                                    **rep)
+        return weight, bias
+
+    def _geometry(self) -> dict:
+        """The conv's keyword arguments shared by the op and the weight/bias preparation."""
+        s, a = self.input_shape(0), self.attrs
+        return dict(device=self.device, in_channels=self.in_channels, out_channels=self.out_channels,
+                    batch_size=s.n, input_height=s.h, input_width=s.w, kernel_size=list(self.kernel),
+                    stride=[int(v) for v in a.get("stride", (1, 1))],
+                    padding=conv_padding(a.get("padding", (0, 0, 0, 0))),
+                    dilation=[int(v) for v in a.get("dilation", (1, 1))], groups=self.groups)
+
+
+class Conv2d(ConvLayer):
     """``weight`` [O, I/groups, kh, kw] and optional ``bias`` [O], float32 with BN folded.
 
     Weights go to the backend once as float32 host tensors and are prepared at construction with
@@ -86,10 +114,7 @@ class Conv2d(Layer):
 
     def __init__(self, planned, params, backend, **kw):
         super().__init__(planned, params, backend, **kw)
-        a = self.attrs
-        self.in_channels, self.out_channels = int(a["in_channels"]), int(a["out_channels"])
-        self.groups = int(a.get("groups", 1))
-        self.kernel = tuple(int(k) for k in a["kernel"])
+        self._read_conv_attrs()
         if self.in_channels % self.groups:
             raise LayoutError(f"in_channels {self.in_channels} is not divisible by groups "
                               f"{self.groups}", layer=self.name)
@@ -103,25 +128,13 @@ class Conv2d(Layer):
             return
         self.conv_config = conv2d_config(tt, planned)
         self.slice_config = slice_config(tt, planned)
-        rep = common.replicated(self.backend)   # one copy per chip on a mesh
-        weight = tt.from_torch(w, dtype=tt.float32, **rep)
-        bias = None if b is None else tt.from_torch(b.reshape(1, 1, 1, -1), dtype=tt.float32,
-                                                    **rep)
+        weight, bias = self._host_tensors(w, b)
         if getattr(backend, "name", None) == "ttnn-mock":
             # ttmodels.verify captures each step's ttnn calls (and errors) on the mock device:
             # there conv2d prepares its weights itself on the first call, inside its step
             self.weight, self.bias, self.prepared = weight, bias, False
         else:
             self._prepare(weight, bias)
-
-    def _geometry(self) -> dict:
-        """The conv's keyword arguments shared by conv2d and the weight/bias preparation."""
-        s, a = self.input_shape(0), self.attrs
-        return dict(device=self.device, in_channels=self.in_channels, out_channels=self.out_channels,
-                    batch_size=s.n, input_height=s.h, input_width=s.w, kernel_size=list(self.kernel),
-                    stride=[int(v) for v in a.get("stride", (1, 1))],
-                    padding=conv_padding(a.get("padding", (0, 0, 0, 0))),
-                    dilation=[int(v) for v in a.get("dilation", (1, 1))], groups=self.groups)
 
     def _prepare(self, weight, bias) -> None:
         """Prepare the weights at build time with ttnn.prepare_conv_weights / prepare_conv_bias

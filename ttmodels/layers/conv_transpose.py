@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from ..backends import common
 from ..errors import LayoutError
-from .base import Layer
-from .conv2d import conv2d_config, conv_padding
+from .conv2d import ConvLayer, conv2d_config
 
 
-class ConvTranspose2d(Layer):
+class ConvTranspose2d(ConvLayer):
     """``weight`` [Cin, Cout/groups, kh, kw] (torch's ConvTranspose2d, ``weights_format="IOHW"``)
     and optional ``bias`` [Cout], float32. Prepared at construction with
     ``ttnn.prepare_conv_transpose2d_weights`` / ``prepare_conv_transpose2d_bias`` (which mirror
@@ -18,31 +17,16 @@ class ConvTranspose2d(Layer):
 
     def __init__(self, planned, params, backend, **kw):
         super().__init__(planned, params, backend, **kw)
-        a = self.attrs
-        self.in_channels, self.out_channels = int(a["in_channels"]), int(a["out_channels"])
-        self.groups = int(a.get("groups", 1))
-        self.kernel = tuple(int(k) for k in a["kernel"])
+        self._read_conv_attrs()
         w = self.param("weight", shape=(self.in_channels, self.out_channels // self.groups,
                                         *self.kernel))
         b = self.param("bias", required=False, shape=(self.out_channels,))
-        tt = self.tt
-        self.conv_config = conv2d_config(tt, planned)
-        rep = common.replicated(self.backend)
-        weight = tt.from_torch(w, dtype=tt.float32, **rep)
-        bias = None if b is None else tt.from_torch(b.reshape(1, 1, 1, -1), dtype=tt.float32,
-                                                    **rep)
+        self.conv_config = conv2d_config(self.tt, planned)
+        weight, bias = self._host_tensors(w, b)
         if getattr(backend, "name", None) == "ttnn-mock":
             self.weight, self.bias = weight, bias
         else:
             self._prepare(weight, bias)
-
-    def _geometry(self) -> dict:
-        s, a = self.input_shape(0), self.attrs
-        return dict(device=self.device, in_channels=self.in_channels,
-                    out_channels=self.out_channels, batch_size=s.n, input_height=s.h,
-                    input_width=s.w, kernel_size=list(self.kernel),
-                    stride=[int(v) for v in a["stride"]], padding=conv_padding(a["padding"]),
-                    dilation=[int(v) for v in a["dilation"]], groups=self.groups)
 
     def _prepare(self, weight, bias) -> None:
         tt, x = self.tt, self.planned.inputs[0]

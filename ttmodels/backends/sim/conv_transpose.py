@@ -29,7 +29,8 @@ from ...errors import Error
 from . import types as T
 from .ops import (DEVICE_GRID, _apply_unary, _check_prepared, _conv_weight_form, _emit, _fidelity,
                   _is_mm_conv, _layout_name, _matmul_bias, _operand, _out_layout, _pad4, _pair,
-                  _prepare_bias, _prepare_weight, _weights_dtype)
+                  _prepare_bias, _prepare_weight, _weights_dtype, _cached_preparation,
+                  _remember_preparation)
 from .tensor import SimTensor, _check, _on_device, current_layer, dtype_name
 
 OP = "conv_transpose2d"
@@ -64,10 +65,9 @@ def _prepare_transposed(weight: SimTensor, *, in_channels, out_channels, kernel,
                         input_layout, device, mirror_kernel, matmul) -> SimTensor:
     weight._live("prepare_conv_transpose2d_weights")
     key = ("wt", in_channels, out_channels, tuple(kernel), groups, wdtype, input_layout, bool(mirror_kernel))
-    if weight._cache is not None and key in weight._cache:
-        return weight._cache[key]
-    if weight._prep is not None:
-        raise Error(f"{current_layer(OP)}: weight is already prepared")
+    hit = _cached_preparation(weight, key, OP)
+    if hit is not None:
+        return hit
     w = weight._data.float()
     kh, kw = kernel
     if tuple(w.shape) != (in_channels, out_channels // groups, kh, kw):
@@ -82,10 +82,7 @@ def _prepare_transposed(weight: SimTensor, *, in_channels, out_channels, kernel,
                           groups=groups, wdtype=wdtype, input_layout=input_layout, device=device,
                           matmul=matmul)
     out._prep = dict(out._prep, kind="conv_transpose_weight", mirror_kernel=bool(mirror_kernel))
-    if weight._cache is None:
-        weight._cache = {}
-    weight._cache[key] = out
-    return out
+    return _remember_preparation(weight, key, out)
 
 
 def prepare_conv_transpose2d_weights(*, weight_tensor, input_memory_config, input_layout, weights_format,

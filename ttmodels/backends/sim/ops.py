@@ -197,10 +197,9 @@ def _prepare_weight(weight: SimTensor, *, in_channels: int, out_channels: int, k
     global prepare_count
     weight._live("prepare_conv_weights")
     key = _prep_key(in_channels, out_channels, kernel, groups, wdtype, input_layout)
-    if weight._cache is not None and key in weight._cache:
-        return weight._cache[key]
-    if weight._prep is not None:
-        raise Error(f"{current_layer('conv2d')}: weight is already prepared")
+    hit = _cached_preparation(weight, key, "conv2d")
+    if hit is not None:
+        return hit
     w = weight._data.float()
     kh, kw = kernel
     if tuple(w.shape) != (out_channels, in_channels // groups, kh, kw):
@@ -234,6 +233,20 @@ def _prepare_weight(weight: SimTensor, *, in_channels: int, out_channels: int, k
                  "kernel": (kh, kw), "groups": groups, "dtype": wdtype, "cin_pad": cin_pad}
     out._cache = form
     out._lazy = lambda: _weight_matrix(out)
+    return _remember_preparation(weight, key, out)
+
+
+def _cached_preparation(weight: SimTensor, key: tuple, op: str) -> SimTensor | None:
+    """The weight's earlier preparation under ``key`` (layers prepare once per backend and
+    geometry), or None; a tensor that is itself a prepared weight is refused."""
+    if weight._cache is not None and key in weight._cache:
+        return weight._cache[key]
+    if weight._prep is not None:
+        raise Error(f"{current_layer(op)}: weight is already prepared")
+    return None
+
+
+def _remember_preparation(weight: SimTensor, key: tuple, out: SimTensor) -> SimTensor:
     if weight._cache is None:
         weight._cache = {}
     weight._cache[key] = out
