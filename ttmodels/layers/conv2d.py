@@ -93,6 +93,20 @@ class ConvLayer(Layer):
                                                     **rep)
         return weight, bias
 
+    def _call_kwargs(self, inputs, **extra) -> dict:
+        """The op's keyword arguments for one call: the prepared weights, the geometry, the
+        plan's configs and its requested output memory config."""
+        kwargs = dict(
+            input_tensor=inputs[0], weight_tensor=self.weight, bias_tensor=self.bias,
+            **self._once("geometry", self._geometry), **extra,
+            dtype=self.dtype(), conv_config=self.conv_config,
+            compute_config=self.get_compute_config(),
+            return_output_dim=True, return_weights_and_bias=True)
+        mc = self.requested_memory_config()
+        if mc is not None:
+            kwargs["memory_config"] = mc
+        return kwargs
+
     def _geometry(self) -> dict:
         """The conv's keyword arguments shared by the op and the weight/bias preparation."""
         s, a = self.input_shape(0), self.attrs
@@ -197,15 +211,7 @@ class Conv2d(ConvLayer):
         if self.lowering == "linear":
             return self._call_linear(inputs[0])
         tt = self.tt
-        kwargs = dict(
-            input_tensor=inputs[0], weight_tensor=self.weight, bias_tensor=self.bias,
-            **self._once("geometry", self._geometry),
-            dtype=self.dtype(), conv_config=self.conv_config,
-            compute_config=self.get_compute_config(),
-            return_output_dim=True, return_weights_and_bias=True)
-        mc = self.requested_memory_config()
-        if mc is not None:
-            kwargs["memory_config"] = mc
+        kwargs = self._call_kwargs(inputs)
         if self.slice_config is not None:
             if self.config.slice:
                 # conv2d_DRAM: the output is always DRAM interleaved; a memory_config is ignored

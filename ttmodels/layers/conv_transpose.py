@@ -41,16 +41,8 @@ class ConvTranspose2d(ConvLayer):
                                                                                 **kw)
 
     def __call__(self, inputs):
-        kwargs = dict(
-            input_tensor=inputs[0], weight_tensor=self.weight, bias_tensor=self.bias,
-            **self._once("geometry", self._geometry),
-            output_padding=[int(v) for v in self.attrs["output_padding"]],
-            dtype=self.dtype(), conv_config=self.conv_config,
-            compute_config=self.get_compute_config(),
-            return_output_dim=True, return_weights_and_bias=True)
-        mc = self.requested_memory_config()
-        if mc is not None:
-            kwargs["memory_config"] = mc
+        kwargs = self._call_kwargs(
+            inputs, output_padding=[int(v) for v in self.attrs["output_padding"]])
         out, (oh, ow), (w, b) = self.tt.conv_transpose2d(**kwargs)
         self.weight, self.bias = w, b
         if (int(oh), int(ow)) != (self.out_shape.h, self.out_shape.w):

@@ -27,10 +27,10 @@ import torch.nn.functional as F
 
 from ...errors import Error
 from . import types as T
-from .ops import (DEVICE_GRID, _apply_unary, _check_prepared, _conv_weight_form, _emit, _fidelity,
-                  _is_mm_conv, _layout_name, _matmul_bias, _operand, _out_layout, _pad4, _pair,
+from .ops import (DEVICE_GRID, _apply_unary, _check_prepared, _conv_weight_form, _fidelity,
+                  _is_mm_conv, _layout_name, _matmul_bias, _operand, _pad4, _pair,
                   _prepare_bias, _prepare_weight, _weights_dtype, _cached_preparation,
-                  _remember_preparation)
+                  _conv_outputs, _remember_preparation)
 from .tensor import SimTensor, _check, _on_device, current_layer, dtype_name
 
 OP = "conv_transpose2d"
@@ -178,13 +178,6 @@ def conv_transpose2d(*, input_tensor, weight_tensor, device, in_channels, out_ch
         y = F.conv2d(full, _conv_weight_form(wt, "oihw", a_bits), bias, 1, 0, dilation, groups)
         y = _apply_unary(y, cfg.activation, inplace=True)
         y = y.permute(0, 2, 3, 1).reshape(1, 1, rows_out, out_channels)
-    lay = _out_layout(OP, [x], attrs, memory_config, [x._flat4()])
-    out = _emit(y, out_dtype, cfg.output_layout, lay.memory, x._device, OP, owned=True)
-    if cfg.deallocate_activation:
-        x._allocated, x._data = False, None
-    result = [out]
-    if return_output_dim:
-        result.append((oh, ow))
-    if return_weights_and_bias:
-        result.append((wt, bt))
-    return result[0] if len(result) == 1 else tuple(result)
+    return _conv_outputs(OP, y, x, attrs, memory_config, out_dtype, cfg.output_layout, cfg,
+                         (oh, ow) if return_output_dim else None,
+                         (wt, bt) if return_weights_and_bias else None)

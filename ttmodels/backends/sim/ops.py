@@ -554,15 +554,20 @@ def conv2d(*, input_tensor, weight_tensor, device, in_channels, out_channels, ba
         y = _apply_unary(y, cfg.activation, inplace=True)
         y = y.permute(0, 2, 3, 1).reshape(1, 1, rows_out, out_channels)
 
+    return _conv_outputs(op, y, x, attrs, memory_config, out_dtype, out_layout, cfg,
+                         (oh, ow) if return_output_dim else None,
+                         (wt, bt) if return_weights_and_bias else None)
+
+
+def _conv_outputs(op, y, x, attrs, memory_config, out_dtype, out_layout, cfg, dims, weights):
+    """What conv2d / conv_transpose2d return: the output in its format and memory config (the
+    input freed when ``deallocate_activation``), then the output size and the prepared weights
+    when asked for (``return_output_dim`` / ``return_weights_and_bias``)."""
     lay = _out_layout(op, [x], attrs, memory_config, [x._flat4()])
     out = _emit(y, out_dtype, out_layout, lay.memory, x._device, op, owned=True)
     if cfg.deallocate_activation:
         x._allocated, x._data = False, None
-    result = [out]
-    if return_output_dim:
-        result.append((oh, ow))
-    if return_weights_and_bias:
-        result.append((wt, bt))
+    result = [out] + [r for r in (dims, weights) if r is not None]
     return result[0] if len(result) == 1 else tuple(result)
 
 
