@@ -239,6 +239,25 @@ def test_fused_relu_and_rounding_leave_inputs_untouched(dev):
     assert torch.equal(a._data, da) and torch.equal(torch_of(r), torch.relu(da))
 
 
+def test_fused_relu6_is_in_place_with_the_tables_bits():
+    """A fused relu6 on an op's own output runs in place (no fresh tensor per conv) and gives
+    bit for bit what the activation table computes, NaN patterns and -0.0 included."""
+    from ttmodels import activations as A
+    torch.manual_seed(3)
+    x = torch.randn(4096) * 8
+    x[:10] = torch.tensor([float("nan"), -float("nan"), -0.0, 0.0, -1e-45, 6.0, 6.0001,
+                           float("inf"), -float("inf"), 5.9999])
+    want = A.sim_apply("relu6", x.clone()).view(torch.int32)
+    owned = x.clone()
+    y = sim_ops._apply_unary(owned, tt.UnaryWithParam(tt.UnaryOpType.RELU6), inplace=True)
+    assert y.data_ptr() == owned.data_ptr(), "relu6 on an owned output must not allocate"
+    assert torch.equal(y.view(torch.int32), want)
+    kept = x.clone()
+    y = sim_ops._apply_unary(kept, tt.UnaryWithParam(tt.UnaryOpType.RELU6))
+    assert torch.equal(kept.view(torch.int32), x.view(torch.int32)), "not owned: input untouched"
+    assert torch.equal(y.view(torch.int32), want)
+
+
 @pytest.mark.parametrize("xs,ws,stride,pad,dil,groups", [
     ((1, 3, 30, 30), (16, 3, 7, 7), 2, 3, 1, 1),          # a stem
     ((2, 64, 14, 14), (128, 64, 1, 1), 2, 0, 1, 1),       # a strided 1x1 (ResNet downsample)
