@@ -24,6 +24,7 @@ def build(spec, *, weights=None, backend="auto", batch_size=1, input_size=None, 
     from .backends import open_backend
     from .model import Model
     from .runtime import Executor
+    from .backends.sim import prequantize
     from .weights import prepared_parameters
 
     # build_seconds: spec to layers with prepared weights (weights are prepared here, not on the
@@ -31,8 +32,14 @@ def build(spec, *, weights=None, backend="auto", batch_size=1, input_size=None, 
     t0 = time.perf_counter()
     plan = make_plan(spec, batch_size=batch_size, input_size=input_size, profile=profile, mesh=mesh)
     graph = plan.graph
+    formats = _sim_weight_formats(plan, backend, keep_params)
+    extra = {} if not formats else dict(postprocess=prequantize.postprocess(formats),
+                                        postprocess_tag=prequantize.tag(formats),
+                                        postprocess_keeps_shapes=True)
     params, info = prepared_parameters(graph, "random" if weights is None else weights,
-                                       key_map=key_map, cache=cache)
+                                       key_map=key_map, cache=cache, **extra)
+    if formats:
+        prequantize.mark(params, formats)
     be = open_backend(backend, mesh=plan.mesh)
     if be.name == "ttnn-mock":
         # Device tensors may only be made inside a NO_DISPATCH capture on a mock device (pool2d
@@ -46,3 +53,19 @@ def build(spec, *, weights=None, backend="auto", batch_size=1, input_size=None, 
         be.close()
         raise
     return Model(plan, executor, be, weights_info=info, build_seconds=time.perf_counter() - t0)
+
+
+def _sim_weight_formats(plan, backend: str, keep_params: bool) -> dict:
+    """The convs whose weights the build caches already rounded (``backends/sim/prequantize.py``):
+    on the sim only, and not when the caller keeps the layers' host parameters (those stay the
+    BN-folded float32 weights)."""
+    from .backends.select import resolve
+    from .backends.sim import prequantize
+    from .errors import Error
+    if keep_params:
+        return {}
+    try:
+        name = resolve(backend)
+    except Error:
+        return {}                       # open_backend raises it, as before
+    return prequantize.conv_weight_formats(plan) if name == "sim" else {}

@@ -311,12 +311,14 @@ def _resolve_cache(cache) -> WeightCache | None:
 def cached_prepare(graph: "Graph", source, precision=None, *, cache=True, key_map=None,
                    seed: int = 0, select_prefix=None, ignore_prefixes=None, strict: bool = True,
                    postprocess: Callable[[dict], dict] | None = None,
-                   postprocess_tag: str | None = None) -> PreparedParameters:
+                   postprocess_tag: str | None = None,
+                   postprocess_keeps_shapes: bool = False) -> PreparedParameters:
     """``prepare_parameters(graph, load_state_dict(source, graph, ...))``, through the cache.
 
     ``cache``: True (default directory), False/None (no cache), a directory or a WeightCache.
     ``postprocess(params) -> params`` runs before storing (e.g. pre-quantization); its output must
-    change only with ``postprocess_tag`` (part of the key).
+    change only with ``postprocess_tag`` (part of the key). ``postprocess_keeps_shapes``: it keeps
+    the tensor names and shapes, so entries are checked against them as unprocessed ones are.
     """
     from .weights import load_state_dict, prepare_parameters, prepared_shapes
     store = _resolve_cache(cache)
@@ -326,7 +328,7 @@ def cached_prepare(graph: "Graph", source, precision=None, *, cache=True, key_ma
                 "ignore_prefixes": ignore_prefixes, "strict": strict,
                 "postprocess": postprocess_tag if postprocess is not None else None}
         key = cache_key(graph, precision, source, seed=seed, options=opts)
-        expect = None if postprocess is not None else \
+        expect = None if postprocess is not None and not postprocess_keeps_shapes else \
             {f"{n}{SEP}{k}": s for n, d in prepared_shapes(graph).items() for k, s in d.items()}
         hit = store.get(key, expect=expect)
         if hit is not None:

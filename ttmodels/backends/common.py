@@ -181,3 +181,14 @@ def batch_gathered(backend) -> dict[str, Any]:
     if getattr(backend, "mesh", None) is None:
         return {}
     return {"mesh_composer": backend.tt.ConcatMeshToTensor(backend.device, dim=0)}
+
+
+def mark_prequantized(tt, weight, params, weights_dtype: str) -> None:
+    """Tell the sim that host conv ``weight`` already holds its rounded values, when ``params``
+    (the node's parameters) say so for this ``weights_dtype`` (``sim/prequantize.py``: the
+    weight cache stores them rounded). Other backends round them again: same values."""
+    if getattr(params, "weights_dtype", None) != weights_dtype:
+        return
+    mark = getattr(tt, "mark_prequantized", None)
+    if mark is not None:
+        mark(weight, data_type(tt, weights_dtype))

@@ -143,6 +143,8 @@ class Conv2d(ConvLayer):
         self.conv_config = conv2d_config(tt, planned)
         self.slice_config = slice_config(tt, planned)
         weight, bias = self._host_tensors(w, b)
+        common.mark_prequantized(tt, weight, self.params,
+                                 self.config.weights_dtype or self.node.precision.weights)
         if getattr(backend, "name", None) == "ttnn-mock":
             # ttmodels.verify captures each step's ttnn calls (and errors) on the mock device:
             # there conv2d prepares its weights itself on the first call, inside its step

@@ -26,6 +26,7 @@ from .ops import (adaptive_avg_pool2d, add, avg_pool2d, concat, conv2d, gelu, gl
                   grid_sample, hardsigmoid, hardswish, identity, leaky_relu, linear, matmul, max_pool2d,
                   multiply, pad, prepare_conv_bias, prepare_conv_weights, prepare_grid_sample_grid, relu,
                   relu6, sigmoid, silu, slice, subtract, tanh, upsample)
+from .ops import mark_prequantized  # noqa: F401,E402  (sim only: prequantize.py)
 from .conv_transpose import (conv_transpose2d, prepare_conv_transpose2d_bias,  # noqa: F401,E402
                              prepare_conv_transpose2d_weights)
 

@@ -217,28 +217,46 @@ def _prepare_weight(weight: SimTensor, *, in_channels: int, out_channels: int, k
     # Only the compute form is kept (the matrix is rebuilt from it when asked for, _lazy): for a
     # conv on the matmul path (``matmul``: 1x1, stride 1, unpadded) the [Cin, Cout] matrix it
     # multiplies by, else OIHW (grouped: the diagonal blocks) in channels_last for F.conv2d.
-    if groups > 1:
-        # the diagonal blocks, quantized as the dense block-diagonal matrix would be (same bits)
-        form = {"oihw": _prepare_grouped(w, groups, wdtype).contiguous(memory_format=torch.channels_last)}
+    # A weight marked prequantized (``mark_prequantized``: the weight cache's entries) already
+    # holds these values.
+    pre = weight._cache is not None and weight._cache.get(("prequantized", wdtype), False)
+    q = w if pre else quantized_conv_weight(w, groups, wdtype)
+    if matmul and (kh, kw) == (1, 1) and groups == 1:
+        form = {"kn": q.permute(2, 3, 1, 0).reshape(in_channels, out_channels).contiguous()}
     else:
-        if (cin_pad, cout_pad) == (in_channels, out_channels):
-            m = w.permute(2, 3, 1, 0).clone(memory_format=torch.contiguous_format)  # no padding: one pass
-        else:
-            m = torch.zeros(kh, kw, cin_pad, cout_pad)
-            m[:, :, :in_channels, :out_channels] = w.permute(2, 3, 1, 0)
-        m = quantize_(m.reshape(shape), wdtype)       # m is ours
-        if matmul and (kh, kw) == (1, 1):
-            form = {"kn": m.reshape(cin_pad, cout_pad)[:in_channels, :out_channels].contiguous()}
-        else:
-            oihw = m.reshape(kh, kw, cin_pad, cout_pad)[:, :, :in_channels, :out_channels].permute(3, 2, 0, 1)
-            form = {"oihw": oihw.contiguous(memory_format=torch.channels_last)}
-        del m
+        form = {"oihw": q.contiguous(memory_format=torch.channels_last)}
+    del q
     out = SimTensor(None, wdtype, T.Layout.TILE, T.DRAM_MEMORY_CONFIG, device, shape)
     out._prep = {"kind": "conv_weight", "in_channels": in_channels, "out_channels": out_channels,
                  "kernel": (kh, kw), "groups": groups, "dtype": wdtype, "cin_pad": cin_pad}
     out._cache = form
     out._lazy = lambda: _weight_matrix(out)
     return _remember_preparation(weight, key, out)
+
+
+def quantized_conv_weight(w: torch.Tensor, groups: int, wdtype: T.DataType) -> torch.Tensor:
+    """OIHW ``w`` (float32) with the values ttnn's prepared weight matrix holds in ``wdtype``
+    (``_prepare_weight``): rounded as the rows of the [kh*kw*Cin, Cout] matrix, exponent groups
+    along the output channels (the matrix's Cin/Cout zero padding changes no group). Grouped
+    convs: as the dense block-diagonal matrix (``_prepare_grouped``). Rounding these values again
+    gives them back unchanged. A fresh tensor; ``w`` is not modified."""
+    if groups > 1:
+        return _prepare_grouped(w, groups, wdtype)
+    o, i, kh, kw = w.shape
+    m = w.permute(2, 3, 1, 0).clone(memory_format=torch.contiguous_format)    # [kh, kw, I, O]: ours
+    m = quantize_(m.reshape(1, 1, kh * kw * i, o), wdtype)
+    return m.reshape(kh, kw, i, o).permute(3, 2, 0, 1)
+
+
+def mark_prequantized(weight, dtype: T.DataType) -> None:
+    """Sim only (no ttnn function): host conv weights ``weight`` already hold
+    ``quantized_conv_weight``'s values for weights ``dtype`` (the prepared-weight cache stores
+    them so, ``backends/sim/prequantize.py``), so their preparation skips the rounding (same
+    values: rounding them again changes nothing). A multi-device tensor marks every chip's."""
+    for t in getattr(weight, "shards", None) or [weight]:
+        if t._cache is None:
+            t._cache = {}
+        t._cache[("prequantized", dtype)] = True
 
 
 def _cached_preparation(weight: SimTensor, key: tuple, op: str) -> SimTensor | None:
