@@ -15,13 +15,16 @@ import math
 import torch
 import torch.nn.functional as F
 
+from ... import activations as A
+from ... import rules
 from ...errors import Error
 from ...layout import MemSpec
 from . import onednn
 from . import types as T
 from .tensor import _MEM_NAMES  # noqa: E402  (enum -> name: layout.TTNN_MEMORY_LAYOUTS)
 from .tensor import (SimTensor, _check, _on_device, _violation, current_layer, dtype_name, memo_key,
-                     memoized, memory_config_for, memspec, quantize, quantize_, validate_memory)
+                     memoized, memory_config_for, memspec, memspec_token, quantize, quantize_,
+                     validate_memory)
 
 _log = logging.getLogger(__name__)
 builtins_slice = builtins.slice   # ``slice`` below is ttnn.slice
@@ -60,11 +63,11 @@ def _layout_name(layout: T.Layout) -> str:
 
 
 def _out_layout(op, inputs, attrs, requested: T.MemoryConfig | None, shapes):
-    from ... import rules
-    req = memspec(requested) if requested is not None else None
+    req = memspec_token(requested) if requested is not None else None
     key = memo_key("out:" + op, inputs, attrs, (req, tuple(shapes)))
     return memoized(key, lambda: rules.output_layout(
-        op, [t._layout() if t is not None else None for t in inputs], attrs, req, shapes))
+        op, [t._layout() if t is not None else None for t in inputs], attrs,
+        memspec(requested) if requested is not None else None, shapes))
 
 
 def _emit(data: torch.Tensor, dtype: T.DataType, layout: T.Layout, mem: MemSpec | T.MemoryConfig,
@@ -87,7 +90,6 @@ def _apply_unary(x: torch.Tensor, act, inplace: bool = False) -> torch.Tensor:
     """``act`` (None, "relu", UnaryWithParam, UnaryOpType or a list of them) applied to ``x``;
     ``inplace`` lets relu reuse ``x`` when the caller owns it. The activations of the one table
     (``ttmodels.activations``) compute what the card's SFPU computes (``sim_apply``)."""
-    from ... import activations as A
     if act is None:
         return x
     if isinstance(act, (list, tuple)):
@@ -457,7 +459,6 @@ def prepare_conv_weights(*, weight_tensor, input_memory_config, input_layout, we
 def _is_mm_conv(kernel, stride, pad4, dilation, groups) -> bool:
     """conv2d_utils.cpp use_matmul_for_1x1_conv: such convs run as ttnn::linear inside conv2d
     (rules.is_matmul_conv holds the one definition)."""
-    from ... import rules
     return rules.is_matmul_conv(kernel, stride, pad4, dilation, groups)
 
 
@@ -627,7 +628,6 @@ def _pool_finish(op, x, y_nchw, n, oh, ow, c, dtype, output_layout, memory_confi
              "device_grid": DEVICE_GRID, "global_pool": global_pool}
     lay = _out_layout(op if op != "global_avg_pool" else op, [x], attrs, memory_config, [x._flat4()])
     owned = y.untyped_storage().data_ptr() != x._data.untyped_storage().data_ptr()
-    from ... import rules
     padded = rules.pool_output_padded_shape(lay.memory, rows, c, out_tiled=output_layout == T.Layout.TILE)
     return _emit(y, dtype, output_layout, lay.memory, x._device, op, owned=owned, padded_shape=padded)
 
@@ -874,7 +874,6 @@ def subtract(input_tensor_a, input_tensor_b, *, fast_and_approximate_mode=True, 
 def _unary(op: str, input_tensor, act: str, memory_config, output_tensor, *, approximate: bool = False):
     """A standalone eltwise unary op: no dtype argument (output dtype = input dtype), memory config
     = the argument or the input's (unary_device_operation.cpp compute_output_specs)."""
-    from ... import activations as A
     x = _on_device(input_tensor, op)
     _check("relu", [x], {})
     lay = _out_layout("relu", [x], {}, memory_config, [x._flat4()])

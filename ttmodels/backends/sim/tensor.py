@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import itertools
 import math
 
 import torch
 
+from ... import formats, rules
 from ...errors import Error, LayoutError
 from ...layout import TTNN_MEMORY_LAYOUTS, MemSpec, TensorLayout
 from . import types as T
@@ -27,6 +29,9 @@ _MEM_NAMES = {getattr(T.TensorMemoryLayout, enum): name    # layout.py holds the
               for name, enum in TTNN_MEMORY_LAYOUTS.items()}
 _MEM_KINDS = {v: k for k, v in _MEM_NAMES.items()}
 _BUF_NAMES = {T.BufferType.DRAM: "dram", T.BufferType.L1: "l1", T.BufferType.L1_SMALL: "l1"}
+
+# Ints that name interned values in memo keys (layouts, memory specs); never reused.
+_TOKENS = itertools.count()
 
 _layer: contextvars.ContextVar[str | None] = contextvars.ContextVar("sim_layer", default=None)
 
@@ -60,7 +65,6 @@ def quantize(data: torch.Tensor, dtype: T.DataType) -> torch.Tensor:
         return data if data.dtype == torch.float32 else data.float()
     if dtype == T.DataType.BFLOAT16:
         return data.to(torch.bfloat16).float()
-    from ... import formats
     return formats.quantize(data, _DTYPE_NAMES[dtype])
 
 
@@ -74,7 +78,6 @@ def quantize_(data: torch.Tensor, dtype: T.DataType) -> torch.Tensor:
         if dtype == T.DataType.FLOAT32:
             return data
         if dtype in (T.DataType.BFLOAT8_B, T.DataType.BFLOAT4_B):
-            from ... import formats
             return formats.quantize_owned_(data, _DTYPE_NAMES[dtype])
     return quantize(data, dtype)
 
@@ -100,13 +103,22 @@ def _violation(rule: str, msg: str, op: str):
 def memspec(mc: T.MemoryConfig) -> MemSpec:
     """``mc`` in the planner's vocabulary; remembered on ``mc`` (a layer passes the same config
     object on every call), recomputed if one of its fields was reassigned."""
+    return _memspec_entry(mc)[1]
+
+
+def memspec_token(mc: T.MemoryConfig) -> int:
+    """An int naming ``memspec(mc)``'s value for memo keys (cheaper to hash than a MemSpec);
+    never reused, so a config whose fields change gets a new one."""
+    return _memspec_entry(mc)[2]
+
+
+def _memspec_entry(mc: T.MemoryConfig) -> tuple:
     key = (mc.memory_layout, mc.buffer_type, id(mc.shard_spec))
     hit = getattr(mc, "_memspec", None)
     if hit is not None and hit[0] == key:
-        return hit[1]
-    ms = _memspec(mc)
-    mc._memspec = (key, ms)
-    return ms
+        return hit
+    hit = mc._memspec = (key, _memspec(mc), next(_TOKENS))
+    return hit
 
 
 def _memspec(mc: T.MemoryConfig) -> MemSpec:
@@ -124,16 +136,25 @@ def _memspec(mc: T.MemoryConfig) -> MemSpec:
 # specs on every run, and a shared config object keeps its memspec (and the consumers' memo keys)
 # cached instead of rebuilding grids and shard specs per output.
 _MC_FOR: dict[MemSpec, T.MemoryConfig] = {}
+_MC_BY_ID: dict[int, tuple] = {}
 
 
 def memory_config_for(ms: MemSpec) -> T.MemoryConfig:
     """``memory_config_of(ms)``, one object per spec (remade if someone changed its fields)."""
+    # By identity first: ops hand over the memoized output layouts' MemSpec objects, the same
+    # object every run (the entry holds it, so its id is not reused while the entry lives).
+    hit = _MC_BY_ID.get(id(ms))
+    if hit is not None and hit[0] is ms and memspec(hit[1]) is hit[2]:
+        return hit[1]
     mc = _MC_FOR.get(ms)
     if mc is None or memspec(mc) != ms:
         mc = memory_config_of(ms)
         if len(_MC_FOR) >= _MEMO_MAX:
             _MC_FOR.clear()
         _MC_FOR[ms] = mc
+    if len(_MC_BY_ID) >= _MEMO_MAX:
+        _MC_BY_ID.clear()
+    _MC_BY_ID[id(ms)] = (ms, mc, memspec(mc))
     return mc
 
 
@@ -160,7 +181,7 @@ class SimTensor:
     """A ttnn.Tensor stand-in. ``_data`` holds the logical values (float32, already quantized)."""
 
     __slots__ = ("_store", "_lazy", "_shape", "_padded", "dtype", "layout", "_memory_config",
-                 "_device", "_allocated", "_prep", "_cache", "_shared", "_lay", "__weakref__")
+                 "_device", "_allocated", "_prep", "_cache", "_shared", "_lay", "_f4", "__weakref__")
 
     def __init__(self, data: torch.Tensor, dtype: T.DataType, layout: T.Layout,
                  memory_config: T.MemoryConfig | None = None, device: SimDevice | None = None,
@@ -185,7 +206,8 @@ class SimTensor:
         # separate buffers (the sim shares unchanged values instead of copying them): an op that
         # writes in place (output_tensor=) copies it first (``_own``).
         self._shared = False
-        self._lay = None         # (memspec, layout, dtype, TensorLayout), see _layout
+        self._lay = None         # (memspec, layout, dtype, TensorLayout, token), see _layout
+        self._f4 = None          # _flat4(), computed once: the shape never changes
 
     # --- ttnn.Tensor API -----------------------------------------------------------------
     @property
@@ -272,20 +294,32 @@ class SimTensor:
             self._data = self._data.clone()
             self._shared = False
 
-    def _layout(self) -> TensorLayout:
+    def _layout_entry(self) -> tuple:
         ms = memspec(self._memory_config)
         hit = self._lay
         if hit is None or hit[0] is not ms or hit[1] is not self.layout or hit[2] is not self.dtype:
-            hit = self._lay = (ms, self.layout, self.dtype, tensor_layout(ms, self.layout, self.dtype))
-        return hit[3]
+            hit = self._lay = (ms, self.layout, self.dtype) + _interned_layout(ms, self.layout, self.dtype)
+        return hit
+
+    def _layout(self) -> TensorLayout:
+        return self._layout_entry()[3]
+
+    def _layout_token(self) -> int:
+        """An int naming ``_layout()``'s value (``_interned_layout``): cheap to hash in memo keys."""
+        return self._layout_entry()[4]
 
     def _flat4(self) -> tuple[int, int, int, int]:
-        s = tuple(int(v) for v in self._shape)
-        if len(s) < 4:
-            return (1,) * (4 - len(s)) + s
-        if len(s) > 4:
-            return (math.prod(s[:-3]),) + s[-3:]
-        return s
+        f = self._f4
+        if f is None:
+            s = tuple(int(v) for v in self._shape)
+            if len(s) < 4:
+                f = (1,) * (4 - len(s)) + s
+            elif len(s) > 4:
+                f = (math.prod(s[:-3]),) + s[-3:]
+            else:
+                f = s
+            self._f4 = f
+        return f
 
 
 _LAYOUTS: dict = {}
@@ -293,13 +327,20 @@ _LAYOUTS: dict = {}
 
 def tensor_layout(ms: MemSpec, layout: T.Layout, dtype: T.DataType) -> TensorLayout:
     """The planner-vocabulary layout of a tensor (one object per combination)."""
+    return _interned_layout(ms, layout, dtype)[0]
+
+
+def _interned_layout(ms: MemSpec, layout: T.Layout, dtype: T.DataType) -> tuple[TensorLayout, int]:
+    """(layout, token): one object per combination, and an int that names it in memo keys (a
+    memo key hashes ints faster than nested dataclasses). Tokens are never reused, so clearing
+    the table only costs memo misses, never a wrong hit."""
     key = (ms, layout, dtype)
     hit = _LAYOUTS.get(key)
     if hit is None:
         if len(_LAYOUTS) >= _MEMO_MAX:
             _LAYOUTS.clear()
-        hit = _LAYOUTS[key] = TensorLayout(ms, "tile" if layout == T.Layout.TILE else "row_major",
-                                           dtype_name(dtype))
+        hit = _LAYOUTS[key] = (TensorLayout(ms, "tile" if layout == T.Layout.TILE else "row_major",
+                                            dtype_name(dtype)), next(_TOKENS))
     return hit
 
 
@@ -325,7 +366,7 @@ def validate_memory(shape, layout: T.Layout, dtype: T.DataType, mc: T.MemoryConf
                                     and layout != T.Layout.TILE):
         return
     grid = device.compute_with_storage_grid_size() if device is not None else None
-    key = (tuple(shape), layout, dtype, memspec(mc), (grid.x, grid.y) if grid is not None else None,
+    key = (tuple(shape), layout, dtype, memspec_token(mc), (grid.x, grid.y) if grid is not None else None,
            tuple(padded_shape) if padded_shape is not None else None)
     if key in _VALID:
         return
@@ -468,8 +509,13 @@ def _freeze(v):
     if type(v) in _PLAIN_TYPES or isinstance(v, _PLAIN):
         return v
     if isinstance(v, dict):
-        plain = _PLAIN_TYPES
-        return tuple((k, x if type(x) in plain else _freeze(x)) for k, x in v.items())
+        items = tuple(v.items())
+        try:
+            hash(items)      # plain or hashable values (the common case): as they are
+            return items
+        except TypeError:
+            plain = _PLAIN_TYPES
+            return tuple((k, x if type(x) in plain else _freeze(x)) for k, x in items)
     if isinstance(v, list):
         return tuple(_freeze(x) for x in v)
     try:
@@ -482,7 +528,7 @@ def _freeze(v):
 
 
 def memo_key(op: str, inputs, attrs: dict, extra=None) -> tuple:
-    return (op, tuple(t._layout() if t is not None else None for t in inputs),
+    return (op, tuple(t._layout_token() if t is not None else None for t in inputs),
             tuple(t._flat4() if t is not None else None for t in inputs), _freeze(attrs), extra)
 
 
@@ -504,7 +550,6 @@ def memoized(key, fn):
 
 
 def _check(op: str, inputs: list[SimTensor | None], attrs: dict, output: MemSpec | None = None):
-    from ... import rules
     key = memo_key("check:" + op, inputs, attrs, output)
     vs = memoized(key, lambda: tuple(rules.check(
         op, [t._layout() if t is not None else None for t in inputs], attrs, output,
