@@ -41,7 +41,8 @@ class Binary(Layer):
         if mc is not None:
             kwargs["memory_config"] = mc
         if self.activation is not None:
-            kwargs["activations"] = A.binary_activations(tt, self.activation)
+            kwargs["activations"] = self._once(
+                "activations", lambda: A.binary_activations(tt, self.activation))
         if self.inplace:
             kwargs["output_tensor"] = a
         if not self.per_image:

@@ -8,6 +8,11 @@ from .conv2d import conv_padding
 
 class _Pool(Layer):
     def common_kwargs(self) -> dict:
+        """The pool's keywords besides its geometry: built once (the plan is static), a fresh
+        dict per call."""
+        return dict(self._once("common_kwargs", self._common_kwargs))
+
+    def _common_kwargs(self) -> dict:
         tt = self.tt
         cfg = self.config
         kw = dict(dtype=self.dtype(),
