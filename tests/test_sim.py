@@ -455,6 +455,32 @@ def test_memspec_round_trip():
     assert tt.memory_config_of(ms) == mc
 
 
+def test_memo_tokens_name_one_value_and_are_never_reused(dev, monkeypatch):
+    """Memo keys name layouts and memory specs by int tokens: equal values share a token while
+    interned, a config whose fields change gets a new one, and after the tables are cleared a
+    token is never handed to another value (a stale memo entry can miss, never hit wrongly)."""
+    from ttmodels.backends.sim import tensor as simt
+    a = act(dev, torch.randn(1, 32, 4, 4))
+    b = act(dev, torch.randn(1, 32, 4, 4))
+    c = act(dev, torch.randn(1, 32, 4, 4), dtype=tt.bfloat8_b)
+    assert a._layout_token() == b._layout_token() != c._layout_token()
+    old = {a._layout_token(), c._layout_token()}
+    monkeypatch.setattr(simt, "_LAYOUTS", {})            # as when the table overflows
+    d = act(dev, torch.randn(1, 32, 4, 4))
+    assert d._layout() == a._layout() and d._layout_token() not in old
+    mc = tt.MemoryConfig(tt.TensorMemoryLayout.INTERLEAVED, tt.BufferType.L1)
+    t0 = simt.memspec_token(mc)
+    assert simt.memspec_token(mc) == t0
+    mc.buffer_type = tt.BufferType.DRAM                  # a field reassigned: a new token
+    assert simt.memspec_token(mc) != t0 and tt.memspec(mc).buffer == "dram"
+    # an op's output config found by identity is remade when its fields were changed
+    ms = tt.memspec(height_mc(64, 32, 2))
+    out = simt.memory_config_for(ms)
+    assert simt.memory_config_for(ms) is out
+    out.buffer_type = tt.BufferType.DRAM
+    again = simt.memory_config_for(ms)
+    assert again is not out and tt.memspec(again) == ms
+
 # ---------------------------------------------------------------------------------------------
 # parity with the real ttnn
 # ---------------------------------------------------------------------------------------------
