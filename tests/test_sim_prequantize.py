@@ -68,6 +68,8 @@ def test_cached_entry_holds_rounded_weights(tmp_path, weights):
     bf8 = sim_ops.T.DataType.BFLOAT8_B
     for node, groups in (("features.1.conv.0.0", 32), ("features.1.conv.1", 1)):  # depthwise, 1x1
         w = stored[f"{node}::weight"]
+        assert w.dtype == torch.bfloat16        # holds bfloat8_b values exactly, half the bytes
+        w = w.float()
         assert torch.equal(w, sim_ops.quantized_conv_weight(folded[node]["weight"], groups, bf8))
         assert not torch.equal(w, folded[node]["weight"]), "bfloat8_b rounding moved some values"
     assert torch.equal(stored["logits::weight"], folded["logits"]["weight"])  # not a conv

@@ -3,7 +3,8 @@
 A sim build rounds every conv weight to its weights dtype (bfloat8_b by default) as ttnn's
 prepared weight matrix holds it (``ops.quantize_conv_weight``); on a warm build that rounding was
 most of the build. The builder therefore hands ``cache.cached_prepare`` a ``postprocess`` that
-stores the rounded values (same names, shapes and float32 dtype as the BN-folded weights), and
+stores the rounded values (same names and shapes as the BN-folded weights; as bfloat16, which
+holds every value of the 16-bit and block-float formats exactly, unless the weights are float32), and
 marks the node dicts of those convs (``PrequantizedParams``) so that the Conv2d layer tells the
 sim (``ops.mark_prequantized``) to skip the rounding. The values are the same bit for bit:
 rounding a rounded weight changes nothing.
@@ -61,8 +62,10 @@ def tag(formats: dict[str, WeightFormat]) -> str:
 
 def postprocess(formats: dict[str, WeightFormat]) -> Callable[[dict], dict]:
     """``cached_prepare``'s postprocess: each listed conv's ``weight`` replaced by its rounded
-    values (a new tensor; names, shapes and dtype unchanged)."""
+    values (a new tensor; names and shapes unchanged; bfloat16 unless the format is float32)."""
     def run(params: dict) -> dict:
+        import torch
+
         from .. import sim
         from ..common import data_type
         from .ops import quantized_conv_weight
@@ -70,7 +73,10 @@ def postprocess(formats: dict[str, WeightFormat]) -> Callable[[dict], dict]:
             p = params.get(node)
             if p is not None and p.get("weight") is not None:
                 w = p["weight"].float()
-                p["weight"] = quantized_conv_weight(w, f.groups, data_type(sim, f.dtype)).contiguous()
+                q = quantized_conv_weight(w, f.groups, data_type(sim, f.dtype)).contiguous()
+                # bfloat16 holds every bfloat16/bfloat8_b/bfloat4_b value exactly (at most 8
+                # significant bits, float32's exponent range): half the bytes to read and check
+                p["weight"] = q if f.dtype == "float32" else q.to(torch.bfloat16)
         return params
     return run
 
