@@ -1,7 +1,7 @@
 """Conv weights cached already rounded to their TTNN format, for a fast warm build on the sim.
 
 A sim build rounds every conv weight to its weights dtype (bfloat8_b by default) as ttnn's
-prepared weight matrix holds it (``ops.quantize_conv_weight``); on a warm build that rounding was
+prepared weight matrix holds it (``ops.quantized_conv_weight``); on a warm build that rounding was
 most of the build. The builder therefore hands ``cache.cached_prepare`` a ``postprocess`` that
 stores the rounded values (same names and shapes as the BN-folded weights; as bfloat16, which
 holds every value of the 16-bit and block-float formats exactly, unless the weights are float32), and
