@@ -467,6 +467,17 @@ ARCH_L1_BANK_NO_L1_SMALL = {"wormhole_b0": 1_393_312}
 L1_BANKS = {"wormhole_b0": 64}        # one L1 bank per worker core (8x8): interleaved L1 pages
 
 
+# Where the L1 allocator's range starts (above firmware and reserved L1; ttnn's first CB address
+# and the lowest address a buffer can get), measured on the mock Wormhole.
+ARCH_L1_BASE = {"wormhole_b0": 105_824}
+
+
+def l1_region(arch: str = "wormhole_b0", l1_small_size: int = 32768) -> tuple[int, int]:
+    """``[base, top)`` of the L1 allocator's range (``l1_alloc``): L1_SMALL sits above ``top``."""
+    base = ARCH_L1_BASE[arch]
+    return base, base + l1_bank_bytes(arch, l1_small_size)
+
+
 def l1_bank_bytes(arch: str = "wormhole_b0", l1_small_size: int = 32768) -> int:
     """The allocator's L1 bank per core, for a device opened with ``l1_small_size`` (carved out of
     the same L1). Every L1 buffer and circular buffer of a core must fit in it at once."""

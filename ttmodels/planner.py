@@ -1427,7 +1427,7 @@ def plan_graph(graph: Graph, *, arch: str = "wormhole_b0", adapters: bool = True
                 plan.blockings = [BlockingNote(n, _conv_choice(pl), lv.layer_cbs(pl), asked[n])
                                   for n, pl in ((n, plan.layer(n)) for n in caps)
                                   if lv.layer_cbs(pl) <= caps[n]]
-                return plan
+                return _fit_addresses(plan) if adapters else plan
             except _CapCBs as c:
                 if c.name in caps or c.cap <= 0:
                     # asked before and its blockings could not get there: the next step takes
@@ -1454,6 +1454,18 @@ def plan_graph(graph: Graph, *, arch: str = "wormhole_b0", adapters: bool = True
         # the README promises file and line for spec mistakes: every layer's LayoutError
         # carries where that layer was written
         loc = planner.current.loc if planner is not None and planner.current is not None else None
+        raise (e.at(loc.file, loc.line) if loc else e) from None
+
+
+def _fit_addresses(plan: Plan) -> Plan:
+    """The sums fit; now the addresses: ttnn's allocator model over the executor's order
+    (``plan_alloc``), with in-place ops and reallocations where a free block falls short."""
+    from . import plan_alloc
+    try:
+        return plan_alloc.fit(plan)
+    except LayoutError as e:
+        node = next((n for n in plan.graph.nodes if n.name == e.layer), None)
+        loc = getattr(node, "loc", None)
         raise (e.at(loc.file, loc.line) if loc else e) from None
 
 

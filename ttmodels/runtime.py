@@ -69,6 +69,9 @@ class Executor:
         self.spills: dict[str, list] = {}
         for sp in getattr(plan, "spills", ()):
             self.spills.setdefault(sp.after, []).append(sp)
+        self.reallocations: dict[str, list] = {}
+        for r in getattr(plan, "reallocations", ()):
+            self.reallocations.setdefault(r.before, []).append(r)
         self.last_use: dict[str, int] = {}
         for i, pl in enumerate(plan.layers):
             for t in pl.node.tensors:
@@ -163,6 +166,15 @@ class Executor:
         keep.update(self.constants)
         for i, pl in enumerate(self.plan.layers):
             layer = self.layers[pl.name]
+            for r in self.reallocations.get(pl.name, ()):
+                # plan_alloc: moved so that the next step's buffers or CBs find room; ttnn
+                # frees the old buffer itself
+                if r.tensor in env and r.tensor not in self.constants and \
+                        not (r.tensor in g.inputs and not _is_torch(inputs[r.tensor])):
+                    t = env[r.tensor]
+                    env[r.tensor] = self._call(f"reallocate {r.tensor}", pl.name,
+                                               lambda: tt.reallocate(t),
+                                               step=("reallocate", r, t))
             args, temps = [], []
             for idx, src in enumerate(pl.node.inputs):
                 if src not in env:
