@@ -35,8 +35,8 @@ def build(spec, *, weights=None, backend="auto", batch_size=1, input_size=None, 
                                        key_map=key_map, cache=cache)
     be = open_backend(backend, mesh=plan.mesh)
     if be.name == "ttnn-mock":
-        # Device tensors may only be made inside a NO_DISPATCH capture on a mock device (pool2d
-        # takes "no L1 allocated" to mean capture), so Model.run builds the layers per run.
+        # Model.run builds the layers per run on the mock device and frees them after it, so
+        # that each run starts from an empty allocator (what verify and the planner model)
         return Model(plan, None, be, weights_info=info, build_seconds=time.perf_counter() - t0,
                      params=params)
     params.consumable = True        # ours alone: the executor frees each layer's host copy

@@ -61,8 +61,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", metavar="PNG", help="draw PCC per layer into this PNG file "
                    "(.png is added when the name has no extension)")
 
-    p = sub.add_parser("verify", help="run the plan through the installed ttnn on a mock device "
-                       "(no card): ttnn's own validation, memory configs and L1 figures per layer")
+    p = sub.add_parser("verify", help="run the plan for real through the installed ttnn on a mock "
+                       "device (no card): ttnn's own validation, allocator (addresses, "
+                       "fragmentation, CB placement), memory configs and L1 figures per step")
     p.add_argument("spec", help=SPEC_HELP)
     _add_shape_args(p)
     p.add_argument("--no-adapters", action="store_true",
@@ -157,7 +158,8 @@ def _run(args) -> int:
             plot_plan(plan, args.plot, verify_records=report.steps,
                       l1_bank_bytes=report.l1_bank_bytes)
             print(f"wrote {args.plot}", file=sys.stderr)
-        # 0: every step accepted with the planned memory config and within the L1 bank
+        # 0: the real run reached the end, every step accepted with the planned memory config
+        # and within the L1 bank
         return 0 if report.ok and report.fits else 1
     if args.cmd == "probe-1x1":
         from .probe import run_probe

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from . import l1_alloc
 from . import liveness as lv
 from .l1 import bank_bytes, l1_region, layer_parts
-from .plans import InPlaceNote, Reallocation
+from .plans import FreedEarlyNote, InPlaceNote, Reallocation
 
 ALLOC, FREE, PROGRAM = "alloc", "free", "program"
 
@@ -46,6 +46,8 @@ class StepAddr:
     cb_end: int                     # where its programs' CBs end (base + the planned CBs)
     failure: str | None = None      # why ttnn's allocator would refuse it (first problem)
     need: int | None = None         # the allocation that failed, bytes per bank
+    short: int = 0                  # by how much: the request less the largest free block
+                                    # then, or how far the CBs run into the lowest buffer
 
     @property
     def ok(self) -> bool:
@@ -58,14 +60,16 @@ class _Walk:
     addr: dict[str, int] = field(default_factory=dict)        # buffer key -> address
     steps: list[StepAddr] = field(default_factory=list)
 
-    def allocate(self, key: str, size: int) -> str | None:
+    def allocate(self, key: str, size: int) -> tuple[str, int] | None:
+        """None, or (why, by how many bytes) the allocation fails."""
         if size <= 0:
             return None
         try:
             self.addr[key] = self.alloc.allocate(size)
         except l1_alloc.OutOfMemory as e:
             return (f"out of memory: {e.size:,} B per bank wanted, largest free block "
-                    f"{e.state.largest_free:,} B (free {e.state.free:,} B)")
+                    f"{e.state.largest_free:,} B (free {e.state.free:,} B)",
+                    e.size - e.state.largest_free)
         return None
 
     def free(self, key: str) -> None:
@@ -103,14 +107,48 @@ def op_events(pl, graph) -> list[tuple]:
             copy = -(-rows // cores) * -(-(c * 2) // 16) * 16
             pre = [(ALLOC, "in_copy", copy), (ALLOC, "halo0", halo), (FREE, "in_copy"),
                    (FREE, "halo0")]
+        elif getattr(pl.config, "deallocate_activation", False):
+            # measured: the input goes right after the first halo pass's buffer
+            pre = [(ALLOC, "halo0", halo), (FREE, "in:0"), (FREE, "halo0")]
         else:
             pre = [(ALLOC, "halo0", halo), (FREE, "halo0")]
         return pre + [(ALLOC, "halo", halo)] + alloc_outs + [(PROGRAM, cbs), (FREE, "halo")]
+    if op == "global_avg_pool" and raw.get("reduce_phase"):
+        # its middle phase makes two copies of the partial sums, the first freed first
+        rp = int(raw["reduce_phase"])
+        return [(ALLOC, "phase0", rp), (ALLOC, "phase1", rp), (FREE, "phase0")] + alloc_outs + \
+            [(PROGRAM, cbs), (FREE, "phase1")]
+    if op == "linear" and raw.get("bias_add_output"):
+        # the matmul's output, then the bias add's (the layer's output); the first is freed
+        return [(ALLOC, "matmul_out", int(raw["bias_add_output"]))] + alloc_outs + \
+            [(PROGRAM, cbs), (FREE, "matmul_out")]
     copy = int(raw.get("tilized_input", 0) or raw.get("input_copy", 0))
     if op == "conv2d" and copy and not sliced:
         return [(ALLOC, "copy0", copy), (ALLOC, "copy1", copy), (FREE, "copy0")] + alloc_outs + \
             [(PROGRAM, cbs), (FREE, "copy1")]
+    if op == "conv2d" and getattr(pl.config, "deallocate_activation", False):
+        return alloc_outs + [(PROGRAM, cbs), (FREE, "in:0")]    # measured: after its output
     return alloc_outs + [(PROGRAM, cbs)]
+
+
+def can_free_input(pl, plan) -> bool:
+    """Whether conv ``pl`` may free its input itself (``deallocate_activation``): a conv2d run by
+    ttnn.conv2d (not as a linear, not DRAM-sliced) on an L1 input that it reads last and once,
+    that no caller keeps, and without an input copy of its own (whose order is not measured)."""
+    c = pl.config
+    if pl.node.op != "conv2d" or getattr(c, "deallocate_activation", False) or c.slice or \
+            c.lowering == "linear" or not pl.inputs or pl.inputs[0].memory.buffer != "l1":
+        return False
+    raw = dict(c.l1_parts or {})
+    if raw.get("tilized_input") or raw.get("input_copy"):
+        return False
+    g = plan.graph
+    src = pl.node.inputs[0]
+    if src in g.inputs or src in g.constants or src in g.outputs:
+        return False
+    last = lv.last_uses([x.node for x in plan.layers])
+    i = next(k for k, x in enumerate(plan.layers) if x.name == pl.name)
+    return last.get(src) == i and pl.node.inputs.count(src) == 1
 
 
 def simulate(plan, *, l1_small_size: int = 32768) -> list[StepAddr]:
@@ -142,13 +180,13 @@ def simulate(plan, *, l1_small_size: int = 32768) -> list[StepAddr]:
         w.allocate(t_key(name), tensor_bank_bytes(g, name, lay))
 
     def step(kind: str, name: str, events: list[tuple], rename: dict[str, str]) -> None:
-        failure, need, lowest, cb_end = None, None, None, base
+        failure, need, short, lowest, cb_end = None, None, 0, None, base
         for ev in events:
             if ev[0] == ALLOC:
                 key = rename.get(ev[1], ev[1])
                 why = w.allocate(key, ev[2])
                 if why and failure is None:
-                    failure, need = why, l1_alloc.aligned(ev[2])
+                    (failure, short), need = why, l1_alloc.aligned(ev[2])
             elif ev[0] == FREE:
                 w.free(rename.get(ev[1], ev[1]))
             else:
@@ -160,17 +198,19 @@ def simulate(plan, *, l1_small_size: int = 32768) -> list[StepAddr]:
                     if end > low and failure is None:
                         failure = (f"CB clash: its circular buffers end at {end:,}, above the "
                                    f"lowest L1 buffer at {low:,}")
+                        short = end - low
         st = w.alloc.state()
         w.steps.append(StepAddr(kind, name, st.allocated, st.largest_free, lowest, cb_end,
-                                failure, need))
+                                failure, need, short))
 
     for i, pl in enumerate(plan.layers):
         for r in moves.get(pl.name, ()):
             # ttnn.reallocate (ttnn::move): the tensor is freed, then allocated again top-down
             size = tensor_bank_bytes(g, r.tensor, r.layout)
             key = t_key(r.tensor)
-            step("reallocate", f"{r.tensor} before {r.before}",
-                 [(FREE, key), (ALLOC, key, size), (PROGRAM, 0)], {})
+            # (ttnn runs no program of its own here that the capture shows)
+            step("reallocate", f"{r.tensor} before {r.before}", [(FREE, key), (ALLOC, key, size)],
+                 {})
         temps: list[str] = []
         for idx, src in enumerate(pl.node.inputs):
             cur = t_key(src)
@@ -188,6 +228,9 @@ def simulate(plan, *, l1_small_size: int = 32768) -> list[StepAddr]:
             if chain and lv.freed_after_adapters(src, i, pl.node, last, keep):
                 w.free(t_key(src))
         rename = {f"out:{t}": t_key(t) for t in pl.tensor_layouts()}
+        if pl.node.inputs:      # what operand 0 is now: its adapter copy, or the tensor
+            copies0 = [t for t in temps if t.startswith(f"copy:{pl.name}:0:")]
+            rename["in:0"] = copies0[-1] if copies0 else t_key(pl.node.inputs[0])
         events = op_events(pl, g)
         step("layer", pl.name, events, rename)
         inplace = getattr(pl.config, "inplace", False)
@@ -235,14 +278,15 @@ def _layer_of(plan, st: StepAddr) -> str:
 
 
 def _progress(plan, steps: list[StepAddr]) -> tuple[int, int]:
-    """How far a walk gets: (index of its first failing step, minus what that step lacks);
-    larger is better. A walk without failure scores past every step."""
-    for i, st in enumerate(steps):
+    """How far a walk gets: (layers run before its first failing step, minus what that step
+    lacks); larger is better. Counted in layers, not steps, so that a remedy's own step (a
+    reallocation) is no progress by itself. A walk without failure scores past every layer."""
+    done = 0
+    for st in steps:
         if not st.ok:
-            lack = (st.need or 0) - st.largest_free if st.need else \
-                (st.cb_end - (st.lowest or st.cb_end))
-            return i, -max(lack, 0)
-    return len(steps) + 1, 0
+            return done, -st.short
+        done += st.kind == "layer"
+    return len(plan.layers) + 1, 0
 
 
 def _live_before(plan, layer: str, l1_small_size: int) -> dict[str, int]:
@@ -298,11 +342,118 @@ def _with(plan, **changes):
     return replace(plan, **changes)
 
 
-def fit(plan, *, l1_small_size: int | None = None, max_remedies: int = 64):
-    """``plan`` with the address remedies ttnn's allocator needs (cheapest first: a binary op in
-    place, then a reallocation of the live tensor whose move lets the step through), each tried
-    in the model before it is kept. Returns a new Plan; raises ``LayoutError`` naming the step,
-    its request and the largest free block when no remedy gets past it."""
+def _replanned(plan, new, extra_notes=()):
+    """``new`` (a replan of ``plan``'s graph, reordered or with more spills) with ``plan``'s
+    address remedies carried over where their layers still exist."""
+    from dataclasses import replace
+    names = {pl.name for pl in new.layers}
+    done = {n.layer for n in plan.in_place}
+    early = {n.layer for n in plan.freed_early}
+    layers = [(_in_place_candidate(new, pl) if pl.name in done else None) or pl
+              for pl in new.layers]
+    layers = [replace(pl, config=replace(pl.config, deallocate_activation=True))
+              if pl.name in early and can_free_input(pl, new) else pl for pl in layers]
+    kept = [r for r in plan.reallocations if r.before in names]
+    return _with(new, layers=layers, in_place=list(plan.in_place),
+                 freed_early=[n for n in plan.freed_early if n.layer in names],
+                 reallocations=_ordered(new, kept),
+                 reordered=list(new.reordered) + list(extra_notes))
+
+
+def _reordered(plan, layer: str, replan):
+    """``plan`` replanned with ``layer`` run right after its inputs (``planner.moved``), its
+    remedies so far kept; None where it cannot move earlier or the replan fails."""
+    from .errors import LayoutError
+    from .planner import moved
+    from .plans import ReorderNote
+    g = plan.graph
+    pos = {n.name: k for k, n in enumerate(g.nodes)}
+    node = g.node(layer)
+    earliest = max([pos[s] + 1 for s in node.inputs if s in pos] + [0])
+    if replan is None or earliest >= pos[layer]:
+        return None
+    before = g.nodes[earliest].name
+    try:
+        new = replan(moved(g, layer, earliest), plan.spill_hints, plan.cap_hints)
+    except LayoutError:
+        return None
+    return _replanned(plan, new, [ReorderNote(layer, before)])
+
+
+def _spilled(plan, tensor: str, layer: str, replan):
+    """``plan`` replanned with ``tensor`` spilled to DRAM for ``layer`` (the planner's own spill:
+    its readers from then on are planned against the DRAM copy); None where the replan fails."""
+    from .errors import LayoutError
+    if replan is None or (tensor, layer) in plan.spill_hints:
+        return None
+    try:
+        new = replan(plan.graph, plan.spill_hints | {(tensor, layer)}, plan.cap_hints)
+    except LayoutError:
+        return None
+    return _replanned(plan, new)
+
+
+def _capped(plan, layer: str, cbs: int, replan):
+    """``plan`` replanned with conv ``layer``'s circular buffers held to ``cbs`` bytes (a smaller
+    act block or another layout: the planner's own blockings), so that its CB region ends below
+    the lowest L1 buffer; None where no blocking meets it or the replan fails."""
+    from .errors import LayoutError
+    if replan is None or cbs <= 0 or any(n == layer for n, _ in plan.cap_hints):
+        return None
+    try:
+        new = replan(plan.graph, plan.spill_hints, plan.cap_hints | {(layer, cbs)})
+    except LayoutError:
+        return None
+    if layer_parts(new.layer(layer))["cb"] > cbs:
+        return None
+    return _replanned(plan, new)
+
+
+_TRACE = None      # debugging: called with (failing step, its score, candidate, its score)
+
+
+def _candidates(plan, bad: StepAddr, small: int, replan):
+    """Remedies for ``bad``, cheapest first, each a new plan made only when asked for (the
+    replanning ones cost a plan of the whole graph): the conv frees its input itself, the
+    binary op runs in place, a live tensor is reallocated, the layer runs right after its
+    inputs, the conv keeps smaller CBs, a live tensor waits in DRAM."""
+    from dataclasses import replace
+    layer = _layer_of(plan, bad)
+    pl = plan.layer(layer)
+    if bad.kind == "layer" and can_free_input(pl, plan):
+        layers = [replace(x, config=replace(x.config, deallocate_activation=True))
+                  if x.name == layer else x for x in plan.layers]
+        yield _with(plan, layers=layers, freed_early=plan.freed_early + [
+            FreedEarlyNote(layer, pl.node.inputs[0], bad.failure)])
+    if bad.kind == "layer" and bad.need is not None:
+        ip = _in_place_candidate(plan, pl)
+        if ip is not None:
+            layers = [ip if x.name == layer else x for x in plan.layers]
+            yield _with(plan, layers=layers,
+                        in_place=plan.in_place + [InPlaceNote(layer, bad.need, bad.failure)])
+    live = sorted(_live_before(plan, layer, small).items(), key=lambda kv: kv[1])
+    for t, b in live:
+        if not any(r.tensor == t and r.before == layer for r in plan.reallocations):
+            r = Reallocation(t, layer, _held_layout(plan, t, layer), b, bad.name, bad.failure)
+            yield _with(plan, reallocations=_ordered(plan, plan.reallocations + [r]))
+    if replan is None:
+        return
+    if not any(n.layer == layer for n in plan.reordered):
+        yield _reordered(plan, layer, replan)
+    if bad.kind == "layer" and bad.need is None and pl.node.op == "conv2d":
+        yield _capped(plan, layer, layer_parts(pl)["cb"] - bad.short, replan)
+    for t, _ in live:
+        if t not in pl.node.inputs:
+            yield _spilled(plan, t, layer, replan)
+
+
+def fit(plan, *, l1_small_size: int | None = None, max_remedies: int = 64, replan=None):
+    """``plan`` with the address remedies ttnn's allocator needs (``_candidates``, cheapest
+    first), each tried in the model before it is kept: the first that gets the walk past the
+    failing step, else the one that gets closest. Returns a new Plan (the caller's is not
+    changed); raises ``LayoutError`` naming the step, its request and the largest free block
+    when no remedy helps. ``replan(graph, spill_hints, cap_hints)``: the planner's plan of a
+    graph with those hints, for the remedies that change more than one layer."""
     from .errors import LayoutError
     small = plan.l1_small_size if l1_small_size is None else int(l1_small_size)
     steps = simulate(plan, l1_small_size=small)
@@ -312,27 +463,14 @@ def fit(plan, *, l1_small_size: int | None = None, max_remedies: int = 64):
         if bad is None:
             plan.step_addr = steps
             return plan
-        layer = _layer_of(plan, bad)
-        candidates = []
-        pl = plan.layer(layer)
-        if bad.kind == "layer" and bad.need is not None:
-            ip = _in_place_candidate(plan, pl)
-            if ip is not None:
-                layers = [ip if x.name == layer else x for x in plan.layers]
-                note = InPlaceNote(layer, bad.need, bad.failure)
-                candidates.append(_with(plan, layers=layers, in_place=plan.in_place + [note]))
-        if True:
-            live = _live_before(plan, layer, small)
-            for t, b in sorted(live.items(), key=lambda kv: kv[1]):
-                if any(r.tensor == t and r.before == layer for r in plan.reallocations):
-                    continue
-                lay = _held_layout(plan, t, layer)
-                r = Reallocation(t, layer, lay, b, bad.name, bad.failure)
-                candidates.append(_with(plan, reallocations=_ordered(plan, plan.reallocations + [r])))
         best, best_steps, best_score = None, None, score
-        for cand in candidates:
+        for cand in _candidates(plan, bad, small, replan):
+            if cand is None:
+                continue
             cs = simulate(cand, l1_small_size=small)
             sc = _progress(cand, cs)
+            if _TRACE is not None:
+                _TRACE(bad, score, cand, sc)
             if sc > best_score:
                 best, best_steps, best_score = cand, cs, sc
             if sc[0] > score[0]:
@@ -340,11 +478,13 @@ def fit(plan, *, l1_small_size: int | None = None, max_remedies: int = 64):
         if best is None:
             raise LayoutError(
                 f"ttnn's L1 allocator would refuse step '{bad.name}' ({bad.kind}): "
-                f"{bad.failure}; no in-place op or reallocation of a live tensor gets past it; "
-                "use a smaller batch or input size (--batch / --input-size)", layer=layer)
+                f"{bad.failure}; no remedy (the conv freeing its input, in place, reallocation, "
+                "reorder, smaller blocking, spill) gets past it; use a smaller batch or input "
+                "size (--batch / --input-size)", layer=_layer_of(plan, bad))
         plan, steps = best, best_steps
     raise LayoutError(f"ttnn's L1 allocator would refuse step '{bad.name}': {bad.failure}; "
-                      f"more than {max_remedies} address remedies would be needed", layer=layer)
+                      f"more than {max_remedies} address remedies would be needed",
+                      layer=_layer_of(plan, bad))
 
 
 def _held_layout(plan, tensor: str, before: str):

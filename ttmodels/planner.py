@@ -71,7 +71,8 @@ def _const_flat(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
 class _Planner:
     def __init__(self, graph: Graph, arch: str, adapters: bool, l1_small_size: int = 32768,
                  no_reorder: frozenset[str] = frozenset(), cb_caps: dict[str, int] | None = None,
-                 no_cap: frozenset[str] = frozenset()):
+                 no_cap: frozenset[str] = frozenset(),
+                 spill_hints: frozenset[tuple[str, str]] = frozenset()):
         if arch not in l1m.ARCH_L1:
             raise LayoutError(f"unknown arch {arch!r}; known: {sorted(l1m.ARCH_L1)}")
         self.g, self.arch, self.with_adapters = graph, arch, adapters
@@ -81,6 +82,9 @@ class _Planner:
         self.op_budget = self.budget
         self.grid = l1m.ARCH_GRID[arch]
         self.spills: list[lv.Spill] = []
+        # (tensor, layer): spill the tensor for that layer whatever the sums say (the address
+        # model found its free blocks short there: plan_alloc.fit)
+        self.spill_hints = spill_hints
         self.last = lv.last_uses(graph.nodes)
         self.keep = set(graph.outputs) | set(graph.constants)
         self.no_reorder = no_reorder if adapters else frozenset(n.name for n in graph.nodes)
@@ -215,6 +219,7 @@ class _Planner:
         earlier place in the order (``_Reorder``); spilling live tensors to DRAM (``Spill``),
         when that moves fewer bytes than DRAM slicing or nothing else fits."""
         mark = len(self.adapters)
+        self.apply_spill_hints(i, node)
         pre = self.others(i, node)
         carry = self.carry_in()
 
@@ -357,6 +362,19 @@ class _Planner:
         by_size = sorted(cands, key=lambda t: -others[t])
         for k in range(2, len(by_size) + 1):
             yield tuple(by_size[:k])
+
+    def apply_spill_hints(self, i: int, node: Node) -> None:
+        """Spill the tensors ``spill_hints`` name for ``node`` (alive in L1, read again later)."""
+        for t, for_layer in sorted(self.spill_hints):
+            if for_layer != node.name or t not in self.layouts or t in self.g.constants:
+                continue
+            lay = self.layouts[t]
+            if lay.memory.buffer != "l1" or not (self.last.get(t, -1) > i or t in self.g.outputs):
+                continue
+            self.layouts[t] = self.spilled_layout(lay)
+            frees = lv.bank_bytes(lay, *lv.tensor_rows_c(self.g, t))
+            self.spills.append(lv.Spill(t, self.spill_point(i, t), lay, self.layouts[t], frees,
+                                        node.name))
 
     def spill_point(self, i: int, t: str) -> str:
         """The layer after which ``t`` goes to DRAM: its last reader before layer ``i``, or its
@@ -1032,6 +1050,8 @@ class _Planner:
         native = R.is_native_binary_sharding(a, b, out.memory, shapes[ia], shapes[ib])
         if not native and shapes[ia] != shapes[ib] and (a.memory.sharded or b.memory.sharded):
             est = l1m.with_unborrowed_binary_cbs(est)
+        elif not native and a.memory.sharded != b.memory.sharded:
+            est = l1m.with_unborrowed_binary_cbs(est, cbs=3)
         config = BinaryPlan(swap_operands=swap, dtype=dtype, memory_config=req,
                             native_l1_sharding=native,
                             broadcast="per_image" if per_image else (
@@ -1401,7 +1421,9 @@ def moved(graph: Graph, name: str, index: int) -> Graph:
 
 
 def plan_graph(graph: Graph, *, arch: str = "wormhole_b0", adapters: bool = True,
-               l1_small_size: int = 32768) -> Plan:
+               l1_small_size: int = 32768, addresses: bool = True,
+               spill_hints: frozenset[tuple[str, str]] = frozenset(),
+               cap_hints: frozenset[tuple[str, int]] = frozenset()) -> Plan:
     """Resolve every tensor's layout and insert adapters only on disagreeing edges. The L1
     budget is the allocator's bank for a device opened with ``l1_small_size``.
 
@@ -1409,14 +1431,15 @@ def plan_graph(graph: Graph, *, arch: str = "wormhole_b0", adapters: bool = True
     its inputs (fewer tensors alive there); the plan of the reordered graph is kept when it
     works, else the layer stays and the other remedies (spills) apply."""
     frozen: frozenset[str] = frozenset()
-    caps: dict[str, int] = {}             # conv -> CB bytes it may keep for the next step
-    asked: dict[str, str] = {}            # conv -> the layer that asked
+    caps: dict[str, int] = dict(cap_hints)  # conv -> CB bytes it may keep (for the next step,
+    #                                         or for its own CBs to stay below L1 buffers)
+    asked: dict[str, str] = {n: n for n, _ in cap_hints}   # conv -> the layer that asked
     no_cap: frozenset[str] = frozenset()
     current, moves = graph, []
     planner = None
 
     def make(g: Graph) -> _Planner:
-        return _Planner(g, arch, adapters, l1_small_size, frozen, caps, no_cap)
+        return _Planner(g, arch, adapters, l1_small_size, frozen, caps, no_cap, spill_hints)
 
     try:
         for _ in range(3 * len(graph.nodes) + 1):
@@ -1427,7 +1450,17 @@ def plan_graph(graph: Graph, *, arch: str = "wormhole_b0", adapters: bool = True
                 plan.blockings = [BlockingNote(n, _conv_choice(pl), lv.layer_cbs(pl), asked[n])
                                   for n, pl in ((n, plan.layer(n)) for n in caps)
                                   if lv.layer_cbs(pl) <= caps[n]]
-                return _fit_addresses(plan) if adapters else plan
+                if not (adapters and addresses):
+                    return plan
+
+                def replan(g: Graph, hints=spill_hints, capped=cap_hints) -> Plan:
+                    out = plan_graph(g, arch=arch, adapters=adapters, l1_small_size=l1_small_size,
+                                     addresses=False, spill_hints=frozenset(hints),
+                                     cap_hints=frozenset(capped))
+                    out.reordered = plan.reordered + out.reordered
+                    out.spill_hints, out.cap_hints = frozenset(hints), frozenset(capped)
+                    return out
+                return _fit_addresses(plan, replan)
             except _CapCBs as c:
                 if c.name in caps or c.cap <= 0:
                     # asked before and its blockings could not get there: the next step takes
@@ -1457,12 +1490,13 @@ def plan_graph(graph: Graph, *, arch: str = "wormhole_b0", adapters: bool = True
         raise (e.at(loc.file, loc.line) if loc else e) from None
 
 
-def _fit_addresses(plan: Plan) -> Plan:
+def _fit_addresses(plan: Plan, replan) -> Plan:
     """The sums fit; now the addresses: ttnn's allocator model over the executor's order
-    (``plan_alloc``), with in-place ops and reallocations where a free block falls short."""
+    (``plan_alloc``), with in-place ops, reorders and reallocations where a free block falls
+    short. ``replan(graph)``: the plan of a reordered graph (without this step)."""
     from . import plan_alloc
     try:
-        return plan_alloc.fit(plan)
+        return plan_alloc.fit(plan, replan=replan)
     except LayoutError as e:
         node = next((n for n in plan.graph.nodes if n.name == e.layer), None)
         loc = getattr(node, "loc", None)

@@ -68,6 +68,20 @@ class InPlaceNote:
 
 
 @dataclass(frozen=True)
+class FreedEarlyNote:
+    """Conv ``layer`` frees its input ``tensor`` itself as soon as it has read it
+    (``Conv2dConfig.deallocate_activation``, as TT's ResNet50 does), instead of the executor
+    after it: it is the input's last reader, and the space is what ttnn's allocator needed."""
+    layer: str
+    tensor: str
+    problem: str
+
+    @property
+    def reason(self) -> str:
+        return f"deallocate_activation: {self.layer} frees {self.tensor} once read: {self.problem}"
+
+
+@dataclass(frozen=True)
 class ReorderNote:
     """The planner ran ``layer`` right before ``before`` (not where the spec has it), so that
     fewer tensors are alive in L1 while it runs (a remedy that moves no bytes)."""
@@ -149,8 +163,13 @@ class Plan:
     # in place because the allocator's free blocks, not its free bytes, fell short
     reallocations: list = field(default_factory=list)   # Reallocation, in execution order
     in_place: list = field(default_factory=list)        # InPlaceNote
+    freed_early: list = field(default_factory=list)     # FreedEarlyNote (deallocate_activation)
     # plan_alloc.StepAddr of every step (the allocator model's figures), set by the planner
     step_addr: list = field(default_factory=list)
+    # what the address model asked the planner for (plan_alloc.fit): (tensor, layer) spills,
+    # and (conv, CB bytes) caps on a conv's own circular buffers
+    spill_hints: frozenset = frozenset()
+    cap_hints: frozenset = frozenset()
     l1_small_size: int = 32768
     # Data parallel: the graph (and every layout above) is for ONE chip's batch; the mesh runs
     # a replica per chip (ttmodels.mesh.MeshSpec), None for a single chip.

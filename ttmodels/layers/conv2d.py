@@ -22,12 +22,13 @@ def conv_padding(padding) -> list[int]:
 
 def conv2d_config(tt, planned: PlannedLayer):
     """The ``Conv2dConfig`` for a planned conv: weights dtype from the precision, the plan's shard
-    layout / act_block_h / reshard decisions, the node's activation fused (activation table), activations kept
-    (the executor frees tensors after their last consumer; conv must not free a shared input)."""
+    layout / act_block_h / reshard decisions, the node's activation fused (activation table); the
+    input is kept (the executor frees tensors after their last consumer) unless the plan has the
+    conv free it itself (``deallocate_activation``: it is the input's last reader)."""
     node, cfg = planned.node, planned.config
     kw = dict(
         weights_dtype=common.data_type(tt, cfg.weights_dtype or node.precision.weights),
-        deallocate_activation=False,
+        deallocate_activation=bool(cfg.deallocate_activation),
         act_block_h_override=int(cfg.act_block_h_override or 0),
         reshard_if_not_optimal=bool(cfg.reshard_if_not_optimal),
         override_sharding_config=bool(cfg.override_sharding_config),

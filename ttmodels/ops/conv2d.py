@@ -201,6 +201,9 @@ class Conv2dPlan(PlanConfig):
     act_block_w_div: int | None = optional()
     reallocate_halo_output: bool | None = optional()
     transpose_shards: bool | None = optional()
+    # the conv frees its input once it has read it (TT's ResNet50); only where it is the
+    # input's last reader (plan_alloc.fit)
+    deallocate_activation: bool | None = optional()
 
     CONV2D_CONFIG_OPTIONS = ("enable_act_double_buffer", "enable_weights_double_buffer",
                              "full_inner_dim", "act_block_w_div", "reallocate_halo_output",
