@@ -97,9 +97,12 @@ def test_model_finds_the_fragmentation_that_sums_miss(r50_b16_sums_only):
 
 def test_fit_adds_remedies_that_clear_every_step(r50_b16_sums_only):
     plan = plan_graph(load_graph("resnet50", batch_size=16))
-    assert plan.in_place and plan.reallocations
+    assert plan.in_place and plan.freed_early
     assert "layer1.1.relu" in {n.layer for n in plan.in_place}
     assert plan.layer("layer1.1.relu").config.inplace
+    for n in plan.freed_early:          # TT's deallocate_activation, on the input's last reader
+        assert plan.layer(n.layer).config.deallocate_activation
+        assert n.reason in str(plan)
     assert plan_alloc.first_failure(plan_alloc.simulate(plan)) is None
     assert plan.step_addr and all(st.ok for st in plan.step_addr)
     # each remedy names its step and its bytes, in the table and the JSON
@@ -108,6 +111,7 @@ def test_fit_adds_remedies_that_clear_every_step(r50_b16_sums_only):
         assert r.reason in table and r.moves > 0
     d = plan.to_dict()
     assert [r["tensor"] for r in d["reallocations"]] == [r.tensor for r in plan.reallocations]
+    assert [n["layer"] for n in d["deallocate_activation"]] == [n.layer for n in plan.freed_early]
     assert {n["layer"] for n in d["in_place"]} == {n.layer for n in plan.in_place}
     assert len(d["steps_addr"]) == len(plan.step_addr)
 
@@ -136,16 +140,11 @@ def _largest_free_in(error: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def real_runs():
-    from ttmodels.verify import verify
-    cache = {}
-
+def real_runs(real_run):
+    """(spec, kwargs pairs, addresses) -> (plan, its real-run report), shared per session."""
     def get(key):
-        if key not in cache:
-            spec, kw, addresses = key
-            plan = plan_graph(load_graph(spec, **dict(kw)), addresses=addresses)
-            cache[key] = (plan, verify(None, plan=plan))
-        return cache[key]
+        spec, kw, addresses = key
+        return real_run(spec, addresses=addresses, **dict(kw))
     return get
 
 
@@ -199,5 +198,7 @@ def test_cb_clash_predicted_and_remedied(real_runs, spec, kw):
                                            r"region ends at (\d+)", bad.error).groups())
     assert (predicted.cb_end, predicted.cb_end - predicted.short) == (end, low)
     plan, r = real_runs((spec, kw, True))
-    assert plan.reallocations and r.completed and r.ok, \
+    remedies = plan.reallocations + plan.freed_early + plan.in_place + sorted(plan.cap_hints) + \
+        sorted(plan.spill_hints)
+    assert remedies and r.completed and r.ok, \
         [(s.name, s.error) for s in r.steps if not s.ok]

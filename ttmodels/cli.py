@@ -158,9 +158,10 @@ def _run(args) -> int:
             plot_plan(plan, args.plot, verify_records=report.steps,
                       l1_bank_bytes=report.l1_bank_bytes)
             print(f"wrote {args.plot}", file=sys.stderr)
-        # 0: the real run reached the end, every step accepted with the planned memory config
-        # and within the L1 bank
-        return 0 if report.ok and report.fits else 1
+        # 0: the real run reached the end with every step accepted as planned (ttnn's allocator
+        # enforced the bank itself; the capture's summed figures are diagnostics, and on a mesh
+        # they add up every chip's buffers)
+        return 0 if report.ok and (report.real or report.fits) else 1
     if args.cmd == "probe-1x1":
         from .probe import run_probe
         return run_probe(args.spec, batch_size=args.batch, input_size=size, profile=args.profile,

@@ -8,10 +8,10 @@ in which buffers are allocated and freed, every address follows. That order is:
   frees its previous copy), the original freed right after its copy when that is its last use,
   the layer, its spills, then the adapter copies, then every tensor whose last reader it was;
 * each op's own, inside a step: measured on the mock device for the ops the shipped models use
-  (``op_events``): a conv or pool with a halo allocates the halo buffer, frees it, allocates it
-  again (its second pass), then the output, and frees the halo after its program; a 1x1 conv
-  that copies its input first makes two copies (the first freed before the output); everything
-  else allocates its output.
+  (``op_events``; the table in docs/layouts.md): a conv or pool with a halo allocates the halo
+  buffer, frees it, allocates it again (its second pass), then the output, and frees the halo
+  after its program; a 1x1 conv that tilizes its input first makes two copies (the first freed
+  before the output), one that only shards it one; everything else allocates its output.
 
 ``simulate(plan)`` walks the plan in that order and returns, per step, the allocator state
 right after the step's op (before the executor frees what it no longer needs: what
@@ -108,8 +108,9 @@ def op_events(pl, graph) -> list[tuple]:
             pre = [(ALLOC, "in_copy", copy), (ALLOC, "halo0", halo), (FREE, "in_copy"),
                    (FREE, "halo0")]
         elif getattr(pl.config, "deallocate_activation", False):
-            # measured: the input goes right after the first halo pass's buffer
-            pre = [(ALLOC, "halo0", halo), (FREE, "in:0"), (FREE, "halo0")]
+            # measured: the halo program runs on the first halo buffer with the input still
+            # there; the input goes right after it
+            pre = [(ALLOC, "halo0", halo), (PROGRAM, 0), (FREE, "in:0"), (FREE, "halo0")]
         else:
             pre = [(ALLOC, "halo0", halo), (FREE, "halo0")]
         return pre + [(ALLOC, "halo", halo)] + alloc_outs + [(PROGRAM, cbs), (FREE, "halo")]
@@ -122,10 +123,14 @@ def op_events(pl, graph) -> list[tuple]:
         # the matmul's output, then the bias add's (the layer's output); the first is freed
         return [(ALLOC, "matmul_out", int(raw["bias_add_output"]))] + alloc_outs + \
             [(PROGRAM, cbs), (FREE, "matmul_out")]
-    copy = int(raw.get("tilized_input", 0) or raw.get("input_copy", 0))
-    if op == "conv2d" and copy and not sliced:
-        return [(ALLOC, "copy0", copy), (ALLOC, "copy1", copy), (FREE, "copy0")] + alloc_outs + \
-            [(PROGRAM, cbs), (FREE, "copy1")]
+    tilized, copied = int(raw.get("tilized_input", 0)), int(raw.get("input_copy", 0))
+    if op == "conv2d" and tilized and not sliced:
+        # tilize, then its sharded copy: the first is freed before the output
+        return [(ALLOC, "copy0", tilized), (ALLOC, "copy1", tilized), (FREE, "copy0")] + \
+            alloc_outs + [(PROGRAM, cbs), (FREE, "copy1")]
+    if op == "conv2d" and copied and not sliced:
+        # one sharded copy of a DRAM / interleaved input
+        return [(ALLOC, "copy1", copied)] + alloc_outs + [(PROGRAM, cbs), (FREE, "copy1")]
     if op == "conv2d" and getattr(pl.config, "deallocate_activation", False):
         return alloc_outs + [(PROGRAM, cbs), (FREE, "in:0")]    # measured: after its output
     return alloc_outs + [(PROGRAM, cbs)]
@@ -149,6 +154,24 @@ def can_free_input(pl, plan) -> bool:
     last = lv.last_uses([x.node for x in plan.layers])
     i = next(k for k, x in enumerate(plan.layers) if x.name == pl.name)
     return last.get(src) == i and pl.node.inputs.count(src) == 1
+
+
+def freeing_input(pl):
+    """``pl`` (a conv ``can_free_input`` allows) with ``deallocate_activation``, and its
+    estimate as ttnn then counts it (measured): a halo conv frees its input right after its
+    first halo buffer, so its peak is the larger of the op without its input and the input with
+    that halo buffer; a matmul conv frees it after its output, so its peak does not change (the
+    space is free for the next step only)."""
+    from dataclasses import replace
+    parts = dict(pl.config.l1_parts or {})
+    total = int(pl.l1_bytes_per_core)
+    inp, halo = int(parts.get("input", 0)), int(parts.get("halo", 0))
+    if halo:
+        new_total = max(total - inp, inp + halo)
+        parts["input"] = new_total - (total - inp)      # what of the input the peak still holds
+        total = new_total
+    cfg = replace(pl.config, deallocate_activation=True, l1_parts=parts)
+    return replace(pl, config=cfg, l1_bytes_per_core=total)
 
 
 def simulate(plan, *, l1_small_size: int = 32768) -> list[StepAddr]:
@@ -331,10 +354,12 @@ def _in_place_candidate(plan, pl):
     if not copied and (src in g.inputs or src in g.constants or src in g.outputs or
                        [c.name for c in g.consumers(src)] != [pl.name]):
         return None
-    from .graph import TensorShape  # noqa: F401  (shape type of node.shape)
     s = pl.node.shape
-    cfg = replace(pl.config, inplace=True, out_shape=(1, 1, s.rows, s.c))
-    return replace(pl, config=cfg)
+    parts = dict(pl.config.l1_parts or {})
+    own = int(parts.get("output", 0))
+    parts["output"] = 0             # the output is a's buffer (l1.eltwise_l1 output_aliases_input)
+    cfg = replace(pl.config, inplace=True, out_shape=(1, 1, s.rows, s.c), l1_parts=parts)
+    return replace(pl, config=cfg, l1_bytes_per_core=int(pl.l1_bytes_per_core) - own)
 
 
 def _with(plan, **changes):
@@ -351,8 +376,8 @@ def _replanned(plan, new, extra_notes=()):
     early = {n.layer for n in plan.freed_early}
     layers = [(_in_place_candidate(new, pl) if pl.name in done else None) or pl
               for pl in new.layers]
-    layers = [replace(pl, config=replace(pl.config, deallocate_activation=True))
-              if pl.name in early and can_free_input(pl, new) else pl for pl in layers]
+    layers = [freeing_input(pl) if pl.name in early and can_free_input(pl, new) else pl
+              for pl in layers]
     kept = [r for r in plan.reallocations if r.before in names]
     return _with(new, layers=layers, in_place=list(plan.in_place),
                  freed_early=[n for n in plan.freed_early if n.layer in names],
@@ -421,8 +446,7 @@ def _candidates(plan, bad: StepAddr, small: int, replan):
     layer = _layer_of(plan, bad)
     pl = plan.layer(layer)
     if bad.kind == "layer" and can_free_input(pl, plan):
-        layers = [replace(x, config=replace(x.config, deallocate_activation=True))
-                  if x.name == layer else x for x in plan.layers]
+        layers = [freeing_input(x) if x.name == layer else x for x in plan.layers]
         yield _with(plan, layers=layers, freed_early=plan.freed_early + [
             FreedEarlyNote(layer, pl.node.inputs[0], bad.failure)])
     if bad.kind == "layer" and bad.need is not None:
@@ -462,6 +486,8 @@ def fit(plan, *, l1_small_size: int | None = None, max_remedies: int = 64, repla
         bad = next((s for s in steps if not s.ok), None)
         if bad is None:
             plan.step_addr = steps
+            if plan.in_place or plan.freed_early:
+                lv.refresh(plan)    # the layers these changed: their live figures again
             return plan
         best, best_steps, best_score = None, None, score
         for cand in _candidates(plan, bad, small, replan):

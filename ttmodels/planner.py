@@ -173,11 +173,7 @@ class _Planner:
                     self.constant_layouts, self.arch, self.grid, self.budget,
                     spills=self.spills, l1_small_size=self.l1_small_size)
         # the final figures: later spills shortened earlier layers' live sets and carries
-        plan.step_l1 = lv.step_figures(plan)
-        by_name = {pl.name: pl for pl in self.layers}
-        for st in plan.step_l1:
-            if st.kind == "layer":
-                by_name[st.name].live_l1, by_name[st.name].live_tensors = st.total, dict(st.others)
+        lv.refresh(plan)
         return plan
 
     # ---- liveness ----------------------------------------------------------------------------

@@ -227,6 +227,10 @@ class Executor:
                     if (env[src] is not out or src == pl.name) and env[src] is not alias:
                         tt.deallocate(env[src])
                     del env[src]
+            # no reference of this layer's tensors outlives it but env's: ttnn.reallocate
+            # (ttnn::move) refuses a tensor that something else still holds ("Expect input
+            # tensor to be deallocated after move op")
+            args = temps = out = alias = t = None
         if keep_all:
             return {t: env[t] for pl in self.plan.layers for t in pl.node.tensors}
         return {name: env[name] for name in self.outputs}

@@ -235,9 +235,13 @@ def split_error(e: BaseException) -> tuple[str, str | None]:
 
 def verify(spec, *, batch_size: int = 1, input_size=None, profile: str | None = None,
            adapters: bool = True, system: str = "n150", l1_small_size: int | None = None,
-           plan=None, mesh=None, device=None, real: bool = True) -> VerifyReport:
+           plan=None, mesh=None, device=None, real: bool = True,
+           diagnostics: bool = True) -> VerifyReport:
     """Plan ``spec`` (or take ``plan``) and run it on a mock ``system`` under ttnn; see module.
     ``real=False``: under NO_DISPATCH capture (allocation mocked) instead of for real.
+    ``diagnostics`` (real runs): also run the plan once under NO_DISPATCH capture first, for
+    ttnn's per-step CB and L1 sums (``ttnn_peak_*``, ``ttnn_op_peak_total``): under a NORMAL
+    capture only conv and pool programs report their circular buffers.
     ``mesh`` ("n300", "t3000"; its mock system) runs data parallel, ``batch_size`` being the
     whole batch. ``device``: an already open ``(ttnn, device)`` from
     ``mock_device.open_device`` (opened with ``l1_small_size``), reused and left open (many
@@ -251,25 +255,43 @@ def verify(spec, *, batch_size: int = 1, input_size=None, profile: str | None = 
                          mesh=mesh, adapters=adapters)
     m = plan.mesh
     l1_small = DEFAULT_L1_SMALL_SIZE if l1_small_size is None else int(l1_small_size)
+    def both(tt, dev):
+        kw = dict(system=system, adapters=adapters, version=mock_device.ttnn_version(),
+                  bank=mock_device.l1_bank_bytes(tt, dev), l1_small_size=l1_small)
+        if not real:
+            return _run(tt, dev, plan, real=False, **kw)
+        sums = _run(tt, dev, plan, real=False, **kw) if diagnostics else None
+        report = _run(tt, dev, plan, real=True, **kw)
+        if sums is not None:
+            _take_sums(report, sums)
+        return report
+
     if device is not None:
-        tt, dev = device
-        return _run(tt, dev, plan, system=system, adapters=adapters,
-                    version=mock_device.ttnn_version(), bank=mock_device.l1_bank_bytes(tt, dev),
-                    l1_small_size=l1_small, real=real)
+        return both(*device)
     if m is None:
         tt, dev = mock_device.open_device(system, l1_small_size=l1_small)
     else:
         system = m.name
         tt, dev = mock_device.open_mesh_device(m, l1_small_size=l1_small)
     try:
-        return _run(tt, dev, plan, system=system, adapters=adapters,
-                    version=mock_device.ttnn_version(), bank=mock_device.l1_bank_bytes(tt, dev),
-                    l1_small_size=l1_small, real=real)
+        return both(tt, dev)
     finally:
         if m is None:
             tt.close_device(dev)
         else:
             tt.close_mesh_device(dev)
+
+
+def _take_sums(report: VerifyReport, sums: VerifyReport) -> None:
+    """The NO_DISPATCH pass's per-step L1 sums into the real run's report (the diagnostics:
+    every program's CBs are in that capture); steps only the real run has keep their own."""
+    by = {(s.kind, s.name): s for s in sums.steps}
+    for c in report.steps:
+        d = by.get((c.kind, c.name))
+        if d is not None:
+            c.ttnn_peak_cb, c.ttnn_peak_l1 = d.ttnn_peak_cb, d.ttnn_peak_l1
+            c.ttnn_peak_total, c.ttnn_op_peak_total = d.ttnn_peak_total, d.ttnn_op_peak_total
+    report.peak_total, report.timeline_peak_total = sums.peak_total, sums.timeline_peak_total
 
 
 def _zero_params(graph) -> dict[str, dict[str, Any]]:
