@@ -33,6 +33,7 @@ from . import liveness as lv
 from . import rules as R
 from .errors import LayoutError, SpecError
 from .formats import is_block_float
+from .activations import matmul_split
 from .graph import TILE, Graph, Node, TensorShape, round_up
 from .layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                      TensorLayout)
@@ -1233,7 +1234,8 @@ class _Planner:
                             bias=bool(node.attrs.get("bias", True)))
         return PlannedLayer(node, [x], out, est.total,
                             LinearPlan(dtype=dtype, memory_config=out.memory, program_config=None,
-                                       activation=node.attrs.get("activation"),
+                                       # what the matmul fuses (the rest runs after it)
+                                       activation=matmul_split(node.attrs.get("activation"))[0],
                                        l1_parts=est.parts))
 
     # ---- upsample / concat / pad -----------------------------------------------------------
