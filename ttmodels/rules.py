@@ -343,7 +343,8 @@ _RULE_LIST = [
          f"{_CAT}: ConcatDeviceOperation::validate ('Only width or height concat on sharded "
          "tensors', 'Only support width concat on height-sharded or block-sharded tensors.')"),
     Rule("concat.same_format", "concat",
-         "all inputs share one dtype (0.81.1 accepts a TILE input next to a ROW_MAJOR one)",
+         "all inputs share one dtype (0.81.1 accepts a TILE input next to a ROW_MAJOR one when "
+         "they are interleaved: concat.same_layout)",
          f"{_CAT}: ConcatDeviceOperation::validate_on_program_cache_miss ('All Tensors should have "
          "same dtypes.', 0.81.1 wheel: line 157)"),
     Rule("concat.same_layout", "concat",
