@@ -16,11 +16,15 @@ What fuses where in ttnn 0.81.1 (tt-metal sources):
   turns RELU into the packer's ``PACK_RELU`` and any other op type into SFPU defines through
   ``unary::utils::get_defines(op_type, params, "ACTIVATION", "i")``; a 1x1 conv run as a matmul
   passes the activation on as the matmul's ``fused_activation`` (``conv2d_utils.cpp``
-  ``determine_matmul_op_config``). So every UnaryOpType that ``get_defines`` knows fuses.
+  ``determine_matmul_op_config``). So every UnaryOpType that ``get_defines`` knows fuses into a
+  real (non-matmul) conv.
 * matmul / linear: program configs' ``fused_activation: UnaryWithParam`` and
   ``linear(activation=str | UnaryWithParam)``; the matmul program factories
   (``bmm_op_multi_core_reuse_mcast_*_program_factory.cpp``) use the same PACK_RELU /
-  ``get_defines`` split.
+  ``get_defines`` split, but 0.81.1 refuses HARDSWISH and LEAKY_RELU there ('Unsupported
+  UnaryOpType for fused activation', matmul_utilities.hpp:354, measured on the mock device), a
+  1x1 conv's matmul path included: ``fuses_matmul=False``, and the layers run those standalone
+  after the matmul (``matmul_split``).
 * binary_ng (add, multiply, subtract): ``activations=[UnaryWithParam]`` (post activations,
   ``binary_ng_device_operation.cpp``; the nanobind type is ``EltwiseUnaryWithParam``, an alias).
 
@@ -49,7 +53,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 __all__ = ["ActivationDef", "ACTIVATIONS", "NAMES", "parse", "split", "get", "torch_apply",
-           "sim_apply", "unary_with_param", "binary_activations", "matmul_activation"]
+           "sim_apply", "unary_with_param", "binary_activations", "matmul_activation",
+           "matmul_split"]
 
 
 @dataclass(frozen=True)
@@ -78,13 +83,14 @@ ACTIVATIONS: dict[str, ActivationDef] = {a.name: a for a in (
     ActivationDef("relu6", "RELU6", "relu6", source=f"{_UNARY}: RELU6 = relu_max 6; "
                   f"{_SFPU}/ckernel_sfpu_relu.h"),
     ActivationDef("leaky_relu", "LEAKY_RELU", "leaky_relu", param="slope", default=0.01,
+                  fuses_matmul=False,
                   source=f"{_UNARY}: leaky_relu_tile(slope bits); {_SFPU}/ckernel_sfpu_relu.h"),
     ActivationDef("sigmoid", "SIGMOID", "sigmoid", fused_params=(4.0, 0.0),
                   source=f"{_UNARY}: sigmoid_tile<vector_mode RC=4, fast=0>; accurate; "
                   f"FastApproximate: {_SFPU}/ckernel_sfpu_sigmoid.h _init_sigmoid_ LUT"),
     ActivationDef("hardsigmoid", "HARDSIGMOID", "hardsigmoid",
                   source=f"{_SFPU}/ckernel_sfpu_activations.h (Hardsigmoid: relu_max(x/6+0.5, 1))"),
-    ActivationDef("hardswish", "HARDSWISH", "hardswish",
+    ActivationDef("hardswish", "HARDSWISH", "hardswish", fuses_matmul=False,
                   source=f"{_SFPU}/ckernel_sfpu_activations.h (x * hardsigmoid(x))"),
     ActivationDef("silu", "SILU", "silu",
                   source=f"{_SFPU}/ckernel_sfpu_silu.h _calculate_silu_ (piecewise sigmoid)"),
@@ -175,6 +181,14 @@ def binary_activations(tt, act: str | None) -> list:
     if not d.fuses_binary:
         raise ValueError(f"binary ops cannot fuse {d.name}")
     return [unary_with_param(tt, act)]
+
+
+def matmul_split(act: str | None) -> tuple[str | None, str | None]:
+    """(fused into the matmul, run standalone after it) for ``act`` on a matmul (linear, or a
+    conv run as one): the activations the matmul kernels refuse run after it."""
+    if act is None or get(act).fuses_matmul:
+        return act, None
+    return None, act
 
 
 def matmul_activation(tt, act: str | None):

@@ -33,6 +33,7 @@ from . import liveness as lv
 from . import rules as R
 from .errors import LayoutError, SpecError
 from .formats import is_block_float
+from .activations import matmul_split
 from .graph import TILE, Graph, Node, TensorShape, round_up
 from .layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                      TensorLayout)
@@ -551,9 +552,12 @@ class _Planner:
         if policy.kind in (HEIGHT, BLOCK, WIDTH):
             kinds = [policy.kind]
         elif x.memory.sharded and x.memory.memory_layout in (HEIGHT, BLOCK, WIDTH) and not (
-                x.memory.memory_layout == WIDTH and self.is_mm(node)):
+                x.memory.memory_layout == WIDTH and self.is_mm(node)) and not (
+                self.is_mm(node) and R.check("conv2d", [x], {"is_mm_conv": True})):
             # (a width-sharded input of a 1x1 matmul conv cannot be followed: rule
-            # conv2d.mm_width_sharded; it is resharded to the auto choice below)
+            # conv2d.mm_width_sharded; nor can a row-major block-sharded one of partial tile
+            # rows, a pool's output: rule conv2d.mm_block_row_major; both are resharded to the
+            # auto choice below)
             # ttnn: an already sharded input is used as is (determine_conv_config_for_auto_shard
             # returns early; reshard_if_not_optimal=False), so auto follows the producer.
             kinds = [x.memory.memory_layout]
@@ -890,7 +894,12 @@ class _Planner:
             pc = R.pool_parallel_config(scheme, node.shape.rows, c, in_tiled=in_tiled,
                                         out_tiled=out_layout == TILE_LAYOUT, device_grid=self.grid)
             pool_in = replace(x, memory=R.pool_input_memspec(pc, in_rows, c, in_tiled=in_tiled))
-        out = R.output_layout(node.op, [x], attrs, None, [self.flat[node.inputs[0]]])
+        # The global pool's output is asked for: left to itself, ttnn 0.81.1 reduces some
+        # whole-map pools to interleaved L1 and runs others (batch 3, 6, 10 of a sharded map; an
+        # interleaved input) as pool2d with sharded outputs (measured on the mock device)
+        requested = MemSpec(INTERLEAVED, "l1") if (
+            self.with_adapters and node.op == "global_avg_pool") else None
+        out = R.output_layout(node.op, [x], attrs, requested, [self.flat[node.inputs[0]]])
         # the global pool reduces the input as it is (no pool2d sharding of it)
         geo = None
         if node.op in ("max_pool2d", "avg_pool2d"):
@@ -906,7 +915,7 @@ class _Planner:
                           shard_scheme=scheme, output_layout=out_layout, dtype=dtype,
                           kernel=kernel, num_cores=pc.num_cores, core_grid=pc.grid,
                           input_memory=pool_in.memory, out_shape=attrs["out_shape"],
-                          l1_parts=est.parts)
+                          memory_config=requested, l1_parts=est.parts)
         if self.with_adapters and est.total > self.op_budget and \
                 node.op not in ("global_avg_pool", "adaptive_avg_pool2d"):
             sliced = self.plan_pool_sliced(node, x, est, config)
@@ -1241,7 +1250,8 @@ class _Planner:
                             bias=bool(node.attrs.get("bias", True)))
         return PlannedLayer(node, [x], out, est.total,
                             LinearPlan(dtype=dtype, memory_config=out.memory, program_config=None,
-                                       activation=node.attrs.get("activation"),
+                                       # what the matmul fuses (the rest runs after it)
+                                       activation=matmul_split(node.attrs.get("activation"))[0],
                                        l1_parts=est.parts))
 
     # ---- upsample / concat / pad -----------------------------------------------------------
@@ -1339,24 +1349,45 @@ class _Planner:
                                 "layout asks height_sharded; the other inputs follow this one")
         if self.with_adapters and R.check("concat", ins, {"dim": -1}, None, shapes=shapes):
             first = ins[0]
+            channels = [self.rc(s)[1] for s in node.inputs]
+            misaligned = R.concat_shard_misalignment(HEIGHT, channels, first.dtype)
             for i, t in enumerate(ins):
                 rows, c = self.rc(node.inputs[i])
-                if first.memory.sharded and first.memory.memory_layout == HEIGHT:
+                if first.memory.sharded and first.memory.memory_layout == HEIGHT and not misaligned:
                     want = R.reshape_memspec(first.memory, rows, c)
                     if t.memory != want:
                         kind = "reshard" if t.memory.sharded else "interleaved_to_sharded"
                         ins[i] = self.adapt(node, i, t, kind, replace(t, memory=want),
                                             "channel concat needs equal height shards on one grid")
                 elif t.memory.sharded:
-                    ins[i] = self.to_interleaved(node, i, t, "concat inputs all interleaved")
-            for i, t in enumerate(ins):
-                if t.layout != ins[0].layout:
-                    ins[i] = self.adapt(node, i, t, "to_layout", replace(t, layout=ins[0].layout),
-                                        "concat inputs share one layout")
+                    ins[i] = self.to_interleaved(node, i, t, misaligned or
+                                                 "concat inputs all interleaved")
+            if R.check("concat", ins, {"dim": -1}, None, shapes=shapes):
+                ins = self.concat_format(node, ins)
         out = R.output_layout("concat", ins, {"out_shape": _flat(node.shape)}, None, shapes)
         est = l1m.eltwise_l1(inputs=[(t, *self.rc(s)) for t, s in zip(ins, node.inputs)],
                              out_layout=out, out_rows=node.shape.rows, c=node.shape.c)
         return PlannedLayer(node, ins, out, est.total, ConcatPlan(dim=-1, l1_parts=est.parts))
+
+    def concat_format(self, node: Node, ins: list[TensorLayout]) -> list[TensorLayout]:
+        """Adapters giving every concat input one layout and dtype (rules concat.same_layout,
+        concat.same_format): TILE when any input is TILE (block-float exists only in TILE, so
+        untilizing would change its dtype), the layer's activation dtype when they differ."""
+        want_layout = TILE_LAYOUT if any(t.layout == TILE_LAYOUT for t in ins) else ROW_MAJOR
+        dtypes = {t.dtype for t in ins}
+        act = node.precision.activations
+        want_dtype = ins[0].dtype if len(dtypes) == 1 else act if act in dtypes else ins[0].dtype
+        if want_layout == ROW_MAJOR and is_block_float(want_dtype):
+            want_dtype = "bfloat16"
+        for i, t in enumerate(ins):
+            if t.layout != want_layout:
+                ins[i] = self.adapt(node, i, t, "to_layout",
+                                    replace(t, layout=want_layout, dtype=want_dtype),
+                                    "concat inputs share one layout and dtype")
+            elif t.dtype != want_dtype:
+                ins[i] = self.adapt(node, i, t, "typecast", replace(t, dtype=want_dtype),
+                                    "concat inputs share one dtype")
+        return ins
 
     def plan_pad(self, node: Node) -> PlannedLayer:
         x = self.layouts[node.inputs[0]]

@@ -35,6 +35,10 @@ def conv2d_config(tt, planned: PlannedLayer):
         output_layout=common.layout(tt, cfg.output_layout or planned.output.layout),
     )
     act = node.attrs.get("activation")
+    if cfg.is_mm_conv:
+        # a 1x1 conv runs as a matmul, which fuses fewer activations (Conv2d.__call__ runs the
+        # rest after it)
+        act = activations.matmul_split(act)[0]
     if act is not None:
         if not activations.get(act).fuses_conv:
             raise LayoutError(f"conv2d cannot fuse {act} in ttnn 0.81.1", layer=node.name)
@@ -184,7 +188,7 @@ class Conv2d(ConvLayer):
         if not mm:
             raise LayoutError("the plan lowers this conv to linear but records no matmul config",
                               layer=self.name)
-        act = a.get("activation")
+        act = activations.matmul_split(a.get("activation"))[0]
         if (mm.get("fused_activation") or None) != act:
             raise LayoutError(f"matmul config fuses {mm.get('fused_activation')!r} but the conv's "
                               f"activation is {act!r}", layer=self.name)
@@ -208,7 +212,16 @@ class Conv2d(ConvLayer):
                               memory_config=self.output_memory_config(), dtype=self.dtype(),
                               compute_kernel_config=self.get_compute_config())
 
+    def unfused_activation(self) -> str | None:
+        """The activation a matmul conv cannot fuse (run after it), or None."""
+        if self.lowering == "linear" or self.config.is_mm_conv:
+            return activations.matmul_split(self.attrs.get("activation"))[1]
+        return None
+
     def __call__(self, inputs):
+        return self.activation_after(self._conv(inputs), self.unfused_activation())
+
+    def _conv(self, inputs):
         if self.lowering == "linear":
             return self._call_linear(inputs[0])
         tt = self.tt

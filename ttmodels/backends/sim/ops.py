@@ -83,6 +83,20 @@ def _emit(data: torch.Tensor, dtype: T.DataType, layout: T.Layout, mem: MemSpec 
 # activations and math fidelity
 # ---------------------------------------------------------------------------------------------
 
+def _act_name(act) -> str | None:
+    """The canonical table name of a fused activation argument (for the rules), or None."""
+    from ... import activations as A
+    if act is None or isinstance(act, (list, tuple)):
+        return None
+    if isinstance(act, str):
+        return act.lower() if act.lower() in A.ACTIVATIONS else None
+    name = act.op_type.name if isinstance(act, T.UnaryWithParam) else getattr(act, "name", "")
+    try:
+        return A.from_unary(name, getattr(act, "params", []))[0]
+    except ValueError:
+        return None
+
+
 def _apply_unary(x: torch.Tensor, act, inplace: bool = False) -> torch.Tensor:
     """``act`` (None, "relu", UnaryWithParam, UnaryOpType or a list of them) applied to ``x``;
     ``inplace`` lets relu reuse ``x`` when the caller owns it. The activations of the one table
@@ -501,7 +515,8 @@ def conv2d(*, input_tensor, weight_tensor, device, in_channels, out_channels, ba
              "dtype": dtype_name(out_dtype), "is_mm_conv": is_mm, "in_channels": in_channels,
              "out_shape": (1, 1, rows_out, out_channels), "device_grid": DEVICE_GRID,
              "override_sharding_config": cfg.override_sharding_config,
-             "act_block_h_override": int(getattr(cfg, "act_block_h_override", 0) or 0)}
+             "act_block_h_override": int(getattr(cfg, "act_block_h_override", 0) or 0),
+             "activation": _act_name(cfg.activation)}
     if sliced is not None:
         attrs["slice"] = sliced
         attrs["output_hw"] = (oh, ow)
@@ -935,7 +950,11 @@ def _mm(op, a, b, bias, transpose_a, transpose_b, memory_config, dtype, program_
     a = _on_device(a, op, "input_tensor_a")
     b = _on_device(b, op, "input_tensor_b")
     ts = [a, b] + ([_on_device(bias, op, "bias")] if bias is not None else [])
-    attrs = {"program_config": program_config, "dtype": dtype_name(dtype) if dtype else None}
+    act = activation
+    if act is None and program_config is not None:
+        act = getattr(program_config, "fused_activation", None)
+    attrs = {"program_config": program_config, "dtype": dtype_name(dtype) if dtype else None,
+             "activation": _act_name(act)}
     _check("linear", ts, attrs)
     a_bits, b_bits = _fidelity(compute_kernel_config)
     xa, xb = _operand(a, b_bits), _operand(b, a_bits)                    # in0 -> srcB, in1 -> srcA
@@ -957,9 +976,6 @@ def _mm(op, a, b, bias, transpose_a, transpose_b, memory_config, dtype, program_
         y = torch.matmul(xa, xb)
         if bv is not None:
             y.add_(bv)                    # y is fresh (and already has the broadcast shape)
-    act = activation
-    if act is None and program_config is not None:
-        act = getattr(program_config, "fused_activation", None)
     y = _apply_unary(y, act, inplace=True)
     out_dtype = dtype or a.dtype
     lay = _out_layout("linear", ts, attrs, memory_config, [t._flat4() for t in ts])
@@ -1026,9 +1042,11 @@ def concat(tensors, dim=0, *, memory_config=None, output_tensor=None, groups=1, 
         raise Error("concat needs at least one tensor")
     rank = len(ts[0].shape)
     d = dim + rank if dim < 0 else dim
-    if any(t.dtype != ts[0].dtype for t in ts) or any(t.layout != ts[0].layout for t in ts):
-        raise _violation("concat.same_format", "concat inputs must share dtype and layout: " +
-                         ", ".join(f"{t.dtype.name}/{t.layout.name}" for t in ts), op)
+    if any(t.dtype != ts[0].dtype for t in ts):
+        raise _violation("concat.same_format", "concat inputs must share one dtype: " +
+                         ", ".join(t.dtype.name for t in ts), op)
+    # layouts: sharded inputs share one (rule concat.same_layout); interleaved inputs may mix
+    # TILE and ROW_MAJOR (ttnn 0.81.1's wrapper converts them)
     attrs = {"dim": -1 if d == rank - 1 else d}
     _check(op, ts, attrs, memspec(memory_config) if memory_config is not None else None)
     try:
