@@ -425,3 +425,213 @@ def test_internal_bug_in_the_compiler_is_not_reported_as_a_spec_error(monkeypatc
     monkeypatch.setattr(S._Compiler, "parse_inputs", bug)
     with pytest.raises(KeyError, match="an internal key"):
         load_graph(_TINY)
+
+
+# =============================================================================================
+# Issue 25: field tests and an adversarial pass. Each test failed on the code before its fix.
+# =============================================================================================
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+_REPO = Path(__file__).resolve().parent.parent
+_SPEC = """name: t
+inputs: {x: {channels: 8, size: [16, 16]}}
+layers:
+  - {name: c, op: conv2d, out: 8, kernel: 3, padding: 1}
+  - {name: r, op: relu}
+"""
+
+
+def _special_file(kind: str, tmp_path: Path, feed: bytes = b"") -> Path:
+    """A path that is no regular file: opening or reading it blocks or never ends. A FIFO gets
+    a writer thread that writes ``feed`` once a reader opens it (so code that wrongly opens it
+    fails the test instead of hanging); ``_release`` lets that writer go if nobody did."""
+    if kind == "fifo":
+        import threading
+        p = tmp_path / "f.yaml"
+        os.mkfifo(p)
+
+        def write():
+            try:
+                with open(p, "wb") as w:     # blocks until a reader opens the FIFO
+                    w.write(feed)
+            except OSError:                  # the reader left (_release)
+                pass
+        threading.Thread(target=write, daemon=True).start()
+        return p
+    if kind == "symlink-to-device":
+        p = tmp_path / "z.safetensors"
+        p.symlink_to("/dev/zero")
+        return p
+    if kind == "directory":
+        return tmp_path
+    return Path(kind)
+
+
+def _release(path: Path) -> None:
+    """Open a FIFO's read end once, so its writer thread finishes."""
+    import stat
+    if stat.S_ISFIFO(os.lstat(path).st_mode):
+        os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
+
+
+# Paths that must be refused before they are opened (a FIFO blocks, /dev/zero never ends).
+SPECIAL_FILES = ["fifo", "/dev/zero", "symlink-to-device", "/dev/null", "directory"]
+# Characters YAML refuses anywhere, comments included (NUL, C0 controls, DEL's neighbours).
+CONTROL_CHARS = ["\x00", "\x01", "\x07", "\x1b", "\x7f", "\x85\x00", "\ufffe"]
+
+
+def _cli_sub(args, timeout=60, **kw):
+    """``ttmodels ARGS`` in a subprocess (a hang must fail the test, not the test run)."""
+    return subprocess.run([sys.executable, "-m", "ttmodels.cli", *args], capture_output=True,
+                          text=True, timeout=timeout, cwd=kw.pop("cwd", _REPO),
+                          env={**os.environ, "PYTHONPATH": str(_REPO)}, **kw)
+
+
+# ---- items 5, 6: spec files that are FIFOs or devices ----------------------------------------
+@pytest.mark.parametrize("kind", SPECIAL_FILES)
+@pytest.mark.parametrize("how", ["spec", "imports", "extends"])
+def test_spec_import_or_extends_that_is_no_regular_file_is_refused(kind, how, tmp_path):
+    target = _special_file(kind, tmp_path, feed=_SPEC.encode())
+    request_release = target if kind == "fifo" else None
+    if how == "spec":
+        spec, where = target, (str(target) if kind != "directory" else str(tmp_path))
+    else:
+        top = tmp_path / "top.yaml"
+        ref = f"imports: ['{target}']" if how == "imports" else f"extends: '{target}'"
+        top.write_text(f"{ref}\n" + _SPEC.replace("name: t\n", ""))
+        spec, where = top, f"{top}:1"
+    if kind == "/dev/null" and how != "imports":
+        pytest.skip("an empty regular read: 'must be a mapping', tested elsewhere")
+    try:
+        with pytest.raises(SpecError) as e:
+            load_graph(Path(spec) if how == "spec" else spec)
+    finally:
+        if request_release is not None:
+            _release(request_release)
+    if kind == "/dev/null":
+        return
+    assert str(e.value).startswith(where), str(e.value)
+    assert "not a spec file" in str(e.value)
+
+
+def test_validate_on_a_fifo_and_dev_zero_returns_at_once(tmp_path):
+    fifo = _special_file("fifo", tmp_path)
+    for path in (fifo, "/dev/zero"):
+        # a 1 GB address-space limit: reading /dev/zero whole would fail with MemoryError
+        r = _cli_sub(["validate", str(path)], timeout=60,
+                     preexec_fn=lambda: __import__("resource").setrlimit(
+                         __import__("resource").RLIMIT_AS, (6 << 30, 6 << 30)))
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-500:]
+        assert r.stderr.strip().endswith("not a spec file"), r.stderr
+
+
+def test_a_spec_file_is_read_no_further_than_the_size_limit(tmp_path, monkeypatch):
+    from ttmodels import _yaml, registry
+    monkeypatch.setattr(registry, "MAX_TEXT", 1000)
+    monkeypatch.setattr(_yaml, "MAX_TEXT", 1000)
+    f = tmp_path / "big.yaml"
+    f.write_text(_SPEC + "#" * 5000 + "\n")
+    reads = []
+    real = open
+
+    def spy(*a, **k):
+        fh = real(*a, **k)
+        rd = fh.read
+        fh_read = lambda n=-1: reads.append(n) or rd(n)    # noqa: E731
+        return type("F", (), {"__enter__": lambda s: s, "__exit__": lambda s, *x: fh.close(),
+                              "read": staticmethod(fh_read)})()
+    monkeypatch.setattr("builtins.open", spy)
+    with pytest.raises(SpecError, match="larger than 1000 characters"):
+        load_graph(f)
+    assert reads and all(0 <= n <= 1001 for n in reads), reads
+
+
+# ---- item 9: control characters --------------------------------------------------------------
+@pytest.mark.parametrize("ch", CONTROL_CHARS)
+@pytest.mark.parametrize("where", ["comment", "value"])
+def test_control_character_in_yaml_is_a_spec_error_with_its_line(ch, where, tmp_path):
+    f = tmp_path / "ctl.yaml"
+    bad = f"# a comment {ch}\n" if where == "comment" else f"doc: 'x{ch}y'\n"
+    f.write_text(_SPEC + bad, encoding="utf-8")
+    with pytest.raises(SpecError) as e:
+        load_graph(f)
+    assert (e.value.file, e.value.line) == (str(f), 6), str(e.value)
+    assert "not allowed in YAML" in str(e.value)
+
+
+def test_validate_proc_environ_is_one_line():
+    r = _cli_sub(["validate", "/proc/self/environ"])
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-500:]
+    assert r.stderr.count("\n") == 1 and "U+0000" in r.stderr, r.stderr
+
+
+# ---- item 14: top-level sections of the wrong type are located ----------------------------------
+@pytest.mark.parametrize("field,value", [("blocks", "5"), ("constants", "2147483648"),
+                                         ("layers", "7"), ("blocks", "'text'")])
+def test_top_level_section_of_the_wrong_type_names_file_and_line(field, value, tmp_path):
+    f = tmp_path / "s.yaml"
+    text = _SPEC if field != "layers" else _SPEC.split("layers:")[0]
+    f.write_text(text + f"{field}: {value}\n")
+    line = text.count("\n") + 1
+    with pytest.raises(SpecError) as e:
+        load_graph(f)
+    assert (e.value.file, e.value.line) == (str(f), line), str(e.value)
+    assert f"'{field}' must be" in e.value.reason
+
+
+def test_block_layers_of_the_wrong_type_name_the_block_line(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text("name: t\ninputs: {x: {channels: 8, size: [16, 16]}}\nblocks:\n  b: {layers: 7}\n"
+                 "layers:\n  - {name: a, block: b}\n")
+    with pytest.raises(SpecError) as e:
+        load_graph(f)
+    assert (e.value.file, e.value.line) == (str(f), 4), str(e.value)
+
+
+@pytest.mark.parametrize("content", ["- a\n", "5\n", "just text\n"])
+def test_import_that_is_not_a_spec_is_reported_at_the_import(content, tmp_path):
+    (tmp_path / "lib.yaml").write_text(content)
+    f = tmp_path / "s.yaml"
+    f.write_text("name: t\nimports: [lib.yaml]\n" + _SPEC.replace("name: t\n", ""))
+    with pytest.raises(SpecError) as e:
+        load_graph(f)
+    assert (e.value.file, e.value.line) == (str(f), 2), str(e.value)
+    assert "imported file" in e.value.reason and "lib.yaml" in e.value.reason
+
+
+# ---- item 18: names from expressions, scoped instances in outputs -----------------------------
+def test_lone_placeholder_name_that_evaluates_to_an_integer_is_a_name():
+    spec = """name: t
+inputs: {x: {channels: 8, size: [16, 16]}}
+params: {i: 0}
+layers:
+  - {name: "${i}", op: conv2d, out: 8, kernel: 3, padding: 1}
+  - {name: "${i + 1}", op: relu, in: "0"}
+outputs: {y: "1"}
+"""
+    g = load_graph(spec)
+    assert [n.name for n in g.nodes] == ["0", "y"] and g.nodes[1].inputs == ["0"]
+
+
+def test_an_instance_is_referenced_by_its_scope_name():
+    spec = """name: t
+inputs: {x: {channels: 8, size: [16, 16]}}
+blocks:
+  stage:
+    layers:
+      - {name: conv, op: conv2d, out: 8, kernel: 3, padding: 1}
+      - {name: r, op: relu}
+    outputs: {out: r, c: conv}
+layers:
+  - {name: block1, block: stage, scope: trunk_output.block1}
+  - {name: block2, block: stage, scope: trunk_output.block2}
+  - {name: head, op: relu, in: trunk_output.block1.c}
+outputs: {block2: trunk_output.block2, head: head}
+"""
+    g = load_graph(spec)
+    assert g.outputs == ["block2", "head"]
+    assert g.producer("block2").inputs == ["trunk_output.block2.conv"]
+    assert g.node("head").inputs == ["trunk_output.block1.conv"]
