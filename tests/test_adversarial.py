@@ -635,3 +635,117 @@ outputs: {block2: trunk_output.block2, head: head}
     assert g.outputs == ["block2", "head"]
     assert g.producer("block2").inputs == ["trunk_output.block2.conv"]
     assert g.node("head").inputs == ["trunk_output.block1.conv"]
+
+
+# ---- item 4: weights paths that are FIFOs or devices, through the cache, compare and demos ----
+_PREPARE = """
+import sys
+from ttmodels import cache
+from ttmodels.errors import WeightsError
+from ttmodels.spec import load_graph
+g = load_graph(sys.argv[1])
+try:
+    cache.cached_prepare(g, sys.argv[2], cache=sys.argv[3])
+except WeightsError as e:
+    print(e)
+"""
+
+
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero", "symlink-to-device", "directory"])
+def test_weights_path_that_is_no_regular_file_is_refused_before_hashing(kind, tmp_path):
+    target = _special_file(kind, tmp_path)
+    spec = tmp_path / "tiny.yaml"
+    spec.write_text(_TINY)
+    try:
+        r = subprocess.run([sys.executable, "-c", _PREPARE, str(spec), str(target),
+                            str(tmp_path / "cache")], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "PYTHONPATH": str(_REPO)})
+    finally:
+        if kind == "fifo":
+            _release(target)
+    what = {"fifo": "is a FIFO (named pipe)", "directory": "not found (it is a directory)"}.get(
+        kind, "is a character device")
+    assert r.returncode == 0 and what in r.stdout, (r.stdout, r.stderr[-500:])
+
+
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero"])
+def test_compare_with_device_weights_exits_2(kind, tmp_path):
+    target = _special_file(kind, tmp_path)
+    spec = tmp_path / "tiny.yaml"
+    spec.write_text(_TINY)
+    try:
+        r = _cli_sub(["compare", str(spec), "--weights", str(target)])
+    finally:
+        if kind == "fifo":
+            _release(target)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-800:]
+    assert "not a weights file" in r.stderr, r.stderr
+
+
+def test_demo_with_device_weights_exits_2(tmp_path):
+    r = subprocess.run([sys.executable, str(_REPO / "demos" / "resnet50.py"), "--model",
+                        "resnet18", "--backend", "sim", "--weights", "/dev/zero"],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                       env={**os.environ, "PYTHONPATH": str(_REPO)})
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-800:]
+    assert "is a character device, not a weights file" in r.stderr, r.stderr
+
+
+# ---- item 7: a safetensors header with a huge number of entries the graph does not use -------
+def test_safetensors_reads_only_the_tensors_the_graph_needs(tmp_path, monkeypatch):
+    import safetensors
+    import safetensors.torch
+    import torch
+    from safetensors.torch import save_file
+
+    from ttmodels.weights import prepared_parameters
+    g, sd = _tiny_weights()
+    junk = {f"junk.{i}": torch.zeros(0) for i in range(20000)}
+    f = tmp_path / "w.safetensors"
+    save_file({**sd, **junk}, str(f))
+    read = [0]
+    real = safetensors.safe_open
+
+    class Counting:
+        def __init__(self, *a, **k):
+            self.f = real(*a, **k)
+
+        def __enter__(self):
+            self.f.__enter__()
+            return self
+
+        def __exit__(self, *a):
+            return self.f.__exit__(*a)
+
+        def get_tensor(self, k):
+            read[0] += 1
+            return self.f.get_tensor(k)
+
+        def get_tensors(self):
+            d = self.f.get_tensors()
+            read[0] += len(d)
+            return d
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+    monkeypatch.setattr(safetensors, "safe_open", Counting)
+    monkeypatch.setattr(safetensors.torch, "safe_open", Counting)
+    params, info = prepared_parameters(g, f, cache=False)
+    assert read[0] == len(sd), read[0]
+    assert "ignored 20000 keys" in info and set(params) == {"conv1", "y"}
+
+
+# ---- items 15, 16: compare's threshold and --ignore ------------------------------------------
+def test_compare_ignore_drops_keys_the_hint_names(tiny_spec, tmp_path, capsys, monkeypatch):
+    import torch
+    from safetensors.torch import save_file
+    g, sd = _tiny_weights()
+    sd["conv1.dfl.conv.weight"] = torch.zeros(1, 16, 1, 1)
+    sd["bn1.num_batches_tracked"] = torch.tensor(3)
+    f = tmp_path / "w.safetensors"
+    save_file(sd, str(f))
+    rc, _, err = _cli(["compare", str(tiny_spec), "--weights", str(f), "--threshold", "0"], capsys)
+    assert rc == 2 and "hint: ignore=['conv1.dfl.']" in err and "--ignore conv1.dfl." in err, err
+    rc, out, err = _cli(["compare", str(tiny_spec), "--weights", str(f), "--threshold", "0",
+                         "--ignore", "conv1.dfl."], capsys)
+    assert rc == 0 and "all at or above threshold" in out, err

@@ -55,6 +55,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--image", help="image file (default: the sample photo shipped with matplotlib)")
     p.add_argument("--weights", default="random",
                    help="random | pretrained | FILE (default: %(default)s)")
+    p.add_argument("--ignore", action="append", metavar="PREFIX",
+                   help="drop the weights' keys under PREFIX (e.g. model.22.dfl.); repeatable")
     p.add_argument("--threshold", type=float, default=0.99,
                    help="PCC below this is marked, and makes the exit status 1 "
                         "(default: %(default)s)")
@@ -135,7 +137,7 @@ def _run(args) -> int:
         from .compare import run_compare
         return run_compare(args.spec, batch_size=args.batch, input_size=size, profile=args.profile,
                            image=args.image, weights=args.weights, threshold=args.threshold,
-                           plot=args.plot)
+                           plot=args.plot, ignore=args.ignore)
     if args.cmd == "verify":
         from .verify import verify
         if args.mesh and args.system not in ("n150", args.mesh):
