@@ -749,3 +749,63 @@ def test_compare_ignore_drops_keys_the_hint_names(tiny_spec, tmp_path, capsys, m
     rc, out, err = _cli(["compare", str(tiny_spec), "--weights", str(f), "--threshold", "0",
                          "--ignore", "conv1.dfl."], capsys)
     assert rc == 0 and "all at or above threshold" in out, err
+
+
+def test_compare_threshold_must_be_finite(tiny_spec, capsys, monkeypatch):
+    from ttmodels import compare
+    monkeypatch.setattr(compare, "compare_layers",
+                        lambda *a, **k: pytest.fail("compared with a NaN threshold"))
+    for bad in ("nan", "inf", "-inf"):
+        with pytest.raises(SystemExit) as e:
+            _cli(["compare", str(tiny_spec), f"--threshold={bad}"], capsys)
+        assert e.value.code == 2
+        assert f"argument --threshold: '{bad}': give a finite number" in capsys.readouterr().err
+
+
+# ---- item 13: the command line when its output fails, and on Ctrl-C --------------------------
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("how", ["stdout", "plot"])
+def test_cli_output_onto_a_full_device_is_one_line(how, tmp_path):
+    args = ["plan", "resnet18"]
+    if how == "plot":
+        (tmp_path / "p.png").symlink_to("/dev/full")
+        args += ["--plot", str(tmp_path / "p.png")]
+    with open("/dev/full" if how == "stdout" else os.devnull, "w") as out:
+        r = subprocess.run([sys.executable, "-m", "ttmodels.cli", *args], stdout=out,
+                           stderr=subprocess.PIPE, text=True, timeout=120, cwd=_REPO,
+                           env={**os.environ, "PYTHONPATH": str(_REPO)})
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr[-800:]
+    what = "cannot write the output" if how == "stdout" else f"--plot {tmp_path / 'p.png'}"
+    assert r.stderr == f"error: {what}: No space left on device\n", r.stderr
+
+
+def test_ctrl_c_exits_130_without_a_traceback(capsys, monkeypatch):
+    from ttmodels import cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(cli, "_run", interrupted)
+    assert cli.main(["list"]) == 130
+    assert capsys.readouterr().err == "interrupted\n"
+
+
+# ---- item 15: the BEV demo's --out ------------------------------------------------------------
+def _bevdet_demo():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("demo_bevdet", _REPO / "demos" / "bevdet_encoder.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("bev", [True, False])
+@pytest.mark.parametrize("out", ["dir", "noext", "missing/x.png"])
+def test_bevdet_demo_out_is_checked_before_running(bev, out, tmp_path, capsys, monkeypatch):
+    mod = _bevdet_demo()
+    monkeypatch.setattr(mod, "build_and_run", lambda *a, **k: pytest.fail("ran before --out"))
+    target = {"dir": tmp_path, "noext": tmp_path / "bev", "missing/x.png":
+              tmp_path / "missing" / "x.png"}[out]
+    assert mod.main((["--bev"] if bev else []) + ["--out", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --out {target}: ") and err.count("\n") == 1, err
+    assert not (tmp_path / "bev.png").exists()
