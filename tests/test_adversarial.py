@@ -809,3 +809,50 @@ def test_bevdet_demo_out_is_checked_before_running(bev, out, tmp_path, capsys, m
     err = capsys.readouterr().err
     assert err.startswith(f"error: --out {target}: ") and err.count("\n") == 1, err
     assert not (tmp_path / "bev.png").exists()
+
+
+# ---- item 12: a plan the planner and ttnn accept runs on the sim -----------------------------
+_MIXED_CONCAT = """name: t
+inputs: {x: {channels: 32, size: [16, 16]}}
+layers:
+  - {name: a, op: conv2d, out: 32, kernel: 3, padding: 1, layout: interleaved l1}
+  - {name: b, op: upsample, in: x, scale: 1, mode: bilinear, align_corners: true}
+  - {name: cat, op: concat, in: [a, b]}
+outputs: {y: cat}
+"""
+
+
+def test_concat_of_a_tile_and_a_row_major_input_runs_on_the_sim(tmp_path):
+    import torch
+
+    import ttmodels
+    from ttmodels.reference import ReferenceModel, pcc
+    from ttmodels.weights import load_state_dict
+    f = tmp_path / "mixed.yaml"
+    f.write_text(_MIXED_CONCAT)
+    plan = ttmodels.plan(f)
+    a, b = plan.layer("y").inputs
+    assert (a.layout, b.layout) == ("tile", "row_major") and not plan.adapters
+    x = torch.randn(1, 32, 16, 16, generator=torch.Generator().manual_seed(0))
+    with ttmodels.build(f, weights="random", backend="sim", cache=False) as m:
+        y = m(x)
+    ref = ReferenceModel(m.plan.graph, load_state_dict("random", m.plan.graph)).run(x)
+    y, r = (y["y"] if isinstance(y, dict) else y), (ref["y"] if isinstance(ref, dict) else ref)
+    assert y.shape == (1, 64, 16, 16) and pcc(r, y) > 0.999
+
+
+def test_run_time_layout_error_names_the_spec_line(tmp_path, monkeypatch):
+    import torch
+
+    import ttmodels
+    from ttmodels.layers import concat as concat_layer
+    f = tmp_path / "mixed.yaml"
+    f.write_text(_MIXED_CONCAT)
+
+    def refuse(self, inputs):
+        raise LayoutError("refused at run time", layer="y", rule="concat.same_format")
+    monkeypatch.setattr(concat_layer.Concat, "__call__", refuse)
+    with ttmodels.build(f, weights="random", backend="sim", cache=False) as m:
+        with pytest.raises(LayoutError) as e:
+            m(torch.zeros(1, 32, 16, 16))
+    assert (e.value.file, e.value.line, e.value.layer) == (str(f), 6, "y"), str(e.value)

@@ -1026,9 +1026,8 @@ def concat(tensors, dim=0, *, memory_config=None, output_tensor=None, groups=1, 
         raise Error("concat needs at least one tensor")
     rank = len(ts[0].shape)
     d = dim + rank if dim < 0 else dim
-    if any(t.dtype != ts[0].dtype for t in ts) or any(t.layout != ts[0].layout for t in ts):
-        raise _violation("concat.same_format", "concat inputs must share dtype and layout: " +
-                         ", ".join(f"{t.dtype.name}/{t.layout.name}" for t in ts), op)
+    # concat.same_format (one dtype) is the rule table's: ttnn 0.81.1 takes a TILE input next
+    # to a ROW_MAJOR one, and the output has the first input's layout (as the planner plans it)
     attrs = {"dim": -1 if d == rank - 1 else d}
     _check(op, ts, attrs, memspec(memory_config) if memory_config is not None else None)
     try:
