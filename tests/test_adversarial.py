@@ -785,7 +785,11 @@ def test_ctrl_c_exits_130_without_a_traceback(capsys, monkeypatch):
     def interrupted(args):
         raise KeyboardInterrupt
     monkeypatch.setattr(cli, "_run", interrupted)
-    assert cli.main(["list"]) == 130
+    try:
+        rc = cli.main(["list"])
+    except KeyboardInterrupt:
+        pytest.fail("KeyboardInterrupt escaped ttmodels.cli.main")    # not: abort the test run
+    assert rc == 130
     assert capsys.readouterr().err == "interrupted\n"
 
 
