@@ -381,8 +381,9 @@ def cached_prepare(graph: "Graph", source, precision=None, *, cache=True, key_ma
     key = expect = None
     km = key_map
     if store is not None and callable(key_map) and not isinstance(key_map, Mapping):
-        km = None if source in (None, "random") else key_map_identity(graph, source, key_map)
-        if km is None and source not in (None, "random"):
+        random = source is None or (isinstance(source, str) and source == "random")
+        km = None if random else key_map_identity(graph, source, key_map)   # random: unused
+        if km is None and not random:
             log.info("weights %s with a callable key_map are not cached", source)
             store = None
     if store is not None:
