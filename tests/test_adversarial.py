@@ -860,3 +860,21 @@ def test_run_time_layout_error_names_the_spec_line(tmp_path, monkeypatch):
         with pytest.raises(LayoutError) as e:
             m(torch.zeros(1, 32, 16, 16))
     assert (e.value.file, e.value.line, e.value.layer) == (str(f), 6, "y"), str(e.value)
+
+
+def test_the_sim_still_refuses_a_concat_of_two_dtypes():
+    """What concat.same_format is about (one dtype) still holds on the sim, through the table."""
+    import torch
+
+    from ttmodels.backends import open_backend
+    be = open_backend("sim")
+    try:
+        tt = be.tt
+        a = tt.from_torch(torch.zeros(1, 1, 32, 32), dtype=tt.bfloat16, layout=tt.TILE_LAYOUT,
+                          device=be.device)
+        b = tt.from_torch(torch.zeros(1, 1, 32, 32), dtype=tt.bfloat8_b, layout=tt.TILE_LAYOUT,
+                          device=be.device)
+        with pytest.raises(LayoutError, match=r"concat\.same_format"):
+            tt.concat([a, b], dim=3)
+    finally:
+        be.close()
