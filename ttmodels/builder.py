@@ -20,7 +20,7 @@ def make_plan(spec, *, batch_size=1, input_size=None, profile=None, arch="wormho
 
 
 def build(spec, *, weights=None, backend="auto", batch_size=1, input_size=None, profile=None,
-          key_map=None, cache=True, mesh=None, keep_params=False):
+          key_map=None, ignore=None, cache=True, mesh=None, keep_params=False):
     from .backends import open_backend
     from .model import Model
     from .runtime import Executor
@@ -32,7 +32,7 @@ def build(spec, *, weights=None, backend="auto", batch_size=1, input_size=None, 
     plan = make_plan(spec, batch_size=batch_size, input_size=input_size, profile=profile, mesh=mesh)
     graph = plan.graph
     params, info = prepared_parameters(graph, "random" if weights is None else weights,
-                                       key_map=key_map, cache=cache)
+                                       key_map=key_map, ignore=ignore, cache=cache)
     be = open_backend(backend, mesh=plan.mesh)
     if be.name == "ttnn-mock":
         # Model.run builds the layers per run on the mock device and frees them after it, so

@@ -242,6 +242,13 @@ class Executor:
                     # (kind, PlannedLayer or AdapterLayer, its input tensor(s), the call)
                     return self.step_hook(*step, fn)
                 return fn()
+        except LayoutError as e:
+            # a run-time rejection (the sim) points at the spec line of its layer, as the
+            # planner's own LayoutErrors do
+            loc = next((pl.node.loc for pl in self.plan.layers if pl.name == layer), None)
+            if loc is None or e.file is not None:
+                raise
+            raise e.at(loc.file, loc.line) from None
         except Error:
             raise
         except Exception as e:

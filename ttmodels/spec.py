@@ -107,6 +107,13 @@ def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def _as_name(v):
+    """A name field's value: ``name: "${i}"`` is the name "0", as ``"${i}.conv"`` is "0.conv"
+    (a lone placeholder keeps its value's type; names are strings, and torch's are often digits).
+    """
+    return str(v) if _is_int(v) and v >= 0 else v
+
+
 def _typename(v) -> str:
     return {YMap: "mapping", YList: "list", type(None): "null"}.get(type(v), type(v).__name__)
 
@@ -170,7 +177,7 @@ class _Documents:
             merged = self.load(bdata, bsource, bbase, stack + ((key, bsource),))
         self.load_imports(data, source, base, stack)
         if "blocks" in data:
-            self.add_blocks(data["blocks"], own=True)
+            self.add_blocks(data["blocks"], own=True, where=(data, "blocks"))
         for k, v in data.items():
             if k in ("extends", "imports", "blocks"):
                 continue
@@ -241,18 +248,18 @@ class _Documents:
                 continue
             idata = registry.read_file(path, shown, importer=data.file, line=line)
             if not isinstance(idata, YMap):
-                raise SpecError(f"imported file '{shown}' must be a mapping with 'blocks:'",
-                                file=shown, line=getattr(idata, "line", None))
+                raise SpecError(f"imported file '{shown}' is not a spec: expected a mapping "
+                                f"with 'blocks:', got {_typename(idata)}", file=data.file, line=line)
             _check_keys(idata, IMPORTED_FIELDS, f"imported file '{shown}'")
             self.loaded.add(key)
             self.load_imports(idata, shown, path.parent, stack + ((key, shown),))
             if "blocks" in idata:
-                self.add_blocks(idata["blocks"], own=False)
+                self.add_blocks(idata["blocks"], own=False, where=(idata, "blocks"))
 
-    def add_blocks(self, blocks, own: bool) -> None:
+    def add_blocks(self, blocks, own: bool, where: tuple[YMap, str]) -> None:
         if not isinstance(blocks, YMap):
             raise _err(f"'blocks' must be a mapping of block name -> definition, got "
-                       f"{_typename(blocks)}", blocks)
+                       f"{_typename(blocks)}", *where)
         for name, bd in blocks.items():
             line = blocks.line_of(name)
             if not _NAME_RE.match(name):
@@ -389,7 +396,7 @@ class _Fields:
                             k) from None
 
     def name(self, k, default=_MISSING):
-        v = self.raw(k, default)
+        v = _as_name(self.raw(k, default))
         if v is None:
             return None
         if not isinstance(v, str) or not _NAME_RE.match(v):
@@ -485,12 +492,12 @@ class _Compiler:
         ctx.params = self.parse_params(ctx, top.get("params"), tm)
         self.parse_precision_defaults(ctx, top, tm)
         self.parse_inputs(top.get("inputs"), tm)
-        self.parse_constants(ctx, top.get("constants"))
+        self.parse_constants(ctx, top.get("constants"), tm)
         layers = top.get("layers")
         if layers is None:
             raise _err("the spec has no 'layers:'", tm)
         first_input = next(iter(self.inputs))
-        last = self.expand(ctx, layers, first_input)
+        last = self.expand(ctx, layers, first_input, (tm, "layers"))
         outputs = self.parse_outputs(ctx, top.get("outputs"), tm, last)
         name = top.get("name")
         if name is not None and not isinstance(name, str):
@@ -658,11 +665,12 @@ class _Compiler:
             self.define(name, name, d, None, None, (), unique=True)
             self.shapes[name] = self.inputs[name]
 
-    def parse_constants(self, ctx: _Ctx, consts) -> None:
+    def parse_constants(self, ctx: _Ctx, consts, tm: YMap) -> None:
         if consts is None:
             return
         if not isinstance(consts, YMap):
-            raise _err("'constants' must be a mapping name -> {shape, value | weights}", consts)
+            raise _err("'constants' must be a mapping name -> {shape, value | weights}, got "
+                       f"{_typename(consts)}", tm, "constants")
         for name, d in consts.items():
             if not _NAME_RE.match(name):
                 raise _err(f"invalid constant name '{name}'", consts, name)
@@ -819,10 +827,11 @@ class _Compiler:
         raise _err(f"unknown layer '{ref}'{_suggest(ref, known)}", m, key, layer, ctx.chain)
 
     # ---- layers ---------------------------------------------------------------------------
-    def expand(self, ctx: _Ctx, layers, default_in: str | None) -> str:
+    def expand(self, ctx: _Ctx, layers, default_in: str | None, where: tuple[YMap, str]) -> str:
+        """``where``: the mapping holding ``layers`` and its key (a scalar has no line)."""
         if not isinstance(layers, YList):
-            raise _err(f"'layers' must be a list of layers, got {_typename(layers)}", layers,
-                       None, None, ctx.chain)
+            raise _err(f"'layers' must be a list of layers, got {_typename(layers)}", *where,
+                       None, ctx.chain)
         if not layers:
             raise _err("'layers' is empty", layers, None, None, ctx.chain)
         names: list[str | None] = []
@@ -830,7 +839,7 @@ class _Compiler:
             n = item.get("name") if isinstance(item, YMap) else None
             if isinstance(n, str) and "${" in n:
                 try:
-                    n = E.substitute(n, ctx.params)
+                    n = _as_name(E.substitute(n, ctx.params))
                 except E.ExprError:
                     n = None
             names.append(n if isinstance(n, str) else None)
@@ -847,7 +856,7 @@ class _Compiler:
     def layer(self, ctx: _Ctx, m: YMap, prev: str | None) -> str:
         if "name" not in m:
             raise _err("layer has no 'name'", m, None, None, ctx.chain)
-        name = self.ev(ctx, m["name"], m, "name")
+        name = _as_name(self.ev(ctx, m["name"], m, "name"))
         if not isinstance(name, str) or not _NAME_RE.match(name):
             raise _err(f"invalid layer name {name!r}: use letters, digits, '_', '-', joined by "
                        "dots", m, "name", None, ctx.chain)
@@ -1040,7 +1049,7 @@ class _Compiler:
         for inp, t in zip(bdef.inputs, ins):
             child.local[inp] = t
             child.local_where[inp] = _where(bd, "inputs")
-        last = self.expand(child, bd.get("layers"), ins[0])
+        last = self.expand(child, bd.get("layers"), ins[0], (bd, "layers"))
         # Block outputs: the first is the instance's value, all are "<instance>.<name>".
         outs = bd.get("outputs")
         pairs: list[tuple[str, Any, Any, Any]] = []
@@ -1056,6 +1065,7 @@ class _Compiler:
             raise _err(f"'outputs' of block '{bdef.name}' must be a name, list or mapping",
                        bd, "outputs", full, chain)
         value = last
+        outputs: dict[str, str] = {}
         for i, (alias, ref, m, key) in enumerate(pairs):
             ref = self.ev(child, ref, m, key, full)
             if not isinstance(alias, str) or not _NAME_RE.match(alias):
@@ -1063,8 +1073,18 @@ class _Compiler:
             t = self.resolve(child, ref, m, key, full)
             if i == 0:
                 value = t
+            outputs[alias] = t
             ctx.local[f"{name}.{alias}"] = t
             self.define(f"{full}.{alias}", t, m, key, full, chain)
+        if scope:
+            # Its layers are named under the scope (trunk_output.block2.conv), so the scope's name
+            # (trunk_output.block2) is the instance too, unless something else already has it.
+            rel = child.prefix[len(ctx.prefix):-1]
+            if rel not in ctx.local and ctx.prefix + rel not in self.symbols:
+                for suffix, t in [("", value)] + [(f".{a}", t) for a, t in outputs.items()]:
+                    ctx.local[rel + suffix] = t
+                    ctx.local_where[rel + suffix] = _where(f.m, "scope")
+                    self.define(ctx.prefix + rel + suffix, t, f.m, "scope", full, chain)
         return value
 
     # ---- ops ------------------------------------------------------------------------------

@@ -1042,11 +1042,9 @@ def concat(tensors, dim=0, *, memory_config=None, output_tensor=None, groups=1, 
         raise Error("concat needs at least one tensor")
     rank = len(ts[0].shape)
     d = dim + rank if dim < 0 else dim
-    if any(t.dtype != ts[0].dtype for t in ts):
-        raise _violation("concat.same_format", "concat inputs must share one dtype: " +
-                         ", ".join(t.dtype.name for t in ts), op)
-    # layouts: sharded inputs share one (rule concat.same_layout); interleaved inputs may mix
-    # TILE and ROW_MAJOR (ttnn 0.81.1's wrapper converts them)
+    # the rule table's concat.same_format (one dtype) and concat.same_layout (sharded inputs
+    # share one layout; interleaved ones may mix TILE and ROW_MAJOR, ttnn 0.81.1's wrapper
+    # converts them, and the output has the first input's layout, as the planner plans it)
     attrs = {"dim": -1 if d == rank - 1 else d}
     _check(op, ts, attrs, memspec(memory_config) if memory_config is not None else None)
     try:
