@@ -388,6 +388,15 @@ class _Fields:
             raise self.fail(f"invalid {k} {v!r}: {e}{_suggest(word, A.NAMES) if word else ''}",
                             k) from None
 
+    def number(self, k, default=_MISSING, *, positive: bool = False) -> float:
+        v = self.get(k, default)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or \
+                v in (float("inf"), float("-inf")):
+            raise self.fail(f"'{k}' must be a finite number, got {_typename(v)} {v!r}", k)
+        if positive and v <= 0:
+            raise self.fail(f"'{k}' must be > 0, got {v!r}", k)
+        return float(v)
+
     def name(self, k, default=_MISSING):
         v = self.raw(k, default)
         if v is None:
@@ -422,6 +431,23 @@ class _OpInput(ops.OpInput):
         ref = f.raw(k)
         t = self.comp.resolve(self.ctx, ref, f.src[k], k, f.layer)
         return ref, self.comp.tensor_shape(f, t, k)
+
+    def bn(self, k: str = "bn") -> tuple[str | None, float]:
+        """A folded BatchNorm: ``bn: <prefix>`` or ``bn: {name: <prefix>, eps: <eps>}`` ->
+        (scoped key prefix or None, eps; ``ops.conv2d.BN_EPS`` unless given). ``name: null``
+        is no BatchNorm, so that a block can switch it off by a parameter (conv_bn_act)."""
+        from .ops.conv2d import BN_EPS
+        v = self.f.raw(k, None)
+        if not isinstance(v, YMap):
+            return self.key(k, None), BN_EPS
+        _check_keys(v, ("name", "eps"), f"'{k}'", self.f.layer, self.ctx.chain)
+        sub = _Fields(self.comp, self.ctx, v, None, self.f.layer)
+        if "name" in v and v["name"] is None:
+            return None, BN_EPS
+        if not sub.has("name"):
+            raise self.f.fail(f"'{k}' needs a 'name' (the BatchNorm's key prefix), e.g. "
+                              f"{{name: bn1, eps: 0.001}}", k)
+        return self.ctx.prefix + sub.name("name"), sub.number("eps", BN_EPS, positive=True)
 
     def key(self, k: str = "weights", default=_MISSING) -> str | None:
         """A state-dict key prefix field (``weights:`` defaults to the layer's name), scoped by
