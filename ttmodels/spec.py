@@ -376,17 +376,25 @@ class _Fields:
             raise self.fail(f"invalid {k} {v!r}{_suggest(v, choices)}; expected one of {shown}", k)
         return v
 
-    def act(self, k="act"):
-        """An activation (``ttmodels.activations``): a name, ``"leaky_relu(0.2)"`` or a mapping."""
+    def act(self, k="act", fused_in: str | None = None):
+        """An activation (``ttmodels.activations``): a name, ``"leaky_relu(0.2)"`` or a mapping;
+        ``fused_in`` ("conv", "matmul", "binary") refuses one that ttnn 0.81.1 cannot fuse there."""
         v = self.raw(k, None)
         if isinstance(v, YMap):
             v = dict(v)
         try:
-            return A.parse(v)
+            act = A.parse(v)
         except ValueError as e:
             word = v if isinstance(v, str) else None
             raise self.fail(f"invalid {k} {v!r}: {e}{_suggest(word, A.NAMES) if word else ''}",
                             k) from None
+        if act is not None and fused_in is not None:
+            d = A.get(act)
+            if not getattr(d, f"fuses_{fused_in}"):
+                raise self.fail(f"{k} {d.name} cannot be fused into a {fused_in} op in ttnn 0.81.1 "
+                                f"({A.FUSION_NOTE.get(d.name, 'not supported')}); add a layer "
+                                f"{{op: {d.name}}} after this one", k)
+        return act
 
     def number(self, k, default=_MISSING, *, positive: bool = False) -> float:
         v = self.get(k, default)

@@ -13,7 +13,7 @@ from .conv2d import BN_EPS, BN_PARAMS, batch_norm, bn_eps, need_prefix
 
 def parse(x) -> Parsed:
     shape = x.shape(0)
-    return Parsed(dict(activation=x.f.act(), eps=x.f.number("eps", BN_EPS, positive=True)),
+    return Parsed(dict(activation=x.f.act(fused_in="binary"), eps=x.f.number("eps", BN_EPS, positive=True)),
                   shape, weights=x.key("weights"))
 
 

@@ -41,7 +41,7 @@ def parse(x) -> Parsed:
                      "groups 1 and dilation 1", "lowering")
     attrs = dict(in_channels=s_in.c, out_channels=out, kernel=k, stride=s, padding=p,
                  dilation=d, groups=g, bias=f.bool("bias", False),
-                 activation=f.act(), lowering=lowering)
+                 activation=f.act(fused_in="conv"), lowering=lowering)
     bn, eps = x.bn("bn")
     if bn:
         attrs["bn_eps"] = eps
