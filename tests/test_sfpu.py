@@ -352,3 +352,24 @@ def test_hardswish_is_not_fused_anywhere():
                              "layers": [{"name": "c", "op": "conv2d", "out": 8, "kernel": 3,
                                          "padding": 1}, {"name": "h", "op": "hardswish"}]})
     assert [n.op for n in g.nodes] == ["conv2d", "hardswish"]
+
+
+def test_linear_activation_runs_on_the_stored_output():
+    """ttnn.linear(activation=...) is a matmul program then a unary program on its stored output
+    (mock device); a program config's fused_activation runs on the float32 sum inside."""
+    import ttmodels.backends.sim as tt
+    from ttmodels.backends.sim.ops import quantize
+    dev = tt.open_device(device_id=0, l1_small_size=24576)
+    g = torch.Generator().manual_seed(3)
+    a = tt.from_torch(torch.randn(1, 1, 64, 64, generator=g), dtype=tt.bfloat16,
+                      layout=tt.TILE_LAYOUT, device=dev)
+    w = tt.from_torch(torch.randn(64, 64, generator=g) / 8, dtype=tt.bfloat16,
+                      layout=tt.TILE_LAYOUT, device=dev)
+    plain = tt.to_torch(tt.linear(a, w)).float()
+    got = tt.to_torch(tt.linear(a, w, activation=tt.UnaryWithParam(tt.UnaryOpType.SILU))).float()
+    want = A.sim_apply("silu", quantize(plain, tt.bfloat16)).to(torch.bfloat16).float()
+    assert torch.equal(got, want)
+    # the unrounded sum gives other bits somewhere: the test can tell the two apart
+    xa, xw = tt.to_torch(a).float().reshape(64, 64), tt.to_torch(w).float()
+    fused = A.sim_apply("silu", xa @ xw).to(torch.bfloat16).float().reshape(got.shape)
+    assert not torch.equal(got, fused)
