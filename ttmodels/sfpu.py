@@ -33,12 +33,11 @@ __all__ = ["mad", "bf16_rne", "store_dest", "exp_21f", "exp_fp32", "reciprocal",
            "sigmoid_fast", "silu", "tanh", "tanh_fast", "gelu", "gelu_fast", "hardsigmoid"]
 
 _EXP = 0x7F800000
+_MAN = 0x007FFFFF
 
 
 def _f32(v: float) -> float:
     return struct.unpack("<f", struct.pack("<f", float(v)))[0]
-
-_MAN = 0x007FFFFF
 
 
 def _bits(x: torch.Tensor) -> torch.Tensor:
@@ -49,20 +48,26 @@ def _float(b: torch.Tensor) -> torch.Tensor:
     return b.to(torch.int32).view(torch.float32)
 
 
-def _ftz(x):
-    if not isinstance(x, torch.Tensor):
-        return x
-    return torch.where((_bits(x) & _EXP) == 0, torch.zeros_like(x), x)
-
-
 def _d(x):
-    # a literal operand is the float32 the kernel's ``constexpr float`` holds
-    return _ftz(x).double() if isinstance(x, torch.Tensor) else _f32(x)
+    """An operand in float64 (exact), a denormal read as zero; a literal is the float32 the
+    kernel's ``constexpr float`` holds."""
+    if not isinstance(x, torch.Tensor):
+        return _f32(x)
+    d = x.double()
+    return d.masked_fill_((_bits(x) & _EXP) == 0, 0.0)
 
 
 def mad(a, b, c) -> torch.Tensor:
-    """SFPMAD: a * b + c, one rounding to float32, denormal inputs as zero."""
-    return (_d(a) * _d(b) + _d(c)).float()
+    """SFPMAD: a * b + c, one rounding to float32, denormal inputs as zero (the float64 product
+    of two float32 values is exact)."""
+    a, b, c = _d(a), _d(b), _d(c)
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        out = torch.addcmul(c if isinstance(c, torch.Tensor) else torch.full_like(a, c), a, b)
+    else:
+        t, k = (a, b) if isinstance(a, torch.Tensor) else (b, a)
+        out = t.mul_(k) if isinstance(k, float) else t.mul(k)
+        out = out.add_(c)
+    return out.float()
 
 
 def bf16_rne(x: torch.Tensor) -> torch.Tensor:
