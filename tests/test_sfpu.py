@@ -221,6 +221,37 @@ def kernel_gelu_bf16(x: float) -> float:
     return to_bf16(result)
 
 
+def kernel_gelu_fp32(x: float) -> float:
+    """calculate_gelu<false, true> (ckernel_sfpu_gelu.h) with
+    piecewise_rational_eval_parity_numer_denom<16, 16> (ckernel_sfpu_piecewise_rational.h)."""
+    num_c = [0.0, 1.1283791065e+00, 0.0, 2.1477432549e-01, 0.0, 6.2133435160e-02, 0.0,
+             5.6230435148e-03, 0.0, 6.1307044234e-04, 0.0, 1.7678321456e-05, 0.0,
+             2.7384647439e-08, 0.0, -2.8632063387e-10, 0.0]
+    den_c = [1.0, 0.0, 5.2367275953e-01, 0.0, 1.2961706519e-01, 0.0, 1.9642570987e-02, 0.0,
+             1.9545555115e-03, 0.0, 1.3179056987e-04, 0.0, 1.3156344494e-06, 0.0,
+             -3.5153888689e-09, 0.0, -6.7350725691e-12]
+    result = mad(x, 1.0, -x)
+    if x > -5.54259443:
+        scaled = min(mad(x, 0.7071067811865475, 0.0), 10.0)
+        x2 = mad(scaled, scaled, 0.0)
+        num_top, den_top = 15, 16                   # NUM_DEGREE 16 is even: its top is 15
+        num_steps, den_steps = (num_top - 1) // 2, den_top // 2
+        numer, denom = num_c[num_top], den_c[den_top]
+        for k in range(den_steps - num_steps):
+            denom = mad(denom, x2, den_c[den_top - 2 * (k + 1)])
+        den_pos = den_top - 2 * (den_steps - num_steps)
+        for k in range(1, num_steps + 1):
+            numer = mad(numer, x2, num_c[num_top - 2 * k])
+            denom = mad(denom, x2, den_c[den_pos - 2 * k])
+        erf_n = mad(numer, scaled, 0.0)
+        erf_val = mad(erf_n, kernel_recip(denom, 2), 0.0)
+        erf_val = min(max(erf_val, -1.0), 1.0)
+        result = mad(x, mad(0.5, erf_val, 0.5), 0.0)
+        if erf_val == -1.0:
+            result = mad(x, 2.9802322387695313e-08, 0.0)
+    return result
+
+
 def _lut6(x: float, slopes, intercepts, retain: bool) -> float:
     a = abs(x)
     i = sum(a >= bp for bp in (0.5, 1.0, 1.5, 2.0, 3.0))
@@ -255,6 +286,7 @@ KERNELS = {
     ("tanh", True, False): lambda v: kernel_tanh_fast(v, False),
     ("tanh", True, True): lambda v: kernel_tanh_fast(v, True),
     ("gelu", False, False): kernel_gelu_bf16,
+    ("gelu", False, True): kernel_gelu_fp32,
     ("gelu", True, False): lambda v: kernel_gelu_fast(v, False),
     ("hardsigmoid", False, False): lambda v: kernel_hardsigmoid(v, False),
     ("hardsigmoid", False, True): lambda v: kernel_hardsigmoid(v, True),

@@ -41,8 +41,8 @@ wormhole_b0/metal/llk_api/llk_sfpu/``):
 * ``sigmoid``: the same 1 / (1 + exp(-x)); ``FastApproximate``: ``ckernel_sfpu_sigmoid_appx.h``,
   a 3-entry SFPLUT (0.2265625 |x| below 1, 0.265625 |x| - 0.046875 below 2, 0.5 beyond) + 0.5.
 * ``gelu``: ``ckernel_sfpu_gelu.h`` ``calculate_gelu_piecewise`` (a CDF polynomial, an exp-based
-  tail, 0 below -5.54) rounded to bfloat16; fast: its 6-entry SFPLUTFP32 table + x/2. The 32-bit
-  Dest form (a rational erf, 1 ulp) is modelled by torch's float32 GELU.
+  tail, 0 below -5.54) rounded to bfloat16; fast: its 6-entry SFPLUTFP32 table + x/2; with a
+  32-bit Dest x (0.5 + 0.5 erf) with a degree-15/16 rational erf.
 * ``tanh``: ``ckernel_sfpu_tanh.h``: a degree-6 polynomial in |x| rounded to bfloat16; with a
   32-bit Dest an expm1-based form; fast: its 6-entry SFPLUTFP32 table.
 * ``hardsigmoid``: ``ckernel_sfpu_activations.h``: relu_max(x * 0.1666666716337204 + 0.5, 1),

@@ -343,14 +343,35 @@ def gelu_bf16(x: torch.Tensor) -> torch.Tensor:
     return bf16_rne(y)
 
 
+# GELU_ERF_NUM (odd powers 1..15) and GELU_ERF_DEN (even powers 0..16) of ckernel_sfpu_gelu.h
+_ERF_NUM = (1.1283791065e+00, 2.1477432549e-01, 6.2133435160e-02, 5.6230435148e-03,
+            6.1307044234e-04, 1.7678321456e-05, 2.7384647439e-08, -2.8632063387e-10)
+_ERF_DEN = (1.0, 5.2367275953e-01, 1.2961706519e-01, 1.9642570987e-02, 1.9545555115e-03,
+            1.3179056987e-04, 1.3156344494e-06, -3.5153888689e-09, -6.7350725691e-12)
+
+
+def gelu_fp32(x: torch.Tensor) -> torch.Tensor:
+    """``calculate_gelu<false, true>``: x (0.5 + 0.5 erf(x / sqrt 2)) with erf a degree-15/16
+    rational in x / sqrt 2 (``piecewise_rational_eval_parity_numer_denom<16, 16>``: both
+    polynomials by Horner in x**2) over a two-step reciprocal; 0 up to -5.54259443, x * 2**-25
+    where erf rounds to -1."""
+    s = mad(x, 0.7071067811865475, 0.0).clamp_(max=10.0)
+    s2 = mad(s, s, 0.0)
+    den = mad(torch.full_like(x, _ERF_DEN[8]), s2, _ERF_DEN[7])
+    num = torch.full_like(x, _ERF_NUM[7])
+    for k in range(6, -1, -1):
+        num = mad(num, s2, _ERF_NUM[k])
+        den = mad(den, s2, _ERF_DEN[k])
+    erf = mad(mad(num, s, 0.0), reciprocal(den, 2), 0.0).clamp_(-1.0, 1.0)
+    y = mad(x, mad(erf, 0.5, 0.5), 0.0)
+    y = torch.where(erf == -1.0, mad(x, 2.0 ** -25, 0.0), y)
+    return torch.where(x > -5.54259443, y, x - x)
+
+
 def gelu(x: torch.Tensor, fp32_dest: bool) -> torch.Tensor:
-    """``calculate_gelu<false, fp32_dest>``. The 32-bit Dest form (a degree-16/16 rational erf,
-    ``piecewise_rational_eval_parity_numer_denom``) is modelled by torch's float32 erf GELU, its
-    stated accuracy (1 ulp against float64)."""
-    if fp32_dest:
-        import torch.nn.functional as F
-        return F.gelu(x)
-    return gelu_bf16(x)
+    """``calculate_gelu<false, fp32_dest>``: the rational erf form in a 32-bit Dest, else the
+    piecewise one rounded to bfloat16."""
+    return gelu_fp32(x) if fp32_dest else gelu_bf16(x)
 
 
 # --- hardsigmoid --------------------------------------------------------------------------
