@@ -20,8 +20,6 @@ import ttmodels
 from ttmodels import activations as A
 from ttmodels.errors import SpecError
 
-TTNN = None
-
 
 def _wheel_kernel(name: str) -> Path:
     import importlib.util

@@ -55,8 +55,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["ActivationDef", "ACTIVATIONS", "NAMES", "parse", "split", "get", "torch_apply",
-           "sim_apply", "unary_with_param", "binary_activations", "matmul_activation"]
+__all__ = ["ActivationDef", "ACTIVATIONS", "NAMES", "FUSION_NOTE", "parse", "split", "get",
+           "torch_apply", "sim_apply", "unary_with_param", "binary_activations",
+           "matmul_activation"]
 
 
 @dataclass(frozen=True)
@@ -224,8 +225,8 @@ def torch_apply(act: str | None, x):
 
 # The SFPU kernel of each modelled activation (ttmodels/sfpu.py): (accurate, fast) forms.
 _KERNELS = {"silu": ("silu", "silu"), "sigmoid": ("sigmoid", "sigmoid_fast"),
-         "gelu": ("gelu", "gelu_fast"), "tanh": ("tanh", "tanh_fast"),
-         "hardsigmoid": ("hardsigmoid", "hardsigmoid")}
+            "gelu": ("gelu", "gelu_fast"), "tanh": ("tanh", "tanh_fast"),
+            "hardsigmoid": ("hardsigmoid", "hardsigmoid")}
 
 
 def sim_apply(act: str | None, x, *, approximate: bool = False, fp32_dest: bool = False):
