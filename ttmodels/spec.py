@@ -47,9 +47,12 @@ PRECISION_FIELDS = ("weights", "activations", "math_fidelity", "fp32_accum")
 LAYOUT_FIELDS = ("kind", "buffer", "grid")
 
 # Fields every layer may have; ``first`` may override all but the structural ones.
-COMMON = ("name", "op", "in", "when", "repeat", "first", "layout", "precision", "doc")
-STRUCTURAL = ("name", "op", "block", "when", "repeat", "first", "doc")
-INSTANCE = ("name", "block", "in", "when", "repeat", "first", "layout", "precision", "scope", "doc")
+REPEAT = ("repeat", "repeat_start", "repeat_name")
+COMMON = ("name", "op", "in", "when", *REPEAT, "first", "layout", "precision", "doc")
+STRUCTURAL = ("name", "op", "block", "when", *REPEAT, "first", "doc")
+INSTANCE = ("name", "block", "in", "when", *REPEAT, "first", "layout", "precision", "scope",
+            "doc")
+REPEAT_NAME = "{name}.{i}"      # nn.Sequential's numbering: name.0, name.1, ...
 OP_FIELDS = SPEC_FIELDS            # ttmodels/ops/: each op's module declares its fields
 _MISSING = object()
 
@@ -383,17 +386,30 @@ class _Fields:
             raise self.fail(f"invalid {k} {v!r}{_suggest(v, choices)}; expected one of {shown}", k)
         return v
 
-    def act(self, k="act"):
-        """An activation (``ttmodels.activations``): a name, ``"leaky_relu(0.2)"`` or a mapping."""
+    def act(self, k="act", fused_in: str | None = None):
+        """An activation (``ttmodels.activations``): a name, ``"leaky_relu(0.2)"`` or a mapping;
+        ``fused_in`` ("conv", "matmul", "binary"): the kind of op it is fused into; what ttnn 0.81.1
+        cannot fuse there the layer runs standalone right after the op (``activations.op_split``),
+        so every activation is accepted on every op."""
         v = self.raw(k, None)
         if isinstance(v, YMap):
             v = dict(v)
         try:
-            return A.parse(v)
+            act = A.parse(v)
         except ValueError as e:
             word = v if isinstance(v, str) else None
             raise self.fail(f"invalid {k} {v!r}: {e}{_suggest(word, A.NAMES) if word else ''}",
                             k) from None
+        return act
+
+    def number(self, k, default=_MISSING, *, positive: bool = False) -> float:
+        v = self.get(k, default)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or \
+                v in (float("inf"), float("-inf")):
+            raise self.fail(f"'{k}' must be a finite number, got {_typename(v)} {v!r}", k)
+        if positive and v <= 0:
+            raise self.fail(f"'{k}' must be > 0, got {v!r}", k)
+        return float(v)
 
     def name(self, k, default=_MISSING):
         v = _as_name(self.raw(k, default))
@@ -429,6 +445,23 @@ class _OpInput(ops.OpInput):
         ref = f.raw(k)
         t = self.comp.resolve(self.ctx, ref, f.src[k], k, f.layer)
         return ref, self.comp.tensor_shape(f, t, k)
+
+    def bn(self, k: str = "bn") -> tuple[str | None, float]:
+        """A folded BatchNorm: ``bn: <prefix>`` or ``bn: {name: <prefix>, eps: <eps>}`` ->
+        (scoped key prefix or None, eps; ``ops.conv2d.BN_EPS`` unless given). ``name: null``
+        is no BatchNorm, so that a block can switch it off by a parameter (conv_bn_act)."""
+        from .ops.conv2d import BN_EPS
+        v = self.f.raw(k, None)
+        if not isinstance(v, YMap):
+            return self.key(k, None), BN_EPS
+        _check_keys(v, ("name", "eps"), f"'{k}'", self.f.layer, self.ctx.chain)
+        sub = _Fields(self.comp, self.ctx, v, None, self.f.layer)
+        if "name" in v and v["name"] is None:
+            return None, BN_EPS
+        if not sub.has("name"):
+            raise self.f.fail(f"'{k}' needs a 'name' (the BatchNorm's key prefix), e.g. "
+                              f"{{name: bn1, eps: 0.001}}", k)
+        return self.ctx.prefix + sub.name("name"), sub.number("eps", BN_EPS, positive=True)
 
     def key(self, k: str = "weights", default=_MISSING) -> str | None:
         """A state-dict key prefix field (``weights:`` defaults to the layer's name), scoped by
@@ -886,6 +919,7 @@ class _Compiler:
         if not _is_int(repeat) or not 1 <= repeat <= MAX_REPEAT:
             raise _err(f"'repeat' must be an integer 1..{MAX_REPEAT}, got {repeat!r}", m,
                        "repeat", full, ctx.chain)
+        start, fmt = self.repeat_naming(ctx, m, full, name)
         first = m.get("first")
         if first is not None and not isinstance(first, YMap):
             raise _err(f"'first' must be a mapping of fields for the first repeat, got "
@@ -918,14 +952,14 @@ class _Compiler:
         # With 'repeat:' (even 1) instances are indexed like an nn.Sequential: name.0, name.1 ...
         indexed = "repeat" in m
         for r in range(repeat):
-            sub = f"{name}.{r}" if indexed else name
+            sub = fmt.format(name=name, i=start + r) if indexed else name
             fl = _Fields(self, ctx, m, first if r == 0 else None, ctx.prefix + sub)
             # Repeats form a chain: only the first one reads 'in'.
             ins = self.layer_inputs(ctx, fl, prev) if r == 0 else [out]
             if has_op:
                 out = self.make_op(ctx, fl, sub, op, ins)
             else:
-                out = self.instantiate(ctx, fl, sub, bdef, ins, r if indexed else None)
+                out = self.instantiate(ctx, fl, sub, bdef, ins, start + r if indexed else None)
             if indexed:
                 ctx.local[sub] = out
                 ctx.local_where[sub] = _where(m, "name")
@@ -935,6 +969,29 @@ class _Compiler:
         self.define(full, out, m, "name", full, ctx.chain)  # type: ignore[arg-type]
         ctx.current = None
         return out  # type: ignore[return-value]
+
+    def repeat_naming(self, ctx: _Ctx, m: YMap, full: str, name: str) -> tuple[int, str]:
+        """``repeat_start`` (first index, default 0) and ``repeat_name`` (the repeats' names, a
+        pattern of ``{name}`` and ``{i}``, default ``{name}.{i}``): torchvision's densenet counts
+        ``denselayer1..``, regnet names ``block2-0..``."""
+        for k in ("repeat_start", "repeat_name"):
+            if k in m and "repeat" not in m:
+                raise _err(f"'{k}' needs 'repeat'", m, k, full, ctx.chain)
+        start = self.ev(ctx, m.get("repeat_start", 0), m, "repeat_start", full)
+        if not _is_int(start) or not 0 <= start <= MAX_DIM:
+            raise _err(f"'repeat_start' must be an integer >= 0, got {start!r}", m,
+                       "repeat_start", full, ctx.chain)
+        fmt = self.ev(ctx, m.get("repeat_name", REPEAT_NAME), m, "repeat_name", full)
+        try:
+            ok = isinstance(fmt, str) and "{i}" in fmt and \
+                bool(_NAME_RE.match(fmt.format(name=name, i=start)))
+        except (KeyError, IndexError, ValueError):
+            ok = False
+        if not ok:
+            raise _err(f"'repeat_name' must be a name pattern with '{{i}}' (and optionally "
+                       f"'{{name}}'), e.g. \"{{name}}.denselayer{{i}}\", got {fmt!r}", m,
+                       "repeat_name", full, ctx.chain)
+        return start, fmt
 
     def find_block(self, ctx: _Ctx, bname, m: YMap, full: str) -> _BlockDef:
         """A block by name: ``ttmodels/<file>/<block>`` (a shipped block, no import needed), else

@@ -349,7 +349,7 @@ def check_state_dict(graph: Graph, sd: Mapping[str, Any], *, source: str = "stat
     unexpected = [k for k in sd if k not in expected and k not in optional] if strict else []
     mismatched: list[tuple[str, tuple, Any]] = []
     invalid: list[tuple[str, str]] = []          # right shape, unusable values
-    variances = {f"{n.bn}.running_var" for n in graph.nodes if n.op == "conv2d" and n.bn}
+    variances = {f"{bn}.running_var" for n in graph.nodes for bn in ops.get(n.op).batch_norms(n)}
     lines = []
     for k, shape in expected.items():
         if k not in sd:

@@ -119,8 +119,8 @@ class Layer:
         return t.detach().to(torch.float32)
 
     def activation_after(self, y, act: str | None):
-        """``act`` run standalone on this layer's output (an activation the matmul kernels
-        cannot fuse: ``activations.matmul_split``); the output keeps its memory config."""
+        """``act`` run standalone on this layer's output (an activation the op cannot fuse:
+        ``activations.op_split``); the output keeps its memory config."""
         if act is None:
             return y
         from .. import activations

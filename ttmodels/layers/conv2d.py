@@ -34,14 +34,11 @@ def conv2d_config(tt, planned: PlannedLayer):
         override_sharding_config=bool(cfg.override_sharding_config),
         output_layout=common.layout(tt, cfg.output_layout or planned.output.layout),
     )
-    act = node.attrs.get("activation")
-    if cfg.is_mm_conv:
-        # a 1x1 conv runs as a matmul, which fuses fewer activations (Conv2d.__call__ runs the
-        # rest after it)
-        act = activations.matmul_split(act)[0]
+    # a 1x1 conv runs as a matmul, which fuses fewer activations; what the op cannot fuse
+    # (hardswish is dropped silently by conv2d) Conv2d.__call__ runs after it
+    act = activations.op_split(node.attrs.get("activation"),
+                               "matmul" if cfg.is_mm_conv else "conv")[0]
     if act is not None:
-        if not activations.get(act).fuses_conv:
-            raise LayoutError(f"conv2d cannot fuse {act} in ttnn 0.81.1", layer=node.name)
         kw["activation"] = activations.unary_with_param(tt, act)
     if cfg.shard_layout:
         kw["shard_layout"] = common.tensor_memory_layout(tt, cfg.shard_layout)
@@ -213,10 +210,10 @@ class Conv2d(ConvLayer):
                               compute_kernel_config=self.get_compute_config())
 
     def unfused_activation(self) -> str | None:
-        """The activation a matmul conv cannot fuse (run after it), or None."""
-        if self.lowering == "linear" or self.config.is_mm_conv:
-            return activations.matmul_split(self.attrs.get("activation"))[1]
-        return None
+        """The activation the conv (or the matmul it runs as) cannot fuse (run after it), or
+        None."""
+        where = "matmul" if self.lowering == "linear" or self.config.is_mm_conv else "conv"
+        return activations.op_split(self.attrs.get("activation"), where)[1]
 
     def __call__(self, inputs):
         return self.activation_after(self._conv(inputs), self.unfused_activation())
