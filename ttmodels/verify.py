@@ -302,6 +302,27 @@ def _zero_params(graph) -> dict[str, dict[str, Any]]:
     return {n: {k: torch.zeros(s) for k, s in d.items()} for n, d in prepared_shapes(graph).items()}
 
 
+# Steps ttnn 0.81.1 crashes on (a signal, not a TT_FATAL: the process dies), found by the rules
+# corpus (tests/rules_corpus.py CRASHES) and the adversarial pass: reported as rejected, never run.
+KNOWN_CRASH = ("ttnn 0.81.1 crashes (SIGSEGV in sliding_window::generate_halo_kernel_config_"
+               "tensors) on a bilinear upsample of a TILE height-sharded input: not run")
+
+
+def known_crash(kind: str, obj) -> str | None:
+    """Why ``verify`` must not hand this step to ttnn, or None."""
+    if kind != "layer" or obj.node.op != "upsample" or \
+            obj.node.attrs.get("mode") != "bilinear" or not obj.inputs:
+        return None
+    x = obj.inputs[0]
+    if x.layout == "tile" and x.memory.memory_layout == "height_sharded":
+        return KNOWN_CRASH
+    return None
+
+
+class _KnownCrash(Exception):
+    """A step ``known_crash`` keeps away from ttnn."""
+
+
 class _Stopped(Exception):
     """The real run cannot go on (a rejected step left nothing to stand in for its output)."""
 
@@ -383,7 +404,10 @@ def _run(tt, dev, plan, *, system, adapters, version, bank, l1_small_size,
         tt.graph.track_function_start(f"{l1_timeline.MARKER}{check.kind}::{check.name}")
         tt.graph.begin_graph_capture(mode)
         out, err = None, None
+        crash = known_crash(kind, obj)
         try:
+            if crash is not None:
+                raise _KnownCrash(crash)
             out = call()
         except Exception as e:     # ttnn's TT_FATAL/TT_THROW, or ttmodels' own layer checks
             err = e
