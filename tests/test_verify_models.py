@@ -26,6 +26,8 @@ MODELS = {
     # remedies; resnet50 at 32 on one chip is not here: its DRAM-sliced convs fail inside a slice
     # on ttnn's allocator, which the address model does not see yet (docs/layouts.md)
     "resnext50_32x4d-b8": ("resnext50_32x4d", {"batch_size": 8}),
+    # runs only with address remedies: in place, reallocations, a reorder, a blocking
+    "resnet50-b20": ("resnet50", {"batch_size": 20}),
     "bevdet-b6-256x704": ("bevdet_r50_encoder", {"batch_size": 6, "input_size": (256, 704)}),
     "my_backbone": (REPO / "examples" / "my_backbone" / "backbone.yaml", {}),
     # block-sharded 1x1 convs whose input channels do not fill the channel cores: conv2d
