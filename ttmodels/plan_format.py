@@ -143,31 +143,14 @@ def plan_table(plan) -> str:
     else:
         lines.append("")
         lines.append("adapters: none")
-    if plan.reordered:
-        lines.append("")
-        lines.append(f"execution order ({len(plan.reordered)} moved):")
-        for r in plan.reordered:
-            lines.append(f"  {r.reason}")
-    if plan.blockings:
-        lines.append("")
-        lines.append(f"blockings ({len(plan.blockings)}):")
-        for b in plan.blockings:
-            lines.append(f"  {b.reason}")
-    if plan.in_place:
-        lines.append("")
-        lines.append(f"in place ({len(plan.in_place)}):")
-        for n in plan.in_place:
-            lines.append(f"  {n.reason}")
-    if plan.freed_early:
-        lines.append("")
-        lines.append(f"inputs freed by their conv ({len(plan.freed_early)}):")
-        for n in plan.freed_early:
-            lines.append(f"  {n.reason}")
-    if plan.reallocations:
-        lines.append("")
-        lines.append(f"reallocations ({len(plan.reallocations)}):")
-        for r in plan.reallocations:
-            lines.append(f"  {r.reason}")
+    # the remedies, each a note with its reason
+    for title, notes in (("execution order ({} moved)", plan.reordered),
+                         ("blockings ({})", plan.blockings),
+                         ("in place ({})", plan.in_place),
+                         ("inputs freed by their conv ({})", plan.freed_early),
+                         ("reallocations ({})", plan.reallocations)):
+        if notes:
+            lines += ["", title.format(len(notes)) + ":"] + [f"  {n.reason}" for n in notes]
     if plan.step_addr:
         tight = min(plan.step_addr, key=lambda st: st.largest_free)
         lines.append("")
