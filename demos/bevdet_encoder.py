@@ -243,7 +243,7 @@ def bev_main(args) -> int:
         print("NOTE: random weights - these features are meaningless (only shapes and the "
               "pipeline are real).")
     print(f"time: {run_s:.2f} s for batch {batch} (build {build_s:.2f} s)")
-    out = Path(args.out or "bev_features.png")
+    out = Path(args.out)
     try:
         save_bev_figure(out, x, neck, f"BEVDet-R50 BEV encoder, {model.backend_name} backend\n"
                         f"{'random weights' if args.weights == 'random' else Path(args.weights).name}, "
@@ -280,6 +280,15 @@ def main(argv=None) -> int:
                     help="data parallel over the chips of n300 (3 cameras per chip) or ROWSxCOLS; "
                          "the six cameras must divide over them (default: one chip)")
     args = ap.parse_args(argv)
+    from ttmodels.errors import Error
+    from ttmodels.plan_plot import check_plot_path
+    try:
+        # before minutes of building: savefig would write DIR.png for --out DIR
+        args.out = check_plot_path(args.out or ("bev_features.png" if args.bev else
+                                                "features.png"), "--out")
+    except Error as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if args.bev:
         return bev_main(args)
     if args.bev_input:
@@ -335,7 +344,7 @@ def main(argv=None) -> int:
         print(f"mesh: {model.mesh.describe()}, {model.plan.per_chip_batch} cameras per chip")
     print(f"time: {run_s:.2f} s for 6 cameras (build {build_s:.2f} s)")
 
-    out = Path(args.out or "features.png")
+    out = Path(args.out)
     previews = [camera_preview(im, size) for im in images]
     weights_note = "random weights: features meaningless" if args.weights == "random" \
         else f"weights {Path(args.weights).name}"

@@ -27,3 +27,22 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "device" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def real_run():
+    """``real_run(spec, addresses=True, **load_graph kwargs) -> (plan, verify report)``: the plan
+    run for real on the mock n150, once per session whichever test module asks (each run is a
+    few seconds to a minute on two cores)."""
+    from ttmodels.planner import plan_graph
+    from ttmodels.spec import load_graph
+    from ttmodels.verify import verify
+    cache = {}
+
+    def get(spec, addresses=True, **kw):
+        key = (str(spec), addresses, tuple(sorted(kw.items())))
+        if key not in cache:
+            plan = plan_graph(load_graph(spec, **kw), addresses=addresses)
+            cache[key] = (plan, verify(None, plan=plan))
+        return cache[key]
+    return get

@@ -305,6 +305,22 @@ def conv_cases():
         if sk == "even":
             yield _conv(f"conv2d/{k}x{k}/{sk}/dram/bf8-in", T(DRAM, dtype="bfloat8_b"), s, o, attrs,
                         HEIGHT, is_mm)
+    yield from mm_block_row_major_cases()
+
+
+def mm_block_row_major_cases():
+    """Issue 21: a 1x1 (matmul) conv fed a pool's row-major block shards (rows not whole tiles:
+    conv2d.mm_block_row_major), and the same with tile-high shards or a 3x3 kernel."""
+    s = TensorShape(1, 7, 7, 1024)
+    o = TensorShape(1, 7, 7, 512)
+    for rows, grid in ((7, (8, 7)), (16, (8, 4)), (32, (8, 2))):
+        m = MemSpec(BLOCK, "l1", grid, grid[0] * grid[1], (rows, 1024 // grid[0]))
+        for k in (1, 3):
+            attrs = dict(in_channels=s.c, out_channels=o.c, kernel=(k, k), stride=(1, 1),
+                         padding=(k // 2,) * 4, dilation=(1, 1), groups=1, bias=True,
+                         activation=None)
+            yield _conv(f"conv2d/{k}x{k}/7x7x1024/block-rm-{rows}rows", T(m, ROW_MAJOR), s, o,
+                        attrs, BLOCK, k == 1)
 
 
 def _conv(cid, x, s, o, attrs, kind, is_mm, *, output_layout=TILE_LAYOUT, dtype="bfloat16",
@@ -428,6 +444,33 @@ def concat_cases():
     yield Case("concat/l1+l1/bf16+bf8", "concat", [a, b], [s1, s2], o, T(L1), {}, {"dim": -1})
     a, b = T(L1), T(L1, ROW_MAJOR)
     yield Case("concat/l1+l1/tile+rm", "concat", [a, b], [s1, s2], o, T(L1), {}, {"dim": -1})
+    yield from concat_align_cases()
+
+
+def concat_align_cases():
+    """Issue 21: sharded channel concats of channel counts that are not multiples of 32
+    (concat.shard_align), and sharded inputs of mixed layouts (concat.same_layout)."""
+    for (c1, c2), layout in itertools.product(((24, 24), (58, 58), (48, 16), (80, 16), (92, 24)),
+                                              (TILE_LAYOUT, ROW_MAJOR)):
+        s1, s2, o = TensorShape(1, 16, 16, c1), TensorShape(1, 16, 16, c2), \
+            TensorShape(1, 16, 16, c1 + c2)
+        for mk, kind in (("h8", HEIGHT), ("b1x2", BLOCK)):
+            if kind == HEIGHT:
+                m1, m2 = (_fit(R.sharded_memspec(HEIGHT, s.rows, s.c, num_cores=8), s.rows, s.c,
+                               layout) for s in (s1, s2))
+            else:
+                m1, m2 = (R.sharded_memspec(BLOCK, s.rows, s.c, grid=(1, 2)) for s in (s1, s2))
+            a, b = T(m1, layout), T(m2, layout)
+            out = R.output_layout("concat", [a, b], {"out_shape": o.flat}, None, [s1.flat, s2.flat])
+            yield Case(f"concat/align/{mk}/{c1}+{c2}/{layout}", "concat", [a, b], [s1, s2], o, out,
+                       {}, {"dim": -1})
+    s = TensorShape(1, 16, 16, 64)
+    o = TensorShape(1, 16, 16, 128)
+    for l1, l2 in ((ROW_MAJOR, TILE_LAYOUT), (TILE_LAYOUT, ROW_MAJOR)):
+        a, b = (T(_fit(R.sharded_memspec(HEIGHT, s.rows, s.c, num_cores=8), s.rows, s.c, lay), lay)
+                for lay in (l1, l2))
+        out = R.output_layout("concat", [a, b], {"out_shape": o.flat}, None, [s.flat, s.flat])
+        yield Case(f"concat/h8+h8/{l1}+{l2}", "concat", [a, b], [s, s], o, out, {}, {"dim": -1})
 
 
 def pad_cases():
@@ -738,7 +781,9 @@ def run_planner_graphs(tt, dev, graphs=None, *, progress=None) -> list[PlanOutco
         bad: dict[str, list[R.Violation]] = {}
         for name, v in check_plan(plan):
             bad.setdefault(name, []).append(v)
-        report = verify(None, plan=plan, device=(tt, dev), adapters=False)
+        # the rules judge validation, not where buffers land: the NO_DISPATCH check (allocation
+        # mocked) is that verdict, at half the cost of a real run with its diagnostics
+        report = verify(None, plan=plan, device=(tt, dev), adapters=False, real=False)
         for s in report.layers:
             if any(v.rule.startswith("tensor.") and " input " in v.message
                    for v in bad.get(s.name, [])):

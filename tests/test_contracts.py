@@ -534,7 +534,7 @@ def test_new_ops_calls_bind_to_real_ttnn():
                "act": "relu6"},
               {"name": "p", "op": "global_avg_pool"},
               {"name": "f", "op": "conv2d", "out": 32, "kernel": 1, "bias": True, "act": "sigmoid"},
-              {"name": "m", "op": "multiply", "in": ["dw", "f"], "act": "hardswish"},
+              {"name": "m", "op": "multiply", "in": ["dw", "f"], "act": "hardsigmoid"},
               {"name": "s", "op": "subtract", "in": ["m", "c"]},
               {"name": "bn", "op": "batch_norm", "act": "gelu"},
               {"name": "sl", "op": "slice", "channels": [0, 16]},

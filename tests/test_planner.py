@@ -256,7 +256,9 @@ def big_residual(order=("ca", "cb"), extra_reader=None):
 
 
 def test_over_budget_add_is_planned_in_place():
-    plan = plan_graph(big_residual())
+    # the sums' own remedy; by address this graph needs more (plan_alloc: cb's CBs clash with
+    # the two 540 KB outputs, as in bevdet b6's layer1, tests/test_l1_alloc.py)
+    plan = plan_graph(big_residual(), addresses=False)
     assert_valid(plan)
     add, ca = plan.layer("add"), plan.layer("ca")
     assert add.config.inplace is True and add.config.swap_operands is False
@@ -269,7 +271,7 @@ def test_over_budget_add_is_planned_in_place():
 
 def test_in_place_writes_into_the_operand_nothing_else_reads():
     # a (= ca) is read again after the add: the op is turned around to write into cb
-    plan = plan_graph(big_residual(extra_reader="ca"))
+    plan = plan_graph(big_residual(extra_reader="ca"), addresses=False)
     assert_valid(plan)
     add = plan.layer("add")
     assert add.config.inplace is True and add.config.swap_operands is True

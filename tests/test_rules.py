@@ -257,7 +257,9 @@ def test_rule_ids_used_by_the_sim_are_in_the_table():
         text = f.read_text()
         used |= set(re.findall(r'_violation\(\s*"([a-z0-9_.]+)"', text))
         used |= set(re.findall(r'rule="([a-z0-9_.]+)"', text))
-    assert {"tensor.shard_tile", "tensor.shard_grid", "tensor.on_device", "concat.same_format",
+    # (concat.same_format is no longer raised by the sim by name: its concat goes through the
+    # table's check like every op, issue 25)
+    assert {"tensor.shard_tile", "tensor.shard_grid", "tensor.on_device",
             "tensor.shard_spec"} <= used
     assert used - set(R.RULES) == set()
 

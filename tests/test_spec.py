@@ -85,7 +85,7 @@ def test_resnet50_structure():
     c1 = g.node("conv1")
     assert c1.attrs == dict(in_channels=3, out_channels=64, kernel=(7, 7), stride=(2, 2),
                             padding=(3, 3, 3, 3), dilation=(1, 1), groups=1, bias=False,
-                            activation="relu", lowering="conv2d")
+                            activation="relu", lowering="conv2d", bn_eps=1e-5)
     assert (c1.weights, c1.bn) == ("conv1", "bn1")
     mp = g.node("maxpool")
     assert mp.attrs == dict(kernel=(3, 3), stride=(2, 2), padding=(1, 1, 1, 1), dilation=(1, 1),

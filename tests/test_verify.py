@@ -193,3 +193,25 @@ def test_a_second_mock_system_in_one_process_is_refused(monkeypatch):
     with pytest.raises(DeviceError, match="already opened a mock n150"):
         mock_device.prepare("n300")
     assert os.environ.get(mock_device.ENV_DESC) == before
+
+
+def test_a_step_ttnn_crashes_on_is_reported_not_run(tmp_path):
+    """Issue 25 item 8: `verify --no-adapters` on a conv height-sharded on 2 cores followed by a
+    bilinear upsample segfaulted inside ttnn (sliding_window::generate_halo_kernel_config_
+    tensors, the rules corpus's CRASHES case). It runs in a subprocess: on the old code the
+    process dies with SIGSEGV instead of printing a table."""
+    spec = tmp_path / "crash.yaml"
+    spec.write_text(
+        "name: crash\n"
+        "inputs:\n  x: {channels: 16, size: [8, 8]}\n"
+        "layers:\n"
+        "  - {name: c, op: conv2d, out: 32, kernel: 3, padding: 1, layout: height_sharded l1 2x1}\n"
+        "  - {name: up, op: upsample, scale: 2, mode: bilinear}\n")
+    p = subprocess.run([sys.executable, "-m", "ttmodels.cli", "verify", str(spec), "--no-adapters",
+                        "--format", "json"], capture_output=True, text=True, timeout=600,
+                       cwd=tmp_path)
+    assert p.returncode == 1, (p.returncode, p.stderr[-2000:])
+    d = json.loads(p.stdout)
+    up = next(s for s in d["layers"] if s["name"] == "up")
+    assert not up["accepted"] and "crashes" in up["error"] and "not run" in up["error"]
+    assert not (tmp_path / "generated").exists()     # item 17: ttnn's files stay in the cache

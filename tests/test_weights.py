@@ -237,7 +237,7 @@ def test_bevdet_checkpoint_under_state_dict_loads_only_the_encoder(tmp_path, cap
     path = tmp_path / "bevdet-r50.pth"
     torch.save({"meta": {"epoch": 20, "CLASSES": ["car"]}, "state_dict": full,
                 "optimizer": {"state": {}, "param_groups": []}}, path)
-    with pytest.raises(WeightsError, match=r"(?s)12 unexpected.*select_prefix=\['img_backbone.', 'img_neck.'\]") as ei:
+    with pytest.raises(WeightsError, match=r"(?s)12 unexpected.*hint: ignore=\['img_view_transformer.', 'pts_bbox_head.'\]") as ei:
         W.load_state_dict(path, graph)
     assert sorted(ei.value.unexpected) == sorted(extra)
     with caplog.at_level("INFO", logger="ttmodels.weights"):
@@ -248,7 +248,7 @@ def test_bevdet_checkpoint_under_state_dict_loads_only_the_encoder(tmp_path, cap
     assert "ignored 12 keys outside img_backbone./img_neck." in caplog.text
     auto = W.load_state_dict(path, graph, select_prefix="auto")
     _same(auto, out)
-    ign = W.load_state_dict(path, graph, ignore_prefixes=["img_view_transformer", "pts_bbox_head"])
+    ign = W.load_state_dict(path, graph, ignore=["img_view_transformer", "pts_bbox_head"])
     _same(ign, out)
     assert len(ign.report.ignored) == 12
     params, info = W.prepared_parameters(graph, str(path), cache=False)
@@ -560,3 +560,153 @@ def test_bevdet_encoder_spec_uses_bevdet_names(tmp_path):
     torch.save({"meta": {}, "state_dict": full}, path)
     out = W.load_state_dict(path, graph, select_prefix="auto")
     assert len(out) == len(keys) and len(out.report.ignored) == 2
+
+
+# --------------------------------------------------------------------------------------------
+# issue 25: cache keys, entry checks, unusable cache locations, weights that escaped as foreign
+# exceptions. Each test failed on the code before its fix.
+# --------------------------------------------------------------------------------------------
+
+def _strip(prefix, k):
+    return k[len(prefix):] if k.startswith(prefix) else None
+
+
+class _Stripper:
+    """A callable object whose behaviour is its state."""
+
+    def __init__(self, prefix):
+        self.prefix = prefix
+
+    def __call__(self, k):
+        return _strip(self.prefix, k)
+
+
+def _two_models():
+    """Two different weight sets for small_graph under prefixes a. and b. of one state dict."""
+    graph = small_graph()
+    a = W.random_state_dict(graph, seed=1, calibrate=False)
+    b = W.random_state_dict(graph, seed=2, calibrate=False)
+    both = {**{f"a.{k}": v for k, v in a.items()}, **{f"b.{k}": v for k, v in b.items()}}
+    return graph, both, a, b
+
+
+@pytest.mark.parametrize("make", [
+    lambda p: __import__("functools").partial(_strip, p),
+    lambda p: (lambda k: _strip(p, k)),          # a closure: same code, another prefix
+    _Stripper,
+])
+@pytest.mark.parametrize("source", ["dict", "file"])
+def test_callable_key_map_is_keyed_by_what_it_maps_not_its_code(make, source, tmp_path, counting):
+    graph, both, a, b = _two_models()
+    src = both
+    if source == "file":
+        src = tmp_path / "both.safetensors"
+        save_file({k: v.contiguous() for k, v in both.items()}, str(src))
+    cdir = tmp_path / "cache"
+    pa = cache_mod.cached_prepare(graph, src, key_map=make("a."), cache=cdir)
+    pb = cache_mod.cached_prepare(graph, src, key_map=make("b."), cache=cdir)
+    assert not pb.cache_hit and counting["load"] == 2
+    _same(dict(pa), W.prepare_parameters(graph, a))
+    _same(dict(pb), W.prepare_parameters(graph, b))
+    again = cache_mod.cached_prepare(graph, src, key_map=make("a."), cache=cdir)
+    assert again.cache_hit and counting["load"] == 2      # same mapping: still cached
+    _same(dict(again), dict(pa))
+
+
+def test_cache_entry_with_other_dtypes_is_rebuilt(tmp_path, counting, caplog):
+    from safetensors import safe_open
+    graph = small_graph()
+    first = cache_mod.cached_prepare(graph, "random", cache=tmp_path)
+    p = first.cache_path
+    with safe_open(str(p), "pt") as f:
+        meta = f.metadata()
+    t = {k: v.to(torch.float16) for k, v in load_file(str(p)).items()}
+    meta["checksum"] = cache_mod.tensors_checksum(t)     # a crafted, self-consistent entry
+    save_file(t, str(p), metadata=meta)
+    with caplog.at_level("WARNING", logger="ttmodels.cache"):
+        again = cache_mod.cached_prepare(graph, "random", cache=tmp_path)
+    assert not again.cache_hit and "dtypes other than float32" in caplog.text
+    _same(dict(first), dict(again))
+
+
+def test_huge_finite_weights_are_warned_about(caplog):
+    graph, net = small_graph(), small_net()
+    sd = dict(net.state_dict())
+    sd["conv1.weight"] = sd["conv1.weight"].clone()
+    sd["conv1.weight"][0, 0, 0, 0] = 3e38
+    with caplog.at_level("WARNING", logger="ttmodels.weights"):
+        W.load_state_dict(sd, graph)
+    assert "conv1.weight (|w| up to 3e+38)" in caplog.text and "overflow" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="ttmodels.weights"):
+        W.load_state_dict(net, graph)                      # ordinary weights: nothing said
+    assert caplog.text == ""
+
+
+@pytest.mark.parametrize("bad", ["sparse", "meta"])
+def test_sparse_or_meta_tensors_through_the_cache_are_a_weights_error(bad, tmp_path):
+    graph, net = small_graph(), small_net()
+    sd = dict(net.state_dict())
+    sd["fc.weight"] = sd["fc.weight"].to_sparse() if bad == "sparse" else \
+        torch.empty(sd["fc.weight"].shape, device="meta")
+    with pytest.raises(WeightsError) as e:
+        cache_mod.cached_prepare(graph, sd, cache=tmp_path)
+    assert [k for k, _ in e.value.invalid] == ["fc.weight"]
+    assert ("meta tensor" if bad == "meta" else "store it dense") in str(e.value)
+
+
+@pytest.mark.parametrize("where", ["dict", "pth"])
+def test_non_string_keys_are_a_weights_error(where, tmp_path):
+    graph, net = small_graph(), small_net()
+    sd = dict(net.state_dict())
+    sd[0] = torch.zeros(1)
+    src = sd
+    if where == "pth":
+        src = tmp_path / "w.pth"
+        torch.save(sd, src)
+    with pytest.raises(WeightsError, match=r"1 keys are not strings \(int 0\)"):
+        W.prepared_parameters(graph, src, cache=tmp_path / "c")
+
+
+@pytest.mark.parametrize("cache", ["x" * 5000, "a\0b", "~nosuchuser_ttm/x", 5, ["c"]])
+def test_unusable_cache_location_builds_without_cache(cache, tmp_path, monkeypatch, caplog):
+    monkeypatch.chdir(tmp_path)
+    graph = small_graph()
+    with caplog.at_level("WARNING", logger="ttmodels.cache"):
+        out = cache_mod.cached_prepare(graph, "random", cache=cache)
+    assert not out.cache_hit and out.cache_path is None
+    assert "building without the cache" in caplog.text
+    assert list(tmp_path.iterdir()) == []           # nothing created where we stand (~nosuchuser)
+
+
+def test_unusable_cache_dir_from_the_environment(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("TTMODELS_CACHE_DIR", "y" * 5000)
+    with caplog.at_level("WARNING", logger="ttmodels.cache"):
+        out = cache_mod.cached_prepare(small_graph(), "random", cache=True)
+    assert out.cache_path is None and "building without the cache" in caplog.text
+
+
+def test_empty_weights_name_says_so():
+    with pytest.raises(WeightsError) as e:
+        W.load_state_dict("", small_graph())
+    assert "weights='' names no file" in str(e.value) and "directory" not in str(e.value)
+
+
+def test_ignore_drops_prefixes_and_the_hint_names_it(tmp_path):
+    """Ultralytics' DFL conv has weights but no layer: the hint names ignore= / --ignore with
+    the prefix that drops it and nothing the graph uses."""
+    import ttmodels
+    graph, net = small_graph(), small_net()
+    sd = dict(net.state_dict())
+    sd["b_conv1.dfl.conv.weight"] = torch.zeros(1, 16, 1, 1)
+    with pytest.raises(WeightsError) as e:
+        W.load_state_dict(sd, graph)
+    msg = str(e.value)
+    assert "hint: ignore=['b_conv1.dfl.']" in msg and "--ignore b_conv1.dfl." in msg
+    assert "select_prefix" not in msg and "ignore_prefixes" not in msg
+    out = W.load_state_dict(sd, graph, ignore="b_conv1.dfl.")
+    assert out.report.ignored == ["b_conv1.dfl.conv.weight"]
+    assert set(out) == set(expected_parameters(graph))
+    # build takes it too
+    import inspect
+    assert "ignore" in inspect.signature(ttmodels.build).parameters

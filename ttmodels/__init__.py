@@ -36,12 +36,16 @@ def plan(spec, *, batch_size: int = 1, input_size=None, profile: str | None = No
 
 
 def build(spec, *, weights=None, backend: str = "auto", batch_size: int = 1, input_size=None,
-          profile: str | None = None, key_map=None, cache: bool | str = True, mesh=None,
-          keep_params: bool = False):
+          profile: str | None = None, key_map=None, ignore=None, cache: bool | str = True,
+          mesh=None, keep_params: bool = False):
     """Build a runnable Model: spec -> plan -> prepared weights -> layers on a backend.
 
     ``weights``: None or "random" (seeded, BatchNorm calibrated), "pretrained", a state dict, an
-    ``nn.Module``, or a path to ``.safetensors`` / ``.pth``. ``backend``: "auto", "sim" or "ttnn".
+    ``nn.Module``, or a path to ``.safetensors`` / ``.pth``. ``key_map`` renames the weights' keys
+    (a dict or a callable, see ``ttmodels.weights``); ``ignore`` (a key prefix or a list of them,
+    e.g. ``["model.22.dfl."]``) drops the keys under those. ``cache``: True (the default
+    directory), False, or a directory for prepared weights; one that cannot be used means no
+    cache, with a warning. ``backend``: "auto", "sim" or "ttnn".
     ``mesh``: None (one chip), "n150", "n300", "t3000" or (rows, cols): one replica per chip, the
     batch split over the chips; ``model(x)`` still takes and returns the whole batch.
     Weights are prepared for the backend during the build; the BN-folded float32 host copies
@@ -49,7 +53,7 @@ def build(spec, *, weights=None, backend: str = "auto", batch_size: int = 1, inp
     """
     from .builder import build as _build
     return _build(spec, weights=weights, backend=backend, batch_size=batch_size,
-                  input_size=input_size, profile=profile, key_map=key_map, cache=cache, mesh=mesh,
+                  input_size=input_size, profile=profile, key_map=key_map, ignore=ignore, cache=cache, mesh=mesh,
                   keep_params=keep_params)
 
 

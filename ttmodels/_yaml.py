@@ -66,7 +66,12 @@ def load_yaml(text: str, file: str) -> Any:
         raise SpecError("YAML text must be a string", file=file)
     if len(text) > MAX_TEXT:
         raise SpecError(f"spec is larger than {MAX_TEXT} characters", file=file)
-    loader = _Loader(text)
+    try:
+        # PyYAML's reader checks every character when the loader is made, not when it parses
+        loader = _Loader(text)
+    except yaml.reader.ReaderError as e:
+        raise SpecError(_reader_problem(text, e), file=file,
+                        line=text.count("\n", 0, e.position) + 1) from None
     try:
         node = loader.get_single_node()
         if node is None:
@@ -87,6 +92,15 @@ def load_yaml(text: str, file: str) -> Any:
         raise SpecError("YAML nesting is too deep", file=file) from None
     finally:
         loader.dispose()
+
+
+def _reader_problem(text: str, e) -> str:
+    ch = e.character
+    code = ch if isinstance(ch, int) else ord(ch) if isinstance(ch, str) and ch else None
+    what = f"character U+{code:04X}" if code is not None else "character"
+    col = e.position - (text.rfind("\n", 0, e.position) + 1) + 1
+    return (f"{what} at column {col} is not allowed in YAML, not even in a comment (NUL and "
+            f"control characters; is this a binary file?)")
 
 
 class _Builder:

@@ -9,38 +9,50 @@ and the standalone op of the same name), the planner, the layers (conv2d's
 Canonical form in ``Node.attrs["activation"]``: the name (``"relu"``), or ``name(param)`` for a
 parametrised one (``"leaky_relu(0.1)"``); ``parse`` turns spec input into it.
 
-What fuses where in ttnn 0.81.1 (tt-metal sources):
+What fuses where in ttnn 0.81.1 (seen on the mock device: the defines and
+``APPROX`` / ``DST_ACCUM_MODE`` of the programs ttnn JIT-builds for each form):
 
-* conv2d: ``Conv2dConfig.activation: UnaryWithParam | None``; the sharded conv program factory
-  (``conv2d_op_sharded_program_factory.cpp``, ``multi_core_optimized_conv_sharded_v2_impl``)
-  turns RELU into the packer's ``PACK_RELU`` and any other op type into SFPU defines through
-  ``unary::utils::get_defines(op_type, params, "ACTIVATION", "i")``; a 1x1 conv run as a matmul
-  passes the activation on as the matmul's ``fused_activation`` (``conv2d_utils.cpp``
-  ``determine_matmul_op_config``). So every UnaryOpType that ``get_defines`` knows fuses.
-* matmul / linear: program configs' ``fused_activation: UnaryWithParam`` and
-  ``linear(activation=str | UnaryWithParam)``; the matmul program factories
-  (``bmm_op_multi_core_reuse_mcast_*_program_factory.cpp``) use the same PACK_RELU /
-  ``get_defines`` split.
-* binary_ng (add, multiply, subtract): ``activations=[UnaryWithParam]`` (post activations,
-  ``binary_ng_device_operation.cpp``; the nanobind type is ``EltwiseUnaryWithParam``, an alias).
+* conv2d: ``Conv2dConfig.activation: UnaryWithParam | None``; the conv's compute kernel
+  (``conv_bmm_tilize``) gets ``SFPU_OP_FUNC_ACTIVATION <act>_tile(i)`` (RELU: the packer's
+  ``PACK_RELU``); a 1x1 conv run as a matmul passes it on as the matmul's ``fused_activation``.
+* matmul: program configs' ``fused_activation`` runs in the matmul kernel. ``linear(activation=)``
+  is *not* fused: ttnn runs a separate ``eltwise_sfpu`` program on the stored output.
+* binary_ng (add, multiply, subtract): ``activations=[UnaryWithParam]`` become
+  ``PROCESS_POST_ACTIVATIONS``; a 32-bit Dest for float32 operands (``eltwise_binary_sfpu``).
+* ``hardswish`` fuses nowhere: conv2d and binary_ng get an *empty* activation define (ttnn drops
+  it silently) and the matmul path throws ``Unknown unary op: hardswish``
+  (unary_op_utils.cpp:1102; matmul_utilities.hpp:354 "Unsupported UnaryOpType for fused
+  activation: UnaryOpType::HARDSWISH"). The standalone ``ttnn.hardswish`` has its own kernel
+  (``hardswish_kernel.cpp``: hardsigmoid on the SFPU, then x times it).
+* the matmul kernels refuse LEAKY_RELU as a fused activation too ('Unsupported UnaryOpType for
+  fused activation', matmul_utilities.hpp:354, measured on the mock device), a 1x1 conv's
+  matmul path included.
+* Where an activation does not fuse, the layer runs it standalone right after the op, in the
+  same layer (``op_split``), so ``act:`` means the same on every op.
 
-Approximations (what the SFPU computes; tt-llk ``tt_llk_wormhole_b0/common/inc/sfpu/``): the sim
-models the ones the layers can hit.
+Every form runs with ``APPROX = false``; the fast modes are template parameters of the call
+(``sigmoid_tile<RC, 1u>``, ``gelu_tile<1u>``, ``tanh_tile<1u>``), set by
+``SigmoidMode.FastApproximate`` / ``fast_and_approximate_mode=True`` or the fused params. The
+kernel's ``is_fp32_dest_acc_en`` is ``DST_ACCUM_MODE``: the standalone op on a float32 tensor,
+binary_ng with a float32 operand, conv2d / matmul with ``fp32_dest_acc_en``.
 
-* ``silu``: ``ckernel_sfpu_silu.h`` ``_calculate_silu_``: x * s(|x|) with s(t) = 0.229 t + 0.5
-  for t <= 1, a degree-4 polynomial for t < 5, 1 beyond, mirrored (1 - s) for x < 0. There is no
-  exact silu mode. Checked against the newest tt-llk source; the 0.81.1 build could not be pinned
-  to a tt-llk commit, so this is the best available model (docs/sim.md).
-* ``sigmoid``: ``ttnn.sigmoid(mode=SigmoidMode.Accurate)`` (the default) and the fused form with
-  params (RC vector mode, not fast) compute 1 / (1 + exp(-x)) accurately (float32 torch here);
-  ``SigmoidMode.FastApproximate`` uses the 6-piece LUT of ``ckernel_sfpu_sigmoid.h``
-  (``_init_sigmoid_``), modelled by ``sigmoid_lut``.
-* ``gelu``: accurate (erf) by default and when fused with param 0; ``fast_and_approximate_mode``
-  uses the LUT of ``ckernel_sfpu_gelu.h`` (``_init_gelu_``), modelled by ``gelu_lut``.
-* ``hardsigmoid``: ``ckernel_sfpu_activations.h`` Hardsigmoid: relu_max(x * 1/6 + 0.5, 1) with
-  1/6 as the float32 0.1666666716337204 -- computed the same way here (bitwise like torch's
-  hardsigmoid up to the rounding of 1/6). ``hardswish`` = x * hardsigmoid(x).
-* ``relu``, ``relu6`` (relu_max 6), ``leaky_relu``, ``tanh`` (accurate mode): exact.
+What the SFPU computes is modelled bit by bit from the wheel's own kernel sources in
+``ttmodels/sfpu.py`` (paths relative to the ``ttnn`` package, ``tt_metal/hw/ckernels/
+wormhole_b0/metal/llk_api/llk_sfpu/``):
+
+* ``silu``: ``ckernel_sfpu_silu.h``: x * (1 / (1 + exp(-x))): ``_sfpu_exp_21f_bf16_`` and one
+  Newton reciprocal step (``ckernel_sfpu_sigmoid.h``, ``ckernel_sfpu_recip.h``), rounded to
+  bfloat16; with a 32-bit Dest ``_sfpu_exp_fp32_accurate_`` and two steps, not rounded.
+* ``sigmoid``: the same 1 / (1 + exp(-x)); ``FastApproximate``: ``ckernel_sfpu_sigmoid_appx.h``,
+  a 3-entry SFPLUT (0.2265625 |x| below 1, 0.265625 |x| - 0.046875 below 2, 0.5 beyond) + 0.5.
+* ``gelu``: ``ckernel_sfpu_gelu.h`` ``calculate_gelu_piecewise`` (a CDF polynomial, an exp-based
+  tail, 0 below -5.54) rounded to bfloat16; fast: its 6-entry SFPLUTFP32 table + x/2; with a
+  32-bit Dest x (0.5 + 0.5 erf) with a degree-15/16 rational erf.
+* ``tanh``: ``ckernel_sfpu_tanh.h``: a degree-6 polynomial in |x| rounded to bfloat16; with a
+  32-bit Dest an expm1-based form; fast: its 6-entry SFPLUTFP32 table.
+* ``hardsigmoid``: ``ckernel_sfpu_activations.h``: relu_max(x * 0.1666666716337204 + 0.5, 1),
+  truncated to bfloat16 by the store into a 16-bit Dest. ``hardswish`` = x times that.
+* ``relu``, ``relu6`` (relu_max 6), ``leaky_relu``: exact.
 """
 from __future__ import annotations
 
@@ -48,8 +60,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["ActivationDef", "ACTIVATIONS", "NAMES", "parse", "split", "get", "torch_apply",
-           "sim_apply", "unary_with_param", "binary_activations", "matmul_activation"]
+__all__ = ["ActivationDef", "ACTIVATIONS", "NAMES", "FUSION_NOTE", "parse", "split", "get",
+           "torch_apply", "sim_apply", "unary_with_param", "binary_activations",
+           "matmul_activation", "matmul_split", "op_split"]
 
 
 @dataclass(frozen=True)
@@ -60,42 +73,47 @@ class ActivationDef:
     fused_params: tuple[float, ...] = ()   # UnaryWithParam params after the spec parameter
     param: str | None = None        # spec parameter name (leaky_relu: "slope"), None = none
     default: float | None = None    # its default
-    fuses_conv: bool = True         # Conv2dConfig.activation (any get_defines op in 0.81.1)
+    fuses_conv: bool = True         # Conv2dConfig.activation
     fuses_matmul: bool = True       # matmul fused_activation / linear(activation=)
     fuses_binary: bool = True       # binary_ng activations=[...]
     standalone_kwargs: tuple[tuple[str, Any], ...] = ()   # fixed keywords of the standalone call
-    source: str = ""                # tt-metal / tt-llk source of what the card computes
+    source: str = ""                # the ttnn 0.81.1 wheel's kernel of what the card computes
 
 
-_SFPU = "tt-llk tt_llk_wormhole_b0/common/inc/sfpu"
-_UNARY = "ttnn/cpp/ttnn/operations/eltwise/unary/common/unary_op_utils.cpp (get_defines)"
+_LLK = "tt_metal/hw/ckernels/wormhole_b0/metal/llk_api/llk_sfpu"
+_TTLLK = "tt_metal/tt-llk/tt_llk_wormhole_b0/common/inc/sfpu"
 
 # Fused forms pass their mode params explicitly, so the card's choice of accurate vs approximate
-# does not rest on a kernel's template default.
+# does not rest on a kernel's template default. Sources: paths in the ttnn 0.81.1 wheel.
 ACTIVATIONS: dict[str, ActivationDef] = {a.name: a for a in (
     ActivationDef("relu", "RELU", "relu", source="conv/matmul: PACK_RELU (packer); "
-                  f"{_SFPU}/ckernel_sfpu_relu.h"),
-    ActivationDef("relu6", "RELU6", "relu6", source=f"{_UNARY}: RELU6 = relu_max 6; "
-                  f"{_SFPU}/ckernel_sfpu_relu.h"),
+                  f"{_TTLLK}/ckernel_sfpu_relu.h"),
+    ActivationDef("relu6", "RELU6", "relu6", source=f"relu_max_tile(6.0); {_TTLLK}/ckernel_sfpu_relu.h"),
     ActivationDef("leaky_relu", "LEAKY_RELU", "leaky_relu", param="slope", default=0.01,
-                  source=f"{_UNARY}: leaky_relu_tile(slope bits); {_SFPU}/ckernel_sfpu_relu.h"),
+                  fuses_matmul=False,
+                  source=f"leaky_relu_tile(slope bits); {_TTLLK}/ckernel_sfpu_relu.h"),
     ActivationDef("sigmoid", "SIGMOID", "sigmoid", fused_params=(4.0, 0.0),
-                  source=f"{_UNARY}: sigmoid_tile<vector_mode RC=4, fast=0>; accurate; "
-                  f"FastApproximate: {_SFPU}/ckernel_sfpu_sigmoid.h _init_sigmoid_ LUT"),
+                  source=f"sigmoid_tile<RC, 0u>; {_LLK}/ckernel_sfpu_sigmoid.h; FastApproximate: "
+                  f"{_LLK}/ckernel_sfpu_sigmoid_appx.h"),
     ActivationDef("hardsigmoid", "HARDSIGMOID", "hardsigmoid",
-                  source=f"{_SFPU}/ckernel_sfpu_activations.h (Hardsigmoid: relu_max(x/6+0.5, 1))"),
-    ActivationDef("hardswish", "HARDSWISH", "hardswish",
-                  source=f"{_SFPU}/ckernel_sfpu_activations.h (x * hardsigmoid(x))"),
-    ActivationDef("silu", "SILU", "silu",
-                  source=f"{_SFPU}/ckernel_sfpu_silu.h _calculate_silu_ (piecewise sigmoid)"),
+                  source=f"hardsigmoid_tile; {_LLK}/ckernel_sfpu_activations.h"),
+    # conv2d and binary_ng drop it silently, matmul throws (docstring)
+    ActivationDef("hardswish", "HARDSWISH", "hardswish", fuses_conv=False, fuses_matmul=False,
+                  fuses_binary=False,
+                  source="ttnn/cpp/ttnn/operations/eltwise/unary/device/kernels/compute/"
+                  f"hardswish_kernel.cpp; {_LLK}/ckernel_sfpu_activations.h"),
+    ActivationDef("silu", "SILU", "silu", source=f"silu_tile; {_LLK}/ckernel_sfpu_silu.h"),
     ActivationDef("gelu", "GELU", "gelu", fused_params=(0.0,),
                   standalone_kwargs=(("fast_and_approximate_mode", False),),
-                  source=f"{_UNARY}: gelu_tile<fast=0> (erf); fast: {_SFPU}/ckernel_sfpu_gelu.h LUT"),
+                  source=f"gelu_tile<0u>; {_LLK}/ckernel_sfpu_gelu.h"),
     ActivationDef("tanh", "TANH", "tanh", fused_params=(0.0,),
                   standalone_kwargs=(("fast_and_approximate_mode", False),),
-                  source=f"{_UNARY}: tanh_tile<fast=0>; {_SFPU}/ckernel_sfpu_tanh.h"),
+                  source=f"tanh_tile<0u>; {_LLK}/ckernel_sfpu_tanh.h"),
 )}
 NAMES: tuple[str, ...] = tuple(ACTIVATIONS)
+# why an activation does not fuse (spec errors)
+FUSION_NOTE = {"hardswish": "conv2d and binary ops drop it silently, matmul refuses it",
+               "leaky_relu": "matmul refuses it"}
 
 _FORM = re.compile(r"^([a-z0-9_]+)(?:\((-?[0-9.eE+-]+)\))?$")
 
@@ -177,6 +195,19 @@ def binary_activations(tt, act: str | None) -> list:
     return [unary_with_param(tt, act)]
 
 
+def op_split(act: str | None, where: str) -> tuple[str | None, str | None]:
+    """(fused into the op, run standalone right after it) for ``act`` on an op of kind
+    ``where`` ("conv", "matmul": linear or a conv run as one, "binary"): what ttnn 0.81.1 cannot
+    fuse there (refuses, or drops silently) runs after it."""
+    if act is None or getattr(get(act), f"fuses_{where}"):
+        return act, None
+    return None, act
+
+
+def matmul_split(act: str | None) -> tuple[str | None, str | None]:
+    return op_split(act, "matmul")
+
+
 def matmul_activation(tt, act: str | None):
     if act is None:
         return None
@@ -212,82 +243,27 @@ def torch_apply(act: str | None, x):
     raise AssertionError(d.name)  # pragma: no cover - every row has a reference
 
 
-_SIXTH = 0.1666666716337204
+# The SFPU kernel of each modelled activation (ttmodels/sfpu.py): (accurate, fast) forms.
+_KERNELS = {"silu": ("silu", "silu"), "sigmoid": ("sigmoid", "sigmoid_fast"),
+            "gelu": ("gelu", "gelu_fast"), "tanh": ("tanh", "tanh_fast"),
+            "hardsigmoid": ("hardsigmoid", "hardsigmoid")}
 
 
-def _hardsigmoid_tt(x):
-    return (x * _SIXTH + 0.5).clamp_(0.0, 1.0)
-
-
-def _sigmoid_pwl_positive(t):
-    """ckernel_sfpu_silu.h ``_sigmoid_piecewise_linear_positive_`` on t >= 0: 0.229 t + 0.5 up to
-    1, the degree-4 polynomial below 5, 1 from there on."""
-    import torch
-    c = (0.00144462, -0.01055479, -0.01203685, 0.24300185, 0.50437757)
-    s = t * c[0] + c[1]
-    for k in c[2:]:
-        s.mul_(t).add_(k)
-    s = torch.where(t <= 1.0, t * 0.229 + 0.5, s)
-    return s.masked_fill_(t >= 5.0, 1.0)
-
-
-def silu_tt(x):
-    """x * s(|x|), mirrored (1 - s) for x < 0: x * (1 - s) = x - x * s."""
-    import torch
-    y = x * _sigmoid_pwl_positive(x.abs())
-    return torch.where(x < 0, x - y, y)
-
-
-def _f16(bits: int) -> float:
-    # The SFPU LUT's 16-bit coefficients; 0x7C00 (IEEE +inf) is the LUT's 0 (the sources'
-    # comments give those entries as 0.0).
-    if bits == 0x7C00:
-        return 0.0
-    import struct
-    return struct.unpack("<e", bits.to_bytes(2, "little"))[0]
-
-
-# Breakpoints of SFPLUTFP32's 6-entry tables as the two kernels' comments give them: sigmoid's
-# pieces end at 0.5, 1, 1.5, 2, 4 (lut_mode 0, FP16_6ENTRY_TABLE1); gelu's at 0.5, 1, 1.5, 2, 3.
-_SIGMOID_EDGES = (0.5, 1.0, 1.5, 2.0, 4.0)
-_GELU_EDGES = (0.5, 1.0, 1.5, 2.0, 3.0)
-_SIGMOID_A = tuple(_f16(b) for b in (0x33D9, 0x32F4, 0x318A, 0x300A, 0x2A35, 0x7C00))
-_SIGMOID_B = tuple(_f16(b) for b in (0x9018, 0x23C8, 0x2BAA, 0x3027, 0x34CC, 0x37FF))
-_GELU_A = tuple(_f16(b) for b in (0x322B, 0x37E7, 0x38F3, 0x38E1, 0x3852, 0x3800))
-_GELU_B = tuple(_f16(b) for b in (0x86D8, 0xB122, 0xB479, 0xB437, 0xAFA4, 0x7C00))
-
-
-def _lut(t, edges, a, b):
-    import torch
-    idx = torch.bucketize(t, torch.tensor(edges, dtype=t.dtype), right=True)
-    return torch.tensor(a, dtype=t.dtype)[idx] * t + torch.tensor(b, dtype=t.dtype)[idx]
-
-
-def sigmoid_lut(x):
-    """``SigmoidMode.FastApproximate``: sign(x) * lut(|x|) + 0.5 (lut2 restores the sign)."""
-    return _lut(x.abs(), _SIGMOID_EDGES, _SIGMOID_A, _SIGMOID_B) * x.sign() + 0.5
-
-
-def gelu_lut(x):
-    """``gelu(fast_and_approximate_mode=True)``: 0.5 x + lut(|x|) (lut2_sign: no sign restore)."""
-    return 0.5 * x + _lut(x.abs(), _GELU_EDGES, _GELU_A, _GELU_B)
-
-
-def sim_apply(act: str | None, x, *, approximate: bool = False):
-    """What the card computes for ``act`` on float32 ``x`` (before the output rounding)."""
+def sim_apply(act: str | None, x, *, approximate: bool = False, fp32_dest: bool = False):
+    """What the card computes for ``act`` on float32 ``x`` (before the output rounding):
+    ``approximate`` is the kernel's fast mode, ``fp32_dest`` its ``is_fp32_dest_acc_en`` (a 32-bit
+    Dest: the standalone op on a float32 tensor, a fused form under ``fp32_dest_acc_en``)."""
     if act is None:
         return x
     d, p = split(act)
-    if d.name == "silu":
-        return silu_tt(x)
-    if d.name == "hardsigmoid":
-        return _hardsigmoid_tt(x)
+    if d.name in _KERNELS:
+        from . import sfpu
+        return getattr(sfpu, _KERNELS[d.name][bool(approximate)])(x, fp32_dest)
     if d.name == "hardswish":
-        return x * _hardsigmoid_tt(x)
-    if approximate and d.name == "sigmoid":
-        return sigmoid_lut(x)
-    if approximate and d.name == "gelu":
-        return gelu_lut(x)
+        # hardswish_kernel.cpp: hardsigmoid stored in Dest, then x times it (the FPU's
+        # DEST_TO_SRCA multiply of two bfloat16 values is exact; the SFPU's float32 multiply)
+        from . import sfpu
+        return sfpu.mad(x, sfpu.hardsigmoid(x, fp32_dest), 0.0)
     return torch_apply(act, x)
 
 

@@ -20,7 +20,7 @@ def make_plan(spec, *, batch_size=1, input_size=None, profile=None, arch="wormho
 
 
 def build(spec, *, weights=None, backend="auto", batch_size=1, input_size=None, profile=None,
-          key_map=None, cache=True, mesh=None, keep_params=False):
+          key_map=None, ignore=None, cache=True, mesh=None, keep_params=False):
     from .backends import open_backend
     from .model import Model
     from .runtime import Executor
@@ -37,13 +37,13 @@ def build(spec, *, weights=None, backend="auto", batch_size=1, input_size=None, 
                                         postprocess_tag=prequantize.tag(formats),
                                         postprocess_keeps_shapes=True)
     params, info = prepared_parameters(graph, "random" if weights is None else weights,
-                                       key_map=key_map, cache=cache, **extra)
+                                       key_map=key_map, ignore=ignore, cache=cache, **extra)
     if formats:
         prequantize.mark(params, formats)
     be = open_backend(backend, mesh=plan.mesh)
     if be.name == "ttnn-mock":
-        # Device tensors may only be made inside a NO_DISPATCH capture on a mock device (pool2d
-        # takes "no L1 allocated" to mean capture), so Model.run builds the layers per run.
+        # Model.run builds the layers per run on the mock device and frees them after it, so
+        # that each run starts from an empty allocator (what verify and the planner model)
         return Model(plan, None, be, weights_info=info, build_seconds=time.perf_counter() - t0,
                      params=params)
     params.consumable = True        # ours alone: the executor frees each layer's host copy

@@ -14,12 +14,16 @@ constants; batch size and spatial sizes excluded since parameters don't depend o
 expected parameter keys and shapes; the precision; a fingerprint of the weights source (hash of a
 state dict's names/dtypes/shapes/bytes; for a file: resolved path, size, mtime and a hash of its
 content; "random": seed, init version and the input sizes calibration ran at; "pretrained":
-torchvision's weights name) and the loading options (key_map -- a callable by its qualified name
-and bytecode hash --, prefix filters, strict, postprocess tag).
+torchvision's weights name) and the loading options (prefix filters, strict, postprocess tag;
+a dict key_map by value, a callable one by what it does: the spec key it gives each of the
+source's keys -- never by its code, which does not show closure variables, ``partial``
+arguments or an object's state).
 
 Nothing read back is trusted: an entry that fails to parse, was written for another key, has an
 unknown format version, a checksum (over names, dtypes, shapes and bytes) that does not match its
-tensors, or tensor names/shapes other than expected is logged, deleted and rebuilt.
+tensors, or tensor names/shapes/dtypes other than expected is logged, deleted and rebuilt. A cache
+location that cannot be used (a name too long, a NUL, an unknown ``~user``, not a path) means
+no cache, with a warning: a cache must never break a build.
 """
 from __future__ import annotations
 
@@ -58,6 +62,11 @@ def default_cache_dir() -> Path:
 
 def _update_tensor(h, name: str, t) -> None:
     import torch
+    if t.is_meta or t.layout != torch.strided:
+        # no bytes to hash (meta) or no contiguous form (sparse): the loader refuses such a
+        # tensor under a key the graph uses, so nothing is cached from it but what it ignores
+        h.update(f"{name}|{t.dtype}|{list(t.shape)}|{t.layout}|meta={t.is_meta}|".encode())
+        return
     t = t.detach().cpu().contiguous()
     h.update(f"{name}|{t.dtype}|{list(t.shape)}|".encode())
     if t.numel():
@@ -87,26 +96,36 @@ def tensors_checksum(tensors: Mapping[str, "torch.Tensor"]) -> str:
 
 
 def file_fingerprint(path) -> dict[str, Any]:
-    p = Path(path).resolve()
+    from .files import irregular
     try:
+        p = Path(path).resolve()
+        if irregular(p) is not None:
+            # never hashed: a FIFO blocks, a device never ends; the loader says what it is
+            return {"file": str(p), "unreadable": True}
         st = p.stat()
         h = hashlib.blake2b(digest_size=32)
         with open(p, "rb") as f:
             while chunk := f.read(_CHUNK):
                 h.update(chunk)
-    except OSError:
+    except (OSError, ValueError, RuntimeError):
         # Missing/unreadable: the loader raises the proper WeightsError; no cache lookup needed.
-        return {"file": str(p), "unreadable": True}
+        return {"file": str(path), "unreadable": True}
     return {"file": str(p), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "blake2b": h.hexdigest()}
 
 
-def _callable_id(f) -> str:
-    code = getattr(f, "__code__", None)
-    h = hashlib.sha256()
-    if code is not None:
-        h.update(code.co_code)
-        h.update(repr(code.co_consts).encode())
-    return f"{getattr(f, '__module__', '?')}.{getattr(f, '__qualname__', type(f).__name__)}:{h.hexdigest()[:16]}"
+def key_map_identity(graph: "Graph", source, key_map) -> Any:
+    """What a callable ``key_map`` does to ``source``'s keys, JSON-able: [user key, spec key or
+    None] for each key (its code says nothing of closure variables, ``partial`` arguments or an
+    object's state). None when the source's keys are not at hand without a download
+    ("pretrained"): such a build is not cached."""
+    from .reference import expected_parameters
+    from .weights import apply_key_map, read_source
+    if isinstance(source, str) and source == "pretrained":
+        return None
+    raw = read_source(source)                    # a .pth is read here; a safetensors' header only
+    mapped, dropped, *_ = apply_key_map(raw, key_map, expected_parameters(graph))
+    pairs = [[repr(u), s] for s, u in mapped.items()] + [[repr(u), None] for u in dropped]
+    return sorted(pairs, key=lambda p: (p[0], str(p[1])))
 
 
 def source_fingerprint(source, *, seed: int = 0) -> Any:
@@ -166,7 +185,10 @@ def cache_key(graph: "Graph", precision, source, *, seed: int = 0, options: Mapp
         src["inputs"] = {k: [s.h, s.w, s.c] for k, s in graph.inputs.items()}
     opts = {}
     for k, v in (options or {}).items():
-        opts[k] = _callable_id(v) if callable(v) and not isinstance(v, Mapping) else _plain(v)
+        if callable(v) and not isinstance(v, Mapping):
+            raise TypeError(f"cache_key: option {k!r} is code; key it by what it does "
+                            "(key_map_identity)")
+        opts[k] = _plain(v)
     blob = {"format": CACHE_FORMAT, "prepare": PREPARE_VERSION, "graph": graph_fingerprint(graph),
             "precision": _plain(precision), "source": src, "options": opts}
     return hashlib.sha256(json.dumps(blob, sort_keys=True, default=repr).encode()).hexdigest()[:40]
@@ -188,12 +210,18 @@ class WeightCache:
         return self.dir / f"{key}.safetensors"
 
     def get(self, key: str, *, expect: Mapping[str, tuple[int, ...]] | None = None,
-            metadata: Mapping[str, Any] | None = None) -> dict[str, "torch.Tensor"] | None:
+            metadata: Mapping[str, Any] | None = None, dtype: str | None = None
+            ) -> dict[str, "torch.Tensor"] | None:
         """The entry's tensors, or None when absent or invalid (invalid entries are deleted).
-        ``expect``: exact tensor names -> shapes; ``metadata``: items the stored user metadata
-        must contain."""
+        ``expect``: exact tensor names -> shapes; ``dtype``: every tensor's dtype ("float32");
+        ``metadata``: items the stored user metadata must contain."""
         p = self.path(key)
-        if not p.is_file():
+        try:
+            if not p.is_file():
+                return None
+        except (OSError, ValueError) as e:
+            log.warning("weight cache entry %s cannot be looked up (%s); building without it",
+                        p, e)
             return None
         why = None
         try:
@@ -220,6 +248,9 @@ class WeightCache:
             elif expect is not None and {k: tuple(t.shape) for k, t in tensors.items()} != \
                     {k: tuple(v) for k, v in expect.items()}:
                 why = "tensor names or shapes differ from the graph's"
+            elif dtype is not None and any(str(t.dtype) != f"torch.{dtype}"
+                                           for t in tensors.values()):
+                why = f"tensor dtypes other than {dtype}"
             elif metadata is not None and any(user.get(k) != _plain(v) for k, v in metadata.items()):
                 why = "metadata mismatch"
         if why is None:
@@ -245,7 +276,7 @@ class WeightCache:
             save_file(data, tmp, metadata=meta)
             os.replace(tmp, p)
             return p
-        except OSError as e:
+        except (OSError, ValueError) as e:
             log.warning("cannot write weight cache entry %s: %s", p, e)
             if tmp:
                 try:
@@ -297,19 +328,46 @@ class PreparedParameters(dict):
 
 
 def _resolve_cache(cache) -> WeightCache | None:
+    """The store ``cache`` names; None (no cache, with a warning) when it cannot be used."""
     if cache is None or cache is False:
         return None
-    if cache is True:
-        return WeightCache()
-    if isinstance(cache, WeightCache):
-        return cache
-    if isinstance(cache, (str, os.PathLike)):
-        return WeightCache(cache)
-    raise TypeError(f"cache must be a bool, a directory or a WeightCache, got {type(cache).__name__}")
+    try:
+        if cache is True:
+            store = WeightCache()
+        elif isinstance(cache, WeightCache):
+            store = cache
+        elif isinstance(cache, (str, os.PathLike)):
+            store = WeightCache(cache)
+        else:
+            raise TypeError(f"cache must be a bool, a directory or a WeightCache, got "
+                            f"{type(cache).__name__}")
+        problem = _dir_problem(store.dir)
+    except (TypeError, RuntimeError, ValueError) as e:   # RuntimeError: expanduser of ~nosuchuser
+        problem, store = str(e), None
+    if problem:
+        log.warning("weight cache %r cannot be used (%s); building without the cache", cache,
+                    problem)
+        return None
+    return store
+
+
+def _dir_problem(d: Path) -> str | None:
+    """Why directory ``d`` cannot hold a cache (None: it can, or can be created)."""
+    s = str(d)
+    if "\0" in s:
+        return "the path contains a NUL character"
+    if s.startswith("~"):
+        return "unknown user in '~user'"
+    try:
+        if not d.is_dir() and d.exists():
+            return "not a directory"
+    except OSError as e:                        # a name too long, a loop of symlinks, ...
+        return e.strerror or str(e)
+    return None
 
 
 def cached_prepare(graph: "Graph", source, precision=None, *, cache=True, key_map=None,
-                   seed: int = 0, select_prefix=None, ignore_prefixes=None, strict: bool = True,
+                   seed: int = 0, select_prefix=None, ignore=None, strict: bool = True,
                    postprocess: Callable[[dict], dict] | None = None,
                    postprocess_tag: str | None = None,
                    postprocess_keeps_shapes: bool = False) -> PreparedParameters:
@@ -323,14 +381,21 @@ def cached_prepare(graph: "Graph", source, precision=None, *, cache=True, key_ma
     from .weights import load_state_dict, prepare_parameters, prepared_shapes
     store = _resolve_cache(cache)
     key = expect = None
+    km = key_map
+    if store is not None and callable(key_map) and not isinstance(key_map, Mapping):
+        random = source is None or (isinstance(source, str) and source == "random")
+        km = None if random else key_map_identity(graph, source, key_map)   # random: unused
+        if km is None and not random:
+            log.info("weights %s with a callable key_map are not cached", source)
+            store = None
     if store is not None:
-        opts = {"key_map": key_map, "select_prefix": select_prefix,
-                "ignore_prefixes": ignore_prefixes, "strict": strict,
+        opts = {"key_map": km, "select_prefix": select_prefix,
+                "ignore": ignore, "strict": strict,
                 "postprocess": postprocess_tag if postprocess is not None else None}
         key = cache_key(graph, precision, source, seed=seed, options=opts)
         expect = None if postprocess is not None and not postprocess_keeps_shapes else \
             {f"{n}{SEP}{k}": s for n, d in prepared_shapes(graph).items() for k, s in d.items()}
-        hit = store.get(key, expect=expect)
+        hit = store.get(key, expect=expect, dtype=None if postprocess is not None else "float32")
         if hit is not None:
             out = PreparedParameters(_in_graph_order(graph, unflatten(hit)))
             out.cache_hit, out.cache_key, out.cache_path = True, key, store.path(key)
@@ -341,7 +406,7 @@ def cached_prepare(graph: "Graph", source, precision=None, *, cache=True, key_ma
     # No copy of the source: prepare_parameters folds BatchNorm into new tensors and copies the
     # rest, so the weights are held twice (source, prepared), not three times, while it runs.
     sd = load_state_dict(source, graph, key_map=key_map, seed=seed, select_prefix=select_prefix,
-                         ignore_prefixes=ignore_prefixes, strict=strict, copy=False)
+                         ignore=ignore, strict=strict, copy=False)
     report = getattr(sd, "report", None)
     params = prepare_parameters(graph, sd, consume=True)     # sd: ours to empty
     del sd

@@ -20,11 +20,12 @@ class LayerDiff:
 
 
 def compare_layers(spec, *, weights="random", image=None, batch_size=1, input_size=None,
-                   profile=None, backend="sim", x=None) -> list[LayerDiff]:
+                   profile=None, backend="sim", x=None, ignore=None) -> list[LayerDiff]:
     """Run ``spec`` on ``backend`` and on the torch reference; one LayerDiff per layer, plan order.
 
     ``x`` (NCHW float) overrides ``image``; without either the input is matplotlib's sample photo
-    preprocessed like ImageNet (resized to the graph's input size)."""
+    preprocessed like ImageNet (resized to the graph's input size). ``ignore``: key prefixes
+    of ``weights`` to drop (``load_state_dict``)."""
     import torch
 
     from .backends import open_backend
@@ -41,7 +42,7 @@ def compare_layers(spec, *, weights="random", image=None, batch_size=1, input_si
     (name, shape), = graph.inputs.items()
     if x is None:
         x = _image_batch(image, shape)
-    sd = load_state_dict(weights, graph)
+    sd = load_state_dict(weights, graph, ignore=ignore)
     ref = ReferenceModel(graph, sd).run({name: x}, return_all=True)
     plan = plan_graph(graph)
     be = open_backend(backend)
@@ -112,7 +113,7 @@ def plot_pcc(rows: list[LayerDiff], path: str, threshold: float) -> None:
 
 
 def run_compare(spec, *, batch_size=1, input_size=None, profile=None, image=None, weights="random",
-                threshold=0.99, plot=None) -> int:
+                threshold=0.99, plot=None, ignore=None) -> int:
     """Print the table (and draw the plot); exit status 0 when every layer's PCC is at or above
     ``threshold``, 1 when one falls below it, 2 for bad input."""
     from .images import ImageError
@@ -125,7 +126,7 @@ def run_compare(spec, *, batch_size=1, input_size=None, profile=None, image=None
             return 2
     try:
         rows = compare_layers(spec, weights=weights, image=image, batch_size=batch_size,
-                              input_size=input_size, profile=profile)
+                              input_size=input_size, profile=profile, ignore=ignore)
     except ImageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

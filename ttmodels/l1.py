@@ -371,14 +371,17 @@ def eltwise_l1(*, inputs: list[tuple[TensorLayout, int, int]], out_layout: Tenso
     return L1Estimate(sum(parts.values()), parts)
 
 
-def with_unborrowed_binary_cbs(est: L1Estimate) -> L1Estimate:
-    """A sharded binary_ng op with a broadcast operand (off its native L1-sharded path) streams
-    every operand through CBs of its own instead of borrowing their buffers: four of two bf16
-    tiles each, measured on the mock device (efficientnet_b0's SE multiply: 4 x 4096 B; a
-    same-shape add off the native path, resnet50 batch 2's layer3 adds, borrows). The CBs
-    ``eltwise_l1`` already counts for interleaved operands are part of them."""
+def with_unborrowed_binary_cbs(est: L1Estimate, cbs: int = 4) -> L1Estimate:
+    """A sharded binary_ng op off its native L1-sharded path streams its operands through CBs
+    of its own instead of borrowing their buffers, ``cbs`` of two bf16 tiles each, measured on
+    the mock device: with a broadcast operand four (efficientnet_b0's SE multiply: 4 x 4096 B);
+    a sharded operand next to an interleaved (DRAM, spilled) one of the same shape three
+    (bevdet b6's residual add with its shortcut spilled: the CB region ends 12,288 B above the
+    base); a same-shape add of two sharded tensors off the native path (resnet50 batch 2's
+    layer3 adds) borrows. The CBs ``eltwise_l1`` already counts for interleaved operands are
+    part of them."""
     counted = sum(v for k, v in est.parts.items() if classify_part(k) == "cb")
-    extra = max(0, 4 * 2 * tile_bytes("bfloat16") - counted)
+    extra = max(0, cbs * 2 * tile_bytes("bfloat16") - counted)
     if not extra:
         return est
     return L1Estimate(est.total + extra, {**est.parts, "binary_cbs": extra})
@@ -465,6 +468,17 @@ KNOWN_ESTIMATE_GAPS: dict[str, EstimateGap] = {
 # region is DRAM and does not change it). ``tests/test_verify.py`` checks it against the mock device.
 ARCH_L1_BANK_NO_L1_SMALL = {"wormhole_b0": 1_393_312}
 L1_BANKS = {"wormhole_b0": 64}        # one L1 bank per worker core (8x8): interleaved L1 pages
+
+
+# Where the L1 allocator's range starts (above firmware and reserved L1; ttnn's first CB address
+# and the lowest address a buffer can get), measured on the mock Wormhole.
+ARCH_L1_BASE = {"wormhole_b0": 105_824}
+
+
+def l1_region(arch: str = "wormhole_b0", l1_small_size: int = 32768) -> tuple[int, int]:
+    """``[base, top)`` of the L1 allocator's range (``l1_alloc``): L1_SMALL sits above ``top``."""
+    base = ARCH_L1_BASE[arch]
+    return base, base + l1_bank_bytes(arch, l1_small_size)
 
 
 def l1_bank_bytes(arch: str = "wormhole_b0", l1_small_size: int = 32768) -> int:

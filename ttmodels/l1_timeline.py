@@ -10,6 +10,12 @@ two agree). ``ttmodels.verify`` puts a marker around each step it runs
 (``ttnn.graph.track_function_start("ttmodels::<kind>::<name>")``), so the timeline also yields
 each layer's and each adapter's peak, with every tensor alive at that moment counted.
 
+A capture of a *real* run (``RunMode.NORMAL`` on the mock device: ttnn's allocator gives every
+buffer its address) also carries addresses: each step then records the L1 buffers it allocated
+and freed in order (``Step.l1_events``: what ``l1_alloc`` replays), where its programs' own
+circular buffers end (``cb_end``) and the lowest L1 buffer alive while they were placed
+(``lowest_l1``): ttnn refuses a program whose CBs end above that buffer.
+
 Pure: takes the captured list of dicts, imports nothing heavy.
 """
 from __future__ import annotations
@@ -41,6 +47,10 @@ class Step:
     name: str
     peak: Usage = field(default_factory=Usage)
     live_at_start: int = 0
+    # real runs only (addresses): ("alloc" | "free", address, bytes per bank) of L1 buffers
+    l1_events: list[tuple[str, int, int]] = field(default_factory=list)
+    cb_end: int | None = None          # highest end address of its programs' own CBs
+    lowest_l1: int | None = None       # lowest L1 buffer address alive while CBs were placed
 
 
 @dataclass
@@ -48,6 +58,9 @@ class Timeline:
     steps: list[Step]
     peak: Usage
     tensor_bytes: dict[int, int]        # ttnn tensor_id -> per-bank L1 bytes of its buffer
+    # real runs: every L1 buffer event in order, ("alloc" | "free", address, bytes per bank,
+    # index in ``steps`` of the innermost open step or None between steps)
+    l1_events: list[tuple[str, int, int, int | None]] = field(default_factory=list)
 
     def step(self, kind: str, name: str) -> Step:
         for s in self.steps:
@@ -63,6 +76,15 @@ def parse_core_ranges(text: str) -> list[tuple[int, int, int, int]]:
 
 def _is_l1(params: dict) -> bool:
     return params.get("type") == "L1"
+
+
+# tt-metal's BufferType: L1_SMALL (3) also reports type "L1" but has an allocator of its own
+# (the halo/reader-index configs at the top of L1); only L1 (1) shares the CBs' address range
+L1_BUFFER_TYPE = 1
+
+
+def _is_main_l1(params: dict) -> bool:
+    return _is_l1(params) and int(params.get("buffer_type", L1_BUFFER_TYPE)) == L1_BUFFER_TYPE
 
 
 def _borrows(params: dict) -> bool:
@@ -81,6 +103,15 @@ def read(graph: list[dict]) -> Timeline:
     open_steps: list[tuple[int, Step]] = []      # (stacking level, step)
     buffer_bytes: dict[int, int] = {}           # buffer node index -> per-bank bytes
     tensor_bytes: dict[int, int] = {}
+    live_l1: dict[int, int] = {}                # real runs: address -> per-bank bytes
+    events: list[tuple[str, int, int, int | None]] = []
+    index = {}                                  # id(step) -> its index in steps
+
+    def record(what: str, addr: int, size: int) -> None:
+        inner = index[id(open_steps[-1][1])] if open_steps else None
+        events.append((what, addr, size, inner))
+        for _, st in open_steps:
+            st.l1_events.append((what, addr, size))
     nodes = list(graph)
 
     def now() -> Usage:
@@ -102,6 +133,7 @@ def read(graph: list[dict]) -> Timeline:
             if name.startswith(MARKER):
                 _, step_kind, step_name = name.split("::", 2)
                 s = Step(step_kind, step_name, now(), l1)
+                index[id(s)] = len(steps)
                 steps.append(s)
                 open_steps.append((n.get("stacking_level", 0), s))
         elif kind == "function_end":
@@ -114,9 +146,17 @@ def read(graph: list[dict]) -> Timeline:
             l1 += size
             for j in n.get("connections", ()):      # the allocate node points at its buffer
                 buffer_bytes[j] = size
+            if "address" in p and _is_main_l1(p):
+                addr = int(p["address"])
+                live_l1[addr] = size
+                record("alloc", addr, size)
             touch()
         elif kind == "buffer_deallocate" and _is_l1(p):
             l1 -= int(p.get("max_size_per_bank", 0))
+            if "address" in p and _is_main_l1(p):
+                addr = int(p["address"])
+                live_l1.pop(addr, None)
+                record("free", addr, int(p.get("max_size_per_bank", 0)))
             touch()
         elif kind in ("circular_buffer_allocate", "dataflow_buffer_allocate"):
             if not _borrows(p):
@@ -128,7 +168,19 @@ def read(graph: list[dict]) -> Timeline:
                     for x in range(x0, x1 + 1):
                         for y in range(y0, y1 + 1):
                             cb_per_core[(x, y)] = cb_per_core.get((x, y), 0) + size
+                if "address" in p:
+                    end = int(p["address"]) + size
+                    low = min(live_l1) if live_l1 else None
+                    for _, s in open_steps:
+                        s.cb_end = end if s.cb_end is None else max(s.cb_end, end)
+                        if low is not None:
+                            s.lowest_l1 = low if s.lowest_l1 is None else min(s.lowest_l1, low)
                 touch()
+        elif kind == "program_execution" and live_l1:
+            # real runs: ttnn checks a program's CBs against the lowest L1 buffer when it runs
+            low = min(live_l1)
+            for _, st in open_steps:
+                st.lowest_l1 = low if st.lowest_l1 is None else min(st.lowest_l1, low)
         elif kind == "circular_buffer_deallocate_all":
             cb_per_core.clear()
             cb_unranged = 0
@@ -140,4 +192,4 @@ def read(graph: list[dict]) -> Timeline:
                 tid = (nodes[j].get("params") or {}).get("tensor_id")
                 if tid is not None:
                     tensor_bytes[int(tid)] = b
-    return Timeline(steps, peak, tensor_bytes)
+    return Timeline(steps, peak, tensor_bytes, events)

@@ -255,3 +255,13 @@ def step_figures(plan) -> list[StepL1]:
             held[sp.tensor] = sp.to
             carry = 0
     return out
+
+
+def refresh(plan) -> None:
+    """Set ``plan.step_l1`` and each layer's ``live_l1`` / ``live_tensors`` from the plan as it
+    is now (after a change to its layers, e.g. plan_alloc's in-place ops)."""
+    plan.step_l1 = step_figures(plan)
+    by_name = {pl.name: pl for pl in plan.layers}
+    for st in plan.step_l1:
+        if st.kind == "layer":
+            by_name[st.name].live_l1, by_name[st.name].live_tensors = st.total, dict(st.others)

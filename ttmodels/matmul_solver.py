@@ -429,7 +429,10 @@ def solve_node(node: Node, *, grid: tuple[int, int] = (8, 8), **kw) -> MatmulCon
     kw.setdefault("act_dtype", p.activations)
     kw.setdefault("weights_dtype", p.weights)
     kw.setdefault("bias", bool(node.attrs.get("bias", True)) or node.bn is not None)
-    return solve(M, K, N, grid=grid, activation=node.attrs.get("activation"), **kw)
+    from .activations import matmul_split
+    # an activation the matmul cannot fuse runs after it (layers/conv2d.py)
+    return solve(M, K, N, grid=grid, activation=matmul_split(node.attrs.get("activation"))[0],
+                 **kw)
 
 
 def can_lower_to_linear(node: Node, *, grid: tuple[int, int] = (8, 8)) -> bool:

@@ -195,6 +195,13 @@ def prepare(system: str = "n150") -> MockEnvironment:
     os.environ.update(want)
     os.environ.setdefault("TT_METAL_LOGGER_LEVEL", "ERROR")
     os.environ.setdefault("TT_LOGGER_LEVEL", "error")
+    # tt-metal writes generated/ (fabric maps, watcher) under its logs path, the current
+    # directory by default, and its logger prints TT_THROW lines on stdout (which would break
+    # `verify --format json`): both go next to the overlay; verify reports ttnn's errors itself
+    logs = env.root.parent / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("TT_METAL_LOGS_PATH", str(logs))
+    os.environ.setdefault("TT_LOGGER_FILE", str(logs / "tt-metal.log"))
     return env
 
 

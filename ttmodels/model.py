@@ -103,16 +103,17 @@ class Model:
         return out
 
     def _run_mock(self, inputs) -> dict[str, Any]:
-        """On the mock device: every layer runs through ttnn under NO_DISPATCH capture, and each
-        output is a ``MockOutput`` (shape, dtype, layout, memory config): there are no values."""
+        """On the mock device: every layer runs through ttnn for real (its allocator places every
+        buffer, as on a card; ``ttmodels verify``) but no kernel executes, so each output is a
+        ``MockOutput`` (shape, dtype, layout, memory config): there are no values. The device
+        is left as it was found: the run's tensors and weights go with the executor."""
         from .runtime import Executor
-        tt = self.backend.tt
-        tt.graph.begin_graph_capture(tt.graph.RunMode.NO_DISPATCH)
-        try:
-            raw = Executor(self.plan, self.params, self.backend).run(inputs)
-        finally:
-            tt.graph.end_graph_capture()
-        return {name: MockOutput.of(t) for name, t in raw.items()}
+        ex = Executor(self.plan, self.params, self.backend)
+        raw = ex.run(inputs)
+        out = {name: MockOutput.of(t) for name, t in raw.items()}
+        for t in raw.values():
+            self.backend.tt.deallocate(t)
+        return out
 
     def __call__(self, x):
         return self.run(x)[self.graph.outputs[0]]

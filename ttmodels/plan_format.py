@@ -78,6 +78,19 @@ def _plan_dict(plan) -> dict[str, Any]:
                       for r in plan.reordered],
         "blockings": [{"layer": b.layer, "how": b.how, "cbs": b.cbs,
                        "for_layer": b.for_layer, "reason": b.reason} for b in plan.blockings],
+        # address remedies (plan_alloc.fit): tensors moved by ttnn.reallocate, binary ops in place
+        "reallocations": [{"tensor": r.tensor, "before": r.before, "moves": r.moves,
+                           "for_step": r.for_step, "reason": r.reason}
+                          for r in plan.reallocations],
+        "in_place": [{"layer": n.layer, "saves": n.saves, "reason": n.reason}
+                     for n in plan.in_place],
+        "deallocate_activation": [{"layer": n.layer, "tensor": n.tensor, "reason": n.reason}
+                                  for n in plan.freed_early],
+        # every executor step by address (plan_alloc: ttnn's allocator model), right after its op
+        "steps_addr": [{"kind": st.kind, "name": st.name, "l1_allocated": st.allocated,
+                        "largest_free_block": st.largest_free, "lowest_l1_address": st.lowest,
+                        "cb_end": st.cb_end, "failure": st.failure}
+                       for st in plan.step_addr],
         # every executor step (adapters, layers, spills) with the L1 ttnn's timeline counts
         "steps_l1": [{"kind": st.kind, "name": st.name, "live_l1_bytes_per_core": st.total,
                       "own": st.own, "cbs": st.cbs, "carried_cbs": st.carry,
@@ -93,6 +106,8 @@ def layer_note(layer) -> str:
         notes.append(f"dram-sliced {c.slice.type} x{c.slice.num_slices}")
     if c.inplace:
         notes.append("in place (output_tensor=a)")
+    if getattr(c, "deallocate_activation", False):
+        notes.append("frees its input (deallocate_activation)")
     if c.lowering == "linear":
         notes.append("as linear")
     return ", ".join(notes)
@@ -128,16 +143,20 @@ def plan_table(plan) -> str:
     else:
         lines.append("")
         lines.append("adapters: none")
-    if plan.reordered:
+    # the remedies, each a note with its reason
+    for title, notes in (("execution order ({} moved)", plan.reordered),
+                         ("blockings ({})", plan.blockings),
+                         ("in place ({})", plan.in_place),
+                         ("inputs freed by their conv ({})", plan.freed_early),
+                         ("reallocations ({})", plan.reallocations)):
+        if notes:
+            lines += ["", title.format(len(notes)) + ":"] + [f"  {n.reason}" for n in notes]
+    if plan.step_addr:
+        tight = min(plan.step_addr, key=lambda st: st.largest_free)
         lines.append("")
-        lines.append(f"execution order ({len(plan.reordered)} moved):")
-        for r in plan.reordered:
-            lines.append(f"  {r.reason}")
-    if plan.blockings:
-        lines.append("")
-        lines.append(f"blockings ({len(plan.blockings)}):")
-        for b in plan.blockings:
-            lines.append(f"  {b.reason}")
+        lines.append(f"addresses (ttnn's L1 allocator, modelled): every step placed; the "
+                     f"tightest is {tight.name} with a {tight.largest_free:,} B largest free "
+                     "block after it")
     if plan.spills:
         lines.append("")
         lines.append(f"spills ({len(plan.spills)}):")

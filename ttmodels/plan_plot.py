@@ -55,7 +55,8 @@ DPI = 100
 SPILL = "spill"
 # How a layer runs when it is not the plain L1 op (plan_format.layer_note), drawn as rows of the
 # edge strip next to the adapters.
-RUNS_AS = ("dram-sliced", "in place", "as linear")
+RUNS_AS = ("dram-sliced", "in place", "frees its input", "as linear")
+REALLOCATE = "reallocate"
 
 
 def runs_as(config) -> tuple[str, ...]:
@@ -65,6 +66,8 @@ def runs_as(config) -> tuple[str, ...]:
         out.append("dram-sliced")
     if config.inplace:
         out.append("in place")
+    if getattr(config, "deallocate_activation", False):
+        out.append("frees its input")
     if config.lowering == "linear":
         out.append("as linear")
     return tuple(out)
@@ -263,8 +266,15 @@ def plot_data(plan, verify_records=None, *, title: str | None = None,
     edges += tuple(EdgeMark(index[sp.for_layer], sp.tensor, sp.for_layer, -1, SPILL,
                             "to_memory_config", sp.reason)
                    for sp in getattr(plan, "spills", ()) if sp.for_layer in index)
-    # an adapter's record (named by its edge, "src -> dst[i]") is drawn on its consumer
+    # plan_alloc's reallocations: drawn on the layer they run before
+    edges += tuple(EdgeMark(index[r.before], r.tensor, r.before, -1, REALLOCATE, REALLOCATE,
+                            r.reason)
+                   for r in getattr(plan, "reallocations", ()) if r.before in index)
+    # an adapter's record (named by its edge, "src -> dst[i]") is drawn on its consumer, a
+    # reallocation's ("t before layer") on its layer
     edge_dst = {a.edge: a.dst for a in plan.adapters if a.dst in index}
+    edge_dst.update({f"{r.tensor} before {r.before}": r.before
+                     for r in getattr(plan, "reallocations", ()) if r.before in index})
     marks, unplaced = [], []
     for rec in verify_records or ():
         name = _field(rec, "name")

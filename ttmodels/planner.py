@@ -33,6 +33,7 @@ from . import liveness as lv
 from . import rules as R
 from .errors import LayoutError, SpecError
 from .formats import is_block_float
+from .activations import matmul_split
 from .graph import TILE, Graph, Node, TensorShape, round_up
 from .layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                      TensorLayout)
@@ -71,7 +72,8 @@ def _const_flat(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
 class _Planner:
     def __init__(self, graph: Graph, arch: str, adapters: bool, l1_small_size: int = 32768,
                  no_reorder: frozenset[str] = frozenset(), cb_caps: dict[str, int] | None = None,
-                 no_cap: frozenset[str] = frozenset()):
+                 no_cap: frozenset[str] = frozenset(),
+                 spill_hints: frozenset[tuple[str, str]] = frozenset()):
         if arch not in l1m.ARCH_L1:
             raise LayoutError(f"unknown arch {arch!r}; known: {sorted(l1m.ARCH_L1)}")
         self.g, self.arch, self.with_adapters = graph, arch, adapters
@@ -81,6 +83,9 @@ class _Planner:
         self.op_budget = self.budget
         self.grid = l1m.ARCH_GRID[arch]
         self.spills: list[lv.Spill] = []
+        # (tensor, layer): spill the tensor for that layer whatever the sums say (the address
+        # model found its free blocks short there: plan_alloc.fit)
+        self.spill_hints = spill_hints
         self.last = lv.last_uses(graph.nodes)
         self.keep = set(graph.outputs) | set(graph.constants)
         self.no_reorder = no_reorder if adapters else frozenset(n.name for n in graph.nodes)
@@ -169,11 +174,7 @@ class _Planner:
                     self.constant_layouts, self.arch, self.grid, self.budget,
                     spills=self.spills, l1_small_size=self.l1_small_size)
         # the final figures: later spills shortened earlier layers' live sets and carries
-        plan.step_l1 = lv.step_figures(plan)
-        by_name = {pl.name: pl for pl in self.layers}
-        for st in plan.step_l1:
-            if st.kind == "layer":
-                by_name[st.name].live_l1, by_name[st.name].live_tensors = st.total, dict(st.others)
+        lv.refresh(plan)
         return plan
 
     # ---- liveness ----------------------------------------------------------------------------
@@ -215,6 +216,7 @@ class _Planner:
         earlier place in the order (``_Reorder``); spilling live tensors to DRAM (``Spill``),
         when that moves fewer bytes than DRAM slicing or nothing else fits."""
         mark = len(self.adapters)
+        self.apply_spill_hints(i, node)
         pre = self.others(i, node)
         carry = self.carry_in()
 
@@ -357,6 +359,19 @@ class _Planner:
         by_size = sorted(cands, key=lambda t: -others[t])
         for k in range(2, len(by_size) + 1):
             yield tuple(by_size[:k])
+
+    def apply_spill_hints(self, i: int, node: Node) -> None:
+        """Spill the tensors ``spill_hints`` name for ``node`` (alive in L1, read again later)."""
+        for t, for_layer in sorted(self.spill_hints):
+            if for_layer != node.name or t not in self.layouts or t in self.g.constants:
+                continue
+            lay = self.layouts[t]
+            if lay.memory.buffer != "l1" or not (self.last.get(t, -1) > i or t in self.g.outputs):
+                continue
+            self.layouts[t] = self.spilled_layout(lay)
+            frees = lv.bank_bytes(lay, *lv.tensor_rows_c(self.g, t))
+            self.spills.append(lv.Spill(t, self.spill_point(i, t), lay, self.layouts[t], frees,
+                                        node.name))
 
     def spill_point(self, i: int, t: str) -> str:
         """The layer after which ``t`` goes to DRAM: its last reader before layer ``i``, or its
@@ -537,9 +552,12 @@ class _Planner:
         if policy.kind in (HEIGHT, BLOCK, WIDTH):
             kinds = [policy.kind]
         elif x.memory.sharded and x.memory.memory_layout in (HEIGHT, BLOCK, WIDTH) and not (
-                x.memory.memory_layout == WIDTH and self.is_mm(node)):
+                x.memory.memory_layout == WIDTH and self.is_mm(node)) and not (
+                self.is_mm(node) and R.check("conv2d", [x], {"is_mm_conv": True})):
             # (a width-sharded input of a 1x1 matmul conv cannot be followed: rule
-            # conv2d.mm_width_sharded; it is resharded to the auto choice below)
+            # conv2d.mm_width_sharded; nor can a row-major block-sharded one of partial tile
+            # rows, a pool's output: rule conv2d.mm_block_row_major; both are resharded to the
+            # auto choice below)
             # ttnn: an already sharded input is used as is (determine_conv_config_for_auto_shard
             # returns early; reshard_if_not_optimal=False), so auto follows the producer.
             kinds = [x.memory.memory_layout]
@@ -876,7 +894,12 @@ class _Planner:
             pc = R.pool_parallel_config(scheme, node.shape.rows, c, in_tiled=in_tiled,
                                         out_tiled=out_layout == TILE_LAYOUT, device_grid=self.grid)
             pool_in = replace(x, memory=R.pool_input_memspec(pc, in_rows, c, in_tiled=in_tiled))
-        out = R.output_layout(node.op, [x], attrs, None, [self.flat[node.inputs[0]]])
+        # The global pool's output is asked for: left to itself, ttnn 0.81.1 reduces some
+        # whole-map pools to interleaved L1 and runs others (batch 3, 6, 10 of a sharded map; an
+        # interleaved input) as pool2d with sharded outputs (measured on the mock device)
+        requested = MemSpec(INTERLEAVED, "l1") if (
+            self.with_adapters and node.op == "global_avg_pool") else None
+        out = R.output_layout(node.op, [x], attrs, requested, [self.flat[node.inputs[0]]])
         # the global pool reduces the input as it is (no pool2d sharding of it)
         geo = None
         if node.op in ("max_pool2d", "avg_pool2d"):
@@ -892,7 +915,7 @@ class _Planner:
                           shard_scheme=scheme, output_layout=out_layout, dtype=dtype,
                           kernel=kernel, num_cores=pc.num_cores, core_grid=pc.grid,
                           input_memory=pool_in.memory, out_shape=attrs["out_shape"],
-                          l1_parts=est.parts)
+                          memory_config=requested, l1_parts=est.parts)
         if self.with_adapters and est.total > self.op_budget and \
                 node.op not in ("global_avg_pool", "adaptive_avg_pool2d"):
             sliced = self.plan_pool_sliced(node, x, est, config)
@@ -1032,6 +1055,8 @@ class _Planner:
         native = R.is_native_binary_sharding(a, b, out.memory, shapes[ia], shapes[ib])
         if not native and shapes[ia] != shapes[ib] and (a.memory.sharded or b.memory.sharded):
             est = l1m.with_unborrowed_binary_cbs(est)
+        elif not native and a.memory.sharded != b.memory.sharded:
+            est = l1m.with_unborrowed_binary_cbs(est, cbs=3)
         config = BinaryPlan(swap_operands=swap, dtype=dtype, memory_config=req,
                             native_l1_sharding=native,
                             broadcast="per_image" if per_image else (
@@ -1225,7 +1250,8 @@ class _Planner:
                             bias=bool(node.attrs.get("bias", True)))
         return PlannedLayer(node, [x], out, est.total,
                             LinearPlan(dtype=dtype, memory_config=out.memory, program_config=None,
-                                       activation=node.attrs.get("activation"),
+                                       # what the matmul fuses (the rest runs after it)
+                                       activation=matmul_split(node.attrs.get("activation"))[0],
                                        l1_parts=est.parts))
 
     # ---- upsample / concat / pad -----------------------------------------------------------
@@ -1323,24 +1349,45 @@ class _Planner:
                                 "layout asks height_sharded; the other inputs follow this one")
         if self.with_adapters and R.check("concat", ins, {"dim": -1}, None, shapes=shapes):
             first = ins[0]
+            channels = [self.rc(s)[1] for s in node.inputs]
+            misaligned = R.concat_shard_misalignment(HEIGHT, channels, first.dtype)
             for i, t in enumerate(ins):
                 rows, c = self.rc(node.inputs[i])
-                if first.memory.sharded and first.memory.memory_layout == HEIGHT:
+                if first.memory.sharded and first.memory.memory_layout == HEIGHT and not misaligned:
                     want = R.reshape_memspec(first.memory, rows, c)
                     if t.memory != want:
                         kind = "reshard" if t.memory.sharded else "interleaved_to_sharded"
                         ins[i] = self.adapt(node, i, t, kind, replace(t, memory=want),
                                             "channel concat needs equal height shards on one grid")
                 elif t.memory.sharded:
-                    ins[i] = self.to_interleaved(node, i, t, "concat inputs all interleaved")
-            for i, t in enumerate(ins):
-                if t.layout != ins[0].layout:
-                    ins[i] = self.adapt(node, i, t, "to_layout", replace(t, layout=ins[0].layout),
-                                        "concat inputs share one layout")
+                    ins[i] = self.to_interleaved(node, i, t, misaligned or
+                                                 "concat inputs all interleaved")
+            if R.check("concat", ins, {"dim": -1}, None, shapes=shapes):
+                ins = self.concat_format(node, ins)
         out = R.output_layout("concat", ins, {"out_shape": _flat(node.shape)}, None, shapes)
         est = l1m.eltwise_l1(inputs=[(t, *self.rc(s)) for t, s in zip(ins, node.inputs)],
                              out_layout=out, out_rows=node.shape.rows, c=node.shape.c)
         return PlannedLayer(node, ins, out, est.total, ConcatPlan(dim=-1, l1_parts=est.parts))
+
+    def concat_format(self, node: Node, ins: list[TensorLayout]) -> list[TensorLayout]:
+        """Adapters giving every concat input one layout and dtype (rules concat.same_layout,
+        concat.same_format): TILE when any input is TILE (block-float exists only in TILE, so
+        untilizing would change its dtype), the layer's activation dtype when they differ."""
+        want_layout = TILE_LAYOUT if any(t.layout == TILE_LAYOUT for t in ins) else ROW_MAJOR
+        dtypes = {t.dtype for t in ins}
+        act = node.precision.activations
+        want_dtype = ins[0].dtype if len(dtypes) == 1 else act if act in dtypes else ins[0].dtype
+        if want_layout == ROW_MAJOR and is_block_float(want_dtype):
+            want_dtype = "bfloat16"
+        for i, t in enumerate(ins):
+            if t.layout != want_layout:
+                ins[i] = self.adapt(node, i, t, "to_layout",
+                                    replace(t, layout=want_layout, dtype=want_dtype),
+                                    "concat inputs share one layout and dtype")
+            elif t.dtype != want_dtype:
+                ins[i] = self.adapt(node, i, t, "typecast", replace(t, dtype=want_dtype),
+                                    "concat inputs share one dtype")
+        return ins
 
     def plan_pad(self, node: Node) -> PlannedLayer:
         x = self.layouts[node.inputs[0]]
@@ -1401,7 +1448,9 @@ def moved(graph: Graph, name: str, index: int) -> Graph:
 
 
 def plan_graph(graph: Graph, *, arch: str = "wormhole_b0", adapters: bool = True,
-               l1_small_size: int = 32768) -> Plan:
+               l1_small_size: int = 32768, addresses: bool = True,
+               spill_hints: frozenset[tuple[str, str]] = frozenset(),
+               cap_hints: frozenset[tuple[str, int]] = frozenset()) -> Plan:
     """Resolve every tensor's layout and insert adapters only on disagreeing edges. The L1
     budget is the allocator's bank for a device opened with ``l1_small_size``.
 
@@ -1409,14 +1458,15 @@ def plan_graph(graph: Graph, *, arch: str = "wormhole_b0", adapters: bool = True
     its inputs (fewer tensors alive there); the plan of the reordered graph is kept when it
     works, else the layer stays and the other remedies (spills) apply."""
     frozen: frozenset[str] = frozenset()
-    caps: dict[str, int] = {}             # conv -> CB bytes it may keep for the next step
-    asked: dict[str, str] = {}            # conv -> the layer that asked
+    caps: dict[str, int] = dict(cap_hints)  # conv -> CB bytes it may keep (for the next step,
+    #                                         or for its own CBs to stay below L1 buffers)
+    asked: dict[str, str] = {n: n for n, _ in cap_hints}   # conv -> the layer that asked
     no_cap: frozenset[str] = frozenset()
     current, moves = graph, []
     planner = None
 
     def make(g: Graph) -> _Planner:
-        return _Planner(g, arch, adapters, l1_small_size, frozen, caps, no_cap)
+        return _Planner(g, arch, adapters, l1_small_size, frozen, caps, no_cap, spill_hints)
 
     try:
         for _ in range(3 * len(graph.nodes) + 1):
@@ -1427,7 +1477,17 @@ def plan_graph(graph: Graph, *, arch: str = "wormhole_b0", adapters: bool = True
                 plan.blockings = [BlockingNote(n, _conv_choice(pl), lv.layer_cbs(pl), asked[n])
                                   for n, pl in ((n, plan.layer(n)) for n in caps)
                                   if lv.layer_cbs(pl) <= caps[n]]
-                return plan
+                if not (adapters and addresses):
+                    return plan
+
+                def replan(g: Graph, hints=spill_hints, capped=cap_hints) -> Plan:
+                    out = plan_graph(g, arch=arch, adapters=adapters, l1_small_size=l1_small_size,
+                                     addresses=False, spill_hints=frozenset(hints),
+                                     cap_hints=frozenset(capped))
+                    out.reordered = plan.reordered + out.reordered
+                    out.spill_hints, out.cap_hints = frozenset(hints), frozenset(capped)
+                    return out
+                return _fit_addresses(plan, replan)
             except _CapCBs as c:
                 if c.name in caps or c.cap <= 0:
                     # asked before and its blockings could not get there: the next step takes
@@ -1454,6 +1514,19 @@ def plan_graph(graph: Graph, *, arch: str = "wormhole_b0", adapters: bool = True
         # the README promises file and line for spec mistakes: every layer's LayoutError
         # carries where that layer was written
         loc = planner.current.loc if planner is not None and planner.current is not None else None
+        raise (e.at(loc.file, loc.line) if loc else e) from None
+
+
+def _fit_addresses(plan: Plan, replan) -> Plan:
+    """The sums fit; now the addresses: ttnn's allocator model over the executor's order
+    (``plan_alloc``), with in-place ops, reorders and reallocations where a free block falls
+    short. ``replan(graph)``: the plan of a reordered graph (without this step)."""
+    from . import plan_alloc
+    try:
+        return plan_alloc.fit(plan, replan=replan)
+    except LayoutError as e:
+        node = next((n for n in plan.graph.nodes if n.name == e.layer), None)
+        loc = getattr(node, "loc", None)
         raise (e.at(loc.file, loc.line) if loc else e) from None
 
 

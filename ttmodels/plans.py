@@ -31,6 +31,57 @@ class Adapter:
 
 
 @dataclass(frozen=True)
+class Reallocation:
+    """``ttnn.reallocate(tensor)`` right before layer ``before`` (ahead of its adapters): the
+    tensor is freed and allocated again, top down, so it moves into the highest free block that
+    holds it and the space it leaves joins its neighbours (TT's ResNet50 does this after the
+    stem). ``plan_alloc.fit`` adds one where ttnn's allocator would refuse ``for_step``."""
+    tensor: str
+    before: str
+    layout: TensorLayout
+    moves: int                  # bytes per bank copied
+    for_step: str
+    problem: str                # what the allocator model found at ``for_step`` without it
+
+    @property
+    def kind(self) -> str:
+        return "reallocate"
+
+    @property
+    def reason(self) -> str:
+        return (f"reallocate {self.tensor} before {self.before} (moves {self.moves:,} B/core) "
+                f"for {self.for_step}: {self.problem}")
+
+
+@dataclass(frozen=True)
+class InPlaceNote:
+    """``layer`` (a binary op) writes into operand a (``output_tensor=a``, TT's ``ttnn.add_``):
+    its output allocation of ``saves`` bytes per bank is what ttnn's allocator refused."""
+    layer: str
+    saves: int
+    problem: str
+
+    @property
+    def reason(self) -> str:
+        return f"in place: {self.layer} writes into operand a (saves {self.saves:,} B/core): " \
+            f"{self.problem}"
+
+
+@dataclass(frozen=True)
+class FreedEarlyNote:
+    """Conv ``layer`` frees its input ``tensor`` itself as soon as it has read it
+    (``Conv2dConfig.deallocate_activation``, as TT's ResNet50 does), instead of the executor
+    after it: it is the input's last reader, and the space is what ttnn's allocator needed."""
+    layer: str
+    tensor: str
+    problem: str
+
+    @property
+    def reason(self) -> str:
+        return f"deallocate_activation: {self.layer} frees {self.tensor} once read: {self.problem}"
+
+
+@dataclass(frozen=True)
 class ReorderNote:
     """The planner ran ``layer`` right before ``before`` (not where the spec has it), so that
     fewer tensors are alive in L1 while it runs (a remedy that moves no bytes)."""
@@ -108,6 +159,17 @@ class Plan:
     spills: list = field(default_factory=list)     # liveness.Spill, in execution order
     reordered: list = field(default_factory=list)  # ReorderNote: layers moved by the planner
     blockings: list = field(default_factory=list)  # BlockingNote: convs blocked for the next op
+    # address remedies (plan_alloc.fit): tensors moved by ttnn.reallocate, and binary ops made
+    # in place because the allocator's free blocks, not its free bytes, fell short
+    reallocations: list = field(default_factory=list)   # Reallocation, in execution order
+    in_place: list = field(default_factory=list)        # InPlaceNote
+    freed_early: list = field(default_factory=list)     # FreedEarlyNote (deallocate_activation)
+    # plan_alloc.StepAddr of every step (the allocator model's figures), set by the planner
+    step_addr: list = field(default_factory=list)
+    # what the address model asked the planner for (plan_alloc.fit): (tensor, layer) spills,
+    # and (conv, CB bytes) caps on a conv's own circular buffers
+    spill_hints: frozenset = frozenset()
+    cap_hints: frozenset = frozenset()
     l1_small_size: int = 32768
     # Data parallel: the graph (and every layout above) is for ONE chip's batch; the mesh runs
     # a replica per chip (ttmodels.mesh.MeshSpec), None for a single chip.

@@ -185,7 +185,7 @@ class ReferenceModel:
 
     def batch_norm(self, node: Node, y: "torch.Tensor") -> "torch.Tensor":
         """The BatchNorm folded into conv ``node`` (``bn:``), in eval mode."""
-        return conv2d_op.batch_norm(self, node.bn, y)
+        return conv2d_op.batch_norm(self, node.bn, y, conv2d_op.bn_eps(node))
 
     def eval_node(self, node: Node, env: dict) -> "torch.Tensor":
         """``node``'s output: its op's float32 torch reference (``ttmodels/ops/<op>.py``)."""

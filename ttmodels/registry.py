@@ -11,8 +11,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ._yaml import YMap, from_python, load_yaml
+from ._yaml import MAX_TEXT, YMap, from_python, load_yaml
 from .errors import SpecError
+from .files import irregular
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 CONFIGS_DIR = PACKAGE_DIR / "configs"
@@ -74,14 +75,20 @@ def read_file(path: Path, display: str | None = None, *, importer: str | None = 
     """Parse a YAML file. A missing file is reported at the importing file's line if given."""
     shown = display or display_path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        kind = irregular(path)
+        if kind is None:
+            with open(path, encoding="utf-8") as f:
+                text = f.read(MAX_TEXT + 1)      # load_yaml refuses more: never read a file whole
     except FileNotFoundError:
         if importer is not None:
             raise SpecError(f"imported file '{shown}' does not exist", file=importer,
                             line=line) from None
         raise SpecError(f"spec file '{shown}' does not exist", file=shown) from None
-    except (OSError, UnicodeDecodeError) as e:
+    except (OSError, UnicodeDecodeError, ValueError) as e:
         raise SpecError(f"cannot read '{shown}': {e}", file=importer or shown, line=line) from None
+    if kind is not None:
+        # a FIFO would block until a writer comes, a device may never end (/dev/zero)
+        raise SpecError(f"'{shown}' is {kind}, not a spec file", file=importer or shown, line=line)
     return load_yaml(text, shown)
 
 

@@ -143,6 +143,19 @@ _RULE_LIST = [
          "matmul convs excepted: 0.81.1 accepts them)",
          f"{_CONV_OP}: Conv2dDeviceOperation::validate ('Conv output can't be in Row Major if "
          "output dtype is BFloat8_B.')"),
+    Rule("conv2d.mm_block_row_major", "conv2d",
+         "a 1x1 stride-1 (matmul) conv takes a BLOCK-sharded ROW_MAJOR input only in shards of "
+         "whole tile rows (height a multiple of 32): it tilizes the input on its own shard spec "
+         "(a pool's 7-row block shards are refused; height shards of any height are resharded)",
+         f"{_LAYOUT}: TensorLayout validation ('Physical shard shape (7, 128) must be tile {{32, "
+         "32}} sized!', 0.81.1 wheel: tensor_layout.cpp:171, raised inside conv2d's matmul path; "
+         "measured on the mock device)"),
+    Rule("conv2d.mm_activation", "conv2d|linear",
+         "a conv run as a matmul (1x1 stride 1, or lowered to linear) and linear fuse only the "
+         "activations the matmul kernels know (not hardswish, leaky_relu: activations.py "
+         "fuses_matmul); the layers run those standalone after the op",
+         "ttnn/cpp/ttnn/operations/matmul/device/utilities/matmul_utilities.hpp ('Unsupported "
+         "UnaryOpType for fused activation: UnaryOpType::HARDSWISH', 0.81.1 wheel: line 354)"),
     Rule("conv2d.reshard", "conv2d",
          "a sharded input whose scheme differs from conv_config.shard_layout is resharded inside "
          "conv2d (an extra move the plan should make explicit)",
@@ -330,9 +343,24 @@ _RULE_LIST = [
          f"{_CAT}: ConcatDeviceOperation::validate ('Only width or height concat on sharded "
          "tensors', 'Only support width concat on height-sharded or block-sharded tensors.')"),
     Rule("concat.same_format", "concat",
-         "all inputs share one dtype (0.81.1 accepts a TILE input next to a ROW_MAJOR one)",
+         "all inputs share one dtype (0.81.1 accepts a TILE input next to a ROW_MAJOR one when "
+         "they are interleaved: concat.same_layout)",
          f"{_CAT}: ConcatDeviceOperation::validate_on_program_cache_miss ('All Tensors should have "
          "same dtypes.', 0.81.1 wheel: line 157)"),
+    Rule("concat.same_layout", "concat",
+         "sharded inputs share one layout (TILE or ROW_MAJOR); interleaved ones may mix (the "
+         "wrapper converts them)",
+         f"{_CAT}: ConcatDeviceOperation::validate_on_program_cache_miss ('All Tensors should have "
+         "same layouts.', 0.81.1 wheel: line 156; measured on the mock device)"),
+    Rule("concat.shard_align", "concat",
+         "a channel concat of HEIGHT-sharded inputs needs every input's channel count a multiple "
+         "of 16 (TILE or ROW_MAJOR alike); of BLOCK-sharded inputs, every input's first channel "
+         "at a 16-byte offset; interleaved inputs take any channel counts",
+         f"{_CAT}: ConcatDeviceOperation::validate ('Width concat: input 1 starts at column 92 "
+         "(184 bytes), not L1-aligned (16 bytes)', 0.81.1 wheel: line 265); the height-sharded "
+         "s2s program's 'DFB s2s_rm_input_0 ... is larger than the per-bank allocation' "
+         "(metal2 dfb.cpp:82) and 'Shard width 128 must match physical width 256' "
+         "(tensor_spec.cpp:173), measured on the 0.81.1 mock device"),
     Rule("concat.mixed", "concat",
          "inputs must be all sharded or all interleaved",
          f"{_CAT}: ConcatDeviceOperation::validate_on_program_cache_miss ('All tensors must be "
@@ -985,6 +1013,7 @@ def _c_conv(inputs, attrs, output, shapes):
         return [_v("conv2d.sharded_or_shard_layout", "conv2d input is missing")]
     if attrs.get("lowering") == "linear":
         # lowered to ttnn.linear (layers/conv2d.py): matmul's rules apply
+        vs += _mm_activation((attrs.get("matmul") or {}).get("fused_activation"))
         if x.layout != TILE_LAYOUT:
             vs.append(_v("linear.tile", f"conv2d lowered to linear: input is {x.layout}"))
         want_in0 = (attrs.get("matmul") or {}).get("in0_memory")
@@ -1005,7 +1034,22 @@ def _c_conv(inputs, attrs, output, shapes):
     if attrs.get("output_layout", TILE_LAYOUT) == ROW_MAJOR and \
             attrs.get("dtype") in BLOCK_FLOAT_DTYPES and not attrs.get("is_mm_conv"):
         vs.append(_v("conv2d.rm_bfp_output", "conv output_layout ROW_MAJOR with dtype bfloat8_b"))
+    if attrs.get("is_mm_conv"):
+        m = x.memory
+        if m.memory_layout == BLOCK and x.layout == ROW_MAJOR and m.shard_shape and \
+                m.shard_shape[0] % TILE:
+            vs.append(_v("conv2d.mm_block_row_major", f"1x1 (matmul) conv input is ROW_MAJOR "
+                         f"{m.short()}: shard height {m.shard_shape[0]} is not whole tiles"))
+        vs += _mm_activation(attrs.get("activation"))
     return vs
+
+
+def _mm_activation(act) -> list[Violation]:
+    """conv2d.mm_activation: ``act`` (canonical name or None) fused into a matmul kernel."""
+    from . import activations
+    if act is None or activations.get(act).fuses_matmul:
+        return []
+    return [_v("conv2d.mm_activation", f"{act} fused into a matmul (conv run as matmul / linear)")]
 
 
 def _c_binary(inputs, attrs, output, shapes):
@@ -1094,6 +1138,7 @@ def _c_linear(inputs, attrs, output, shapes):
     if x is not None and x.memory.memory_layout == BLOCK and not attrs.get("program_config"):
         vs.append(_v("linear.sharded_needs_program_config",
                      f"linear input is {x.memory.short()} without a sharded program config"))
+    vs += _mm_activation(attrs.get("activation"))
     return vs
 
 
@@ -1208,6 +1253,13 @@ def _c_concat(inputs, attrs, output, shapes):
     sharded = [t.memory.sharded for t in ts]
     if len({t.dtype for t in ts}) > 1:
         vs.append(_v("concat.same_format", f"concat inputs have dtypes {[t.dtype for t in ts]}"))
+    if any(sharded) and len({t.layout for t in ts}) > 1:
+        vs.append(_v("concat.same_layout", f"sharded concat inputs have layouts "
+                     f"{[t.layout for t in ts]}"))
+    if all(sharded) and ts and attrs.get("dim", -1) in (-1, 3):
+        channels = [s[3] for s in shapes if s is not None]
+        if len(channels) == len(ts):
+            vs += _concat_shard_align(ts, channels)
     if any(sharded) and not all(sharded):
         vs.append(_v("concat.mixed", "concat inputs mix sharded and interleaved tensors"))
     if all(sharded) and ts:
@@ -1223,6 +1275,26 @@ def _c_concat(inputs, attrs, output, shapes):
             if len(heights) > 1 or len(grids) > 1:
                 vs.append(_v("concat.sharded", "channel concat inputs differ in shard height or grid"))
     return vs
+
+
+def concat_shard_misalignment(kind: str, channels: list[int], dtype: str) -> str | None:
+    """Why a channel concat of ``kind``-sharded inputs of these channel counts is refused
+    (rule concat.shard_align), or None."""
+    if kind == HEIGHT and any(c % 16 for c in channels):
+        return f"height-sharded channel concat of {channels} channels (each must be a multiple of 16)"
+    if kind == BLOCK:
+        elem = 4 if dtype == "float32" else 2
+        bad = [c for c in (sum(channels[:i]) for i in range(1, len(channels))) if c * elem % 16]
+        if bad:
+            return (f"block-sharded channel concat: an input starts at channel {bad[0]} "
+                    f"({bad[0] * elem} bytes), not 16-byte aligned")
+    return None
+
+
+def _concat_shard_align(ts: list[TensorLayout], channels: list[int]) -> list[Violation]:
+    kinds = {t.memory.memory_layout for t in ts}
+    why = concat_shard_misalignment(kinds.pop(), channels, ts[0].dtype) if len(kinds) == 1 else None
+    return [_v("concat.shard_align", why)] if why else []
 
 
 def _c_pad(inputs, attrs, output, shapes):
@@ -1494,11 +1566,15 @@ def _out_pool(q: OutputQuery) -> TensorLayout:
     out_layout = attrs.get("output_layout", ROW_MAJOR)
     if requested is not None:
         mem = requested
-    elif q.op == "global_avg_pool" or attrs.get("global_pool"):
-        # ttnn 0.81.1 runs an avg_pool2d whose window is the whole (unpadded) map as a
-        # reduction -- sharded_to_interleaved, untilize_with_unpadding, reduce (mean) -- whose
-        # output is interleaved in L1 (observed in its graph capture on the mock device;
-        # pool/global_avg_pool/global_avg_pool.cpp pool_2d is the same reduce path)
+    elif (q.op == "global_avg_pool" or attrs.get("global_pool")) and (
+            x is None or x.memory.sharded or not attrs.get("applied_shard_scheme")):
+        # ttnn 0.81.1 runs an avg_pool2d whose window is the whole (unpadded) map of a sharded
+        # input as a reduction -- sharded_to_interleaved, untilize_with_unpadding, reduce
+        # (mean) -- whose output is interleaved in L1 (observed in its graph capture on the
+        # mock device; pool/global_avg_pool/global_avg_pool.cpp pool_2d is the same reduce
+        # path). An interleaved input is first sharded with applied_shard_scheme, and the output
+        # then gets pool2d's own output spec (below: width shards of 32 channels for the usual
+        # [N, C] head, measured on the mock device).
         mem = MemSpec(INTERLEAVED, "l1")
     elif x is not None and out_rc is not None:
         pc = pool_parallel_config_of(x.memory) if x.memory.sharded else pool_parallel_config(

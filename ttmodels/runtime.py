@@ -69,6 +69,9 @@ class Executor:
         self.spills: dict[str, list] = {}
         for sp in getattr(plan, "spills", ()):
             self.spills.setdefault(sp.after, []).append(sp)
+        self.reallocations: dict[str, list] = {}
+        for r in getattr(plan, "reallocations", ()):
+            self.reallocations.setdefault(r.before, []).append(r)
         self.last_use: dict[str, int] = {}
         for i, pl in enumerate(plan.layers):
             for t in pl.node.tensors:
@@ -163,6 +166,15 @@ class Executor:
         keep.update(self.constants)
         for i, pl in enumerate(self.plan.layers):
             layer = self.layers[pl.name]
+            for r in self.reallocations.get(pl.name, ()):
+                # plan_alloc: moved so that the next step's buffers or CBs find room; ttnn
+                # frees the old buffer itself
+                if r.tensor in env and r.tensor not in self.constants and \
+                        not (r.tensor in g.inputs and not _is_torch(inputs[r.tensor])):
+                    t = env[r.tensor]
+                    env[r.tensor] = self._call(f"reallocate {r.tensor}", pl.name,
+                                               lambda: tt.reallocate(t),
+                                               step=("reallocate", r, t))
             args, temps = [], []
             for idx, src in enumerate(pl.node.inputs):
                 if src not in env:
@@ -215,6 +227,10 @@ class Executor:
                     if (env[src] is not out or src == pl.name) and env[src] is not alias:
                         tt.deallocate(env[src])
                     del env[src]
+            # no reference of this layer's tensors outlives it but env's: ttnn.reallocate
+            # (ttnn::move) refuses a tensor that something else still holds ("Expect input
+            # tensor to be deallocated after move op")
+            args = temps = out = alias = t = None
         if keep_all:
             return {t: env[t] for pl in self.plan.layers for t in pl.node.tensors}
         return {name: env[name] for name in self.outputs}
@@ -226,6 +242,13 @@ class Executor:
                     # (kind, PlannedLayer or AdapterLayer, its input tensor(s), the call)
                     return self.step_hook(*step, fn)
                 return fn()
+        except LayoutError as e:
+            # a run-time rejection (the sim) points at the spec line of its layer, as the
+            # planner's own LayoutErrors do
+            loc = next((pl.node.loc for pl in self.plan.layers if pl.name == layer), None)
+            if loc is None or e.file is not None:
+                raise
+            raise e.at(loc.file, loc.line) from None
         except Error:
             raise
         except Exception as e:

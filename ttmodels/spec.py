@@ -47,9 +47,12 @@ PRECISION_FIELDS = ("weights", "activations", "math_fidelity", "fp32_accum")
 LAYOUT_FIELDS = ("kind", "buffer", "grid")
 
 # Fields every layer may have; ``first`` may override all but the structural ones.
-COMMON = ("name", "op", "in", "when", "repeat", "first", "layout", "precision", "doc")
-STRUCTURAL = ("name", "op", "block", "when", "repeat", "first", "doc")
-INSTANCE = ("name", "block", "in", "when", "repeat", "first", "layout", "precision", "scope", "doc")
+REPEAT = ("repeat", "repeat_start", "repeat_name")
+COMMON = ("name", "op", "in", "when", *REPEAT, "first", "layout", "precision", "doc")
+STRUCTURAL = ("name", "op", "block", "when", *REPEAT, "first", "doc")
+INSTANCE = ("name", "block", "in", "when", *REPEAT, "first", "layout", "precision", "scope",
+            "doc")
+REPEAT_NAME = "{name}.{i}"      # nn.Sequential's numbering: name.0, name.1, ...
 OP_FIELDS = SPEC_FIELDS            # ttmodels/ops/: each op's module declares its fields
 _MISSING = object()
 
@@ -105,6 +108,13 @@ def _check_keys(m: YMap, allowed, what: str, layer=None, chain=()) -> None:
 
 def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _as_name(v):
+    """A name field's value: ``name: "${i}"`` is the name "0", as ``"${i}.conv"`` is "0.conv"
+    (a lone placeholder keeps its value's type; names are strings, and torch's are often digits).
+    """
+    return str(v) if _is_int(v) and v >= 0 else v
 
 
 def _typename(v) -> str:
@@ -170,7 +180,7 @@ class _Documents:
             merged = self.load(bdata, bsource, bbase, stack + ((key, bsource),))
         self.load_imports(data, source, base, stack)
         if "blocks" in data:
-            self.add_blocks(data["blocks"], own=True)
+            self.add_blocks(data["blocks"], own=True, where=(data, "blocks"))
         for k, v in data.items():
             if k in ("extends", "imports", "blocks"):
                 continue
@@ -241,18 +251,18 @@ class _Documents:
                 continue
             idata = registry.read_file(path, shown, importer=data.file, line=line)
             if not isinstance(idata, YMap):
-                raise SpecError(f"imported file '{shown}' must be a mapping with 'blocks:'",
-                                file=shown, line=getattr(idata, "line", None))
+                raise SpecError(f"imported file '{shown}' is not a spec: expected a mapping "
+                                f"with 'blocks:', got {_typename(idata)}", file=data.file, line=line)
             _check_keys(idata, IMPORTED_FIELDS, f"imported file '{shown}'")
             self.loaded.add(key)
             self.load_imports(idata, shown, path.parent, stack + ((key, shown),))
             if "blocks" in idata:
-                self.add_blocks(idata["blocks"], own=False)
+                self.add_blocks(idata["blocks"], own=False, where=(idata, "blocks"))
 
-    def add_blocks(self, blocks, own: bool) -> None:
+    def add_blocks(self, blocks, own: bool, where: tuple[YMap, str]) -> None:
         if not isinstance(blocks, YMap):
             raise _err(f"'blocks' must be a mapping of block name -> definition, got "
-                       f"{_typename(blocks)}", blocks)
+                       f"{_typename(blocks)}", *where)
         for name, bd in blocks.items():
             line = blocks.line_of(name)
             if not _NAME_RE.match(name):
@@ -376,20 +386,33 @@ class _Fields:
             raise self.fail(f"invalid {k} {v!r}{_suggest(v, choices)}; expected one of {shown}", k)
         return v
 
-    def act(self, k="act"):
-        """An activation (``ttmodels.activations``): a name, ``"leaky_relu(0.2)"`` or a mapping."""
+    def act(self, k="act", fused_in: str | None = None):
+        """An activation (``ttmodels.activations``): a name, ``"leaky_relu(0.2)"`` or a mapping;
+        ``fused_in`` ("conv", "matmul", "binary"): the kind of op it is fused into; what ttnn 0.81.1
+        cannot fuse there the layer runs standalone right after the op (``activations.op_split``),
+        so every activation is accepted on every op."""
         v = self.raw(k, None)
         if isinstance(v, YMap):
             v = dict(v)
         try:
-            return A.parse(v)
+            act = A.parse(v)
         except ValueError as e:
             word = v if isinstance(v, str) else None
             raise self.fail(f"invalid {k} {v!r}: {e}{_suggest(word, A.NAMES) if word else ''}",
                             k) from None
+        return act
+
+    def number(self, k, default=_MISSING, *, positive: bool = False) -> float:
+        v = self.get(k, default)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or \
+                v in (float("inf"), float("-inf")):
+            raise self.fail(f"'{k}' must be a finite number, got {_typename(v)} {v!r}", k)
+        if positive and v <= 0:
+            raise self.fail(f"'{k}' must be > 0, got {v!r}", k)
+        return float(v)
 
     def name(self, k, default=_MISSING):
-        v = self.raw(k, default)
+        v = _as_name(self.raw(k, default))
         if v is None:
             return None
         if not isinstance(v, str) or not _NAME_RE.match(v):
@@ -422,6 +445,23 @@ class _OpInput(ops.OpInput):
         ref = f.raw(k)
         t = self.comp.resolve(self.ctx, ref, f.src[k], k, f.layer)
         return ref, self.comp.tensor_shape(f, t, k)
+
+    def bn(self, k: str = "bn") -> tuple[str | None, float]:
+        """A folded BatchNorm: ``bn: <prefix>`` or ``bn: {name: <prefix>, eps: <eps>}`` ->
+        (scoped key prefix or None, eps; ``ops.conv2d.BN_EPS`` unless given). ``name: null``
+        is no BatchNorm, so that a block can switch it off by a parameter (conv_bn_act)."""
+        from .ops.conv2d import BN_EPS
+        v = self.f.raw(k, None)
+        if not isinstance(v, YMap):
+            return self.key(k, None), BN_EPS
+        _check_keys(v, ("name", "eps"), f"'{k}'", self.f.layer, self.ctx.chain)
+        sub = _Fields(self.comp, self.ctx, v, None, self.f.layer)
+        if "name" in v and v["name"] is None:
+            return None, BN_EPS
+        if not sub.has("name"):
+            raise self.f.fail(f"'{k}' needs a 'name' (the BatchNorm's key prefix), e.g. "
+                              f"{{name: bn1, eps: 0.001}}", k)
+        return self.ctx.prefix + sub.name("name"), sub.number("eps", BN_EPS, positive=True)
 
     def key(self, k: str = "weights", default=_MISSING) -> str | None:
         """A state-dict key prefix field (``weights:`` defaults to the layer's name), scoped by
@@ -485,12 +525,12 @@ class _Compiler:
         ctx.params = self.parse_params(ctx, top.get("params"), tm)
         self.parse_precision_defaults(ctx, top, tm)
         self.parse_inputs(top.get("inputs"), tm)
-        self.parse_constants(ctx, top.get("constants"))
+        self.parse_constants(ctx, top.get("constants"), tm)
         layers = top.get("layers")
         if layers is None:
             raise _err("the spec has no 'layers:'", tm)
         first_input = next(iter(self.inputs))
-        last = self.expand(ctx, layers, first_input)
+        last = self.expand(ctx, layers, first_input, (tm, "layers"))
         outputs = self.parse_outputs(ctx, top.get("outputs"), tm, last)
         name = top.get("name")
         if name is not None and not isinstance(name, str):
@@ -658,11 +698,12 @@ class _Compiler:
             self.define(name, name, d, None, None, (), unique=True)
             self.shapes[name] = self.inputs[name]
 
-    def parse_constants(self, ctx: _Ctx, consts) -> None:
+    def parse_constants(self, ctx: _Ctx, consts, tm: YMap) -> None:
         if consts is None:
             return
         if not isinstance(consts, YMap):
-            raise _err("'constants' must be a mapping name -> {shape, value | weights}", consts)
+            raise _err("'constants' must be a mapping name -> {shape, value | weights}, got "
+                       f"{_typename(consts)}", tm, "constants")
         for name, d in consts.items():
             if not _NAME_RE.match(name):
                 raise _err(f"invalid constant name '{name}'", consts, name)
@@ -819,10 +860,11 @@ class _Compiler:
         raise _err(f"unknown layer '{ref}'{_suggest(ref, known)}", m, key, layer, ctx.chain)
 
     # ---- layers ---------------------------------------------------------------------------
-    def expand(self, ctx: _Ctx, layers, default_in: str | None) -> str:
+    def expand(self, ctx: _Ctx, layers, default_in: str | None, where: tuple[YMap, str]) -> str:
+        """``where``: the mapping holding ``layers`` and its key (a scalar has no line)."""
         if not isinstance(layers, YList):
-            raise _err(f"'layers' must be a list of layers, got {_typename(layers)}", layers,
-                       None, None, ctx.chain)
+            raise _err(f"'layers' must be a list of layers, got {_typename(layers)}", *where,
+                       None, ctx.chain)
         if not layers:
             raise _err("'layers' is empty", layers, None, None, ctx.chain)
         names: list[str | None] = []
@@ -830,7 +872,7 @@ class _Compiler:
             n = item.get("name") if isinstance(item, YMap) else None
             if isinstance(n, str) and "${" in n:
                 try:
-                    n = E.substitute(n, ctx.params)
+                    n = _as_name(E.substitute(n, ctx.params))
                 except E.ExprError:
                     n = None
             names.append(n if isinstance(n, str) else None)
@@ -847,7 +889,7 @@ class _Compiler:
     def layer(self, ctx: _Ctx, m: YMap, prev: str | None) -> str:
         if "name" not in m:
             raise _err("layer has no 'name'", m, None, None, ctx.chain)
-        name = self.ev(ctx, m["name"], m, "name")
+        name = _as_name(self.ev(ctx, m["name"], m, "name"))
         if not isinstance(name, str) or not _NAME_RE.match(name):
             raise _err(f"invalid layer name {name!r}: use letters, digits, '_', '-', joined by "
                        "dots", m, "name", None, ctx.chain)
@@ -877,6 +919,7 @@ class _Compiler:
         if not _is_int(repeat) or not 1 <= repeat <= MAX_REPEAT:
             raise _err(f"'repeat' must be an integer 1..{MAX_REPEAT}, got {repeat!r}", m,
                        "repeat", full, ctx.chain)
+        start, fmt = self.repeat_naming(ctx, m, full, name)
         first = m.get("first")
         if first is not None and not isinstance(first, YMap):
             raise _err(f"'first' must be a mapping of fields for the first repeat, got "
@@ -909,14 +952,14 @@ class _Compiler:
         # With 'repeat:' (even 1) instances are indexed like an nn.Sequential: name.0, name.1 ...
         indexed = "repeat" in m
         for r in range(repeat):
-            sub = f"{name}.{r}" if indexed else name
+            sub = fmt.format(name=name, i=start + r) if indexed else name
             fl = _Fields(self, ctx, m, first if r == 0 else None, ctx.prefix + sub)
             # Repeats form a chain: only the first one reads 'in'.
             ins = self.layer_inputs(ctx, fl, prev) if r == 0 else [out]
             if has_op:
                 out = self.make_op(ctx, fl, sub, op, ins)
             else:
-                out = self.instantiate(ctx, fl, sub, bdef, ins, r if indexed else None)
+                out = self.instantiate(ctx, fl, sub, bdef, ins, start + r if indexed else None)
             if indexed:
                 ctx.local[sub] = out
                 ctx.local_where[sub] = _where(m, "name")
@@ -926,6 +969,29 @@ class _Compiler:
         self.define(full, out, m, "name", full, ctx.chain)  # type: ignore[arg-type]
         ctx.current = None
         return out  # type: ignore[return-value]
+
+    def repeat_naming(self, ctx: _Ctx, m: YMap, full: str, name: str) -> tuple[int, str]:
+        """``repeat_start`` (first index, default 0) and ``repeat_name`` (the repeats' names, a
+        pattern of ``{name}`` and ``{i}``, default ``{name}.{i}``): torchvision's densenet counts
+        ``denselayer1..``, regnet names ``block2-0..``."""
+        for k in ("repeat_start", "repeat_name"):
+            if k in m and "repeat" not in m:
+                raise _err(f"'{k}' needs 'repeat'", m, k, full, ctx.chain)
+        start = self.ev(ctx, m.get("repeat_start", 0), m, "repeat_start", full)
+        if not _is_int(start) or not 0 <= start <= MAX_DIM:
+            raise _err(f"'repeat_start' must be an integer >= 0, got {start!r}", m,
+                       "repeat_start", full, ctx.chain)
+        fmt = self.ev(ctx, m.get("repeat_name", REPEAT_NAME), m, "repeat_name", full)
+        try:
+            ok = isinstance(fmt, str) and "{i}" in fmt and \
+                bool(_NAME_RE.match(fmt.format(name=name, i=start)))
+        except (KeyError, IndexError, ValueError):
+            ok = False
+        if not ok:
+            raise _err(f"'repeat_name' must be a name pattern with '{{i}}' (and optionally "
+                       f"'{{name}}'), e.g. \"{{name}}.denselayer{{i}}\", got {fmt!r}", m,
+                       "repeat_name", full, ctx.chain)
+        return start, fmt
 
     def find_block(self, ctx: _Ctx, bname, m: YMap, full: str) -> _BlockDef:
         """A block by name: ``ttmodels/<file>/<block>`` (a shipped block, no import needed), else
@@ -1040,7 +1106,7 @@ class _Compiler:
         for inp, t in zip(bdef.inputs, ins):
             child.local[inp] = t
             child.local_where[inp] = _where(bd, "inputs")
-        last = self.expand(child, bd.get("layers"), ins[0])
+        last = self.expand(child, bd.get("layers"), ins[0], (bd, "layers"))
         # Block outputs: the first is the instance's value, all are "<instance>.<name>".
         outs = bd.get("outputs")
         pairs: list[tuple[str, Any, Any, Any]] = []
@@ -1056,6 +1122,7 @@ class _Compiler:
             raise _err(f"'outputs' of block '{bdef.name}' must be a name, list or mapping",
                        bd, "outputs", full, chain)
         value = last
+        outputs: dict[str, str] = {}
         for i, (alias, ref, m, key) in enumerate(pairs):
             ref = self.ev(child, ref, m, key, full)
             if not isinstance(alias, str) or not _NAME_RE.match(alias):
@@ -1063,8 +1130,18 @@ class _Compiler:
             t = self.resolve(child, ref, m, key, full)
             if i == 0:
                 value = t
+            outputs[alias] = t
             ctx.local[f"{name}.{alias}"] = t
             self.define(f"{full}.{alias}", t, m, key, full, chain)
+        if scope:
+            # Its layers are named under the scope (trunk_output.block2.conv), so the scope's name
+            # (trunk_output.block2) is the instance too, unless something else already has it.
+            rel = child.prefix[len(ctx.prefix):-1]
+            if rel not in ctx.local and ctx.prefix + rel not in self.symbols:
+                for suffix, t in [("", value)] + [(f".{a}", t) for a, t in outputs.items()]:
+                    ctx.local[rel + suffix] = t
+                    ctx.local_where[rel + suffix] = _where(f.m, "scope")
+                    self.define(ctx.prefix + rel + suffix, t, f.m, "scope", full, chain)
         return value
 
     # ---- ops ------------------------------------------------------------------------------

@@ -30,7 +30,8 @@ Sources (``load_state_dict``):
 
 Filtering (after key_map, on spec-side names): ``select_prefix`` (a prefix or a list of them;
 ``"auto"`` = the top-level names the graph uses, e.g. ``img_backbone.``/``img_neck.`` for BEVDet's
-encoder) keeps only keys under those prefixes; ``ignore_prefixes`` drops keys under those. Dropped
+encoder) keeps only keys under those prefixes; ``ignore`` (a prefix or a list: ``build(ignore=...)``,
+``--ignore PREFIX``) drops keys under those. Dropped
 keys are counted in ``result.report`` and logged ("ignored 1234 keys outside img_backbone./img_neck.").
 
 Strict check: missing, unexpected and mis-shaped keys, and keys with invalid values (non-float,
@@ -113,9 +114,22 @@ def _is_module(obj) -> bool:
     return isinstance(obj, torch.nn.Module)
 
 
-def read_file(path) -> dict[str, Any]:
-    """The raw state dict in a ``.safetensors`` / ``.pth`` file (no key checks)."""
+def read_file(path) -> Mapping[str, Any]:
+    """The raw state dict in a ``.safetensors`` / ``.pth`` file (no key checks). A safetensors
+    file's tensors are read when looked up (``SafetensorsFile``), so keys the graph does not use
+    cost nothing but their header entries."""
+    from .files import irregular
+    if str(path) == "":
+        raise WeightsError("weights='' names no file: pass 'random', 'pretrained', a state dict, "
+                           "an nn.Module or a .safetensors/.pth path")
     p = Path(path)
+    try:
+        kind = irregular(p)
+    except (OSError, ValueError):
+        kind = None                 # missing or unusable name: reported below as not found
+    if kind is not None and kind != "a directory":
+        # checked before anything opens it: a FIFO blocks, a device may never end (/dev/zero)
+        raise WeightsError(f"weights file '{path}' is {kind}, not a weights file")
     if not p.is_file():
         import difflib
         near = difflib.get_close_matches(str(path), ("random", "pretrained"), n=1, cutoff=0.6) \
@@ -130,9 +144,8 @@ def read_file(path) -> dict[str, Any]:
         raise WeightsError(f"weights file '{p}': unknown format; expected .safetensors or "
                            f"{'/'.join(PTH_SUFFIXES)}")
     if suffix == ".safetensors":
-        from safetensors.torch import load_file
         try:
-            return dict(load_file(str(p), device="cpu"))
+            return SafetensorsFile(p)
         except Exception as e:
             raise WeightsError(f"weights file '{path}' is not a readable safetensors file "
                                f"(corrupt or truncated?): {type(e).__name__}: {e}") from e
@@ -151,6 +164,36 @@ def read_file(path) -> dict[str, Any]:
         raise WeightsError(f"weights file '{path}' cannot be read as a torch checkpoint (corrupt "
                            f"or truncated?): {type(e).__name__}: {e}") from e
     return _unwrap_checkpoint(obj, path)
+
+
+class SafetensorsFile(Mapping):
+    """A ``.safetensors`` file as a read-only mapping: keys from its header, each tensor read
+    when it is looked up (a header of 800k entries the graph does not use is not loaded)."""
+
+    def __init__(self, path: Path):
+        from safetensors import safe_open
+        self.path = path
+        self._file = safe_open(str(path), framework="pt", device="cpu")
+        self._keys = list(self._file.keys())
+        self._set = set(self._keys)
+
+    def __getitem__(self, k):
+        if k not in self._set:
+            raise KeyError(k)
+        try:
+            return self._file.get_tensor(k)
+        except Exception as e:
+            raise WeightsError(f"weights file '{self.path}': tensor '{k}' is unreadable "
+                               f"(corrupt or truncated?): {type(e).__name__}: {e}") from e
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __len__(self):
+        return len(self._keys)
+
+    def __contains__(self, k):
+        return k in self._set
 
 
 def _sniff(p: Path) -> str | None:
@@ -173,7 +216,7 @@ def _unwrap_checkpoint(obj, path) -> dict[str, Any]:
     raise WeightsError(f"weights file '{path}' holds a {type(obj).__name__}, not a state dict")
 
 
-def read_source(source) -> dict[str, Any]:
+def read_source(source) -> Mapping[str, Any]:
     """The user's raw key -> tensor mapping (not copied yet, never modified)."""
     if isinstance(source, Mapping):
         return dict(source)
@@ -194,22 +237,21 @@ def _is_prefix_entry(k: str) -> bool:
 
 
 def apply_key_map(raw: Mapping[str, Any], key_map, expected: Mapping[str, Any]
-                  ) -> tuple[dict[str, Any], list[str], list[str], list[str], int]:
-    """-> (spec-named dict, dropped user keys, unused key_map entries, conflicts, renamed count)."""
+                  ) -> tuple[dict[str, str], list[str], list[str], list[str], int]:
+    """-> (spec key -> user key, dropped user keys, unused key_map entries, conflicts, renamed
+    count). Only names: no tensor of ``raw`` is looked up."""
     if key_map is None:
-        return dict(raw), [], [], [], 0
-    out: dict[str, Any] = {}
-    origin: dict[str, str] = {}
+        return {k: k for k in raw}, [], [], [], 0
+    out: dict[str, str] = {}
     dropped, unused, conflicts = [], [], []
     renamed = 0
 
     def put(spec_key: str, user_key: str):
         nonlocal renamed
         if spec_key in out:
-            conflicts.append(f"{spec_key} <- both '{origin[spec_key]}' and '{user_key}'")
+            conflicts.append(f"{spec_key} <- both '{out[spec_key]}' and '{user_key}'")
             return
-        out[spec_key] = raw[user_key]
-        origin[spec_key] = user_key
+        out[spec_key] = user_key
         renamed += spec_key != user_key
 
     if callable(key_map) and not isinstance(key_map, Mapping):
@@ -279,6 +321,22 @@ def _shape(t) -> list[int]:
     return list(getattr(t, "shape", ()))
 
 
+def _covering_prefixes(unexpected: Sequence[str], used: Sequence[str]) -> list[str]:
+    """For ``ignore=``: each unexpected key's shortest dotted prefix that no used key starts
+    with (``model.22.dfl.`` for Ultralytics' ``model.22.dfl.conv.weight`` next to
+    ``model.22.cv2...``), in order, once each. Keys without such a prefix are left out."""
+    def prefixes(k: str):
+        parts = k.split(".")
+        return (".".join(parts[:i]) + "." for i in range(1, len(parts)))
+    taken = {p for u in used for p in prefixes(u)}
+    out: dict[str, None] = {}
+    for k in unexpected:
+        p = next((p for p in prefixes(k) if p not in taken), None)
+        if p is not None:
+            out[p] = None
+    return list(out)
+
+
 def check_state_dict(graph: Graph, sd: Mapping[str, Any], *, source: str = "state dict",
                      strict: bool = True, notes: Sequence[str] = ()) -> None:
     """Raise one WeightsError listing every missing, unexpected (when ``strict``) and mis-shaped
@@ -291,7 +349,7 @@ def check_state_dict(graph: Graph, sd: Mapping[str, Any], *, source: str = "stat
     unexpected = [k for k in sd if k not in expected and k not in optional] if strict else []
     mismatched: list[tuple[str, tuple, Any]] = []
     invalid: list[tuple[str, str]] = []          # right shape, unusable values
-    variances = {f"{n.bn}.running_var" for n in graph.nodes if n.op == "conv2d" and n.bn}
+    variances = {f"{bn}.running_var" for n in graph.nodes for bn in ops.get(n.op).batch_norms(n)}
     lines = []
     for k, shape in expected.items():
         if k not in sd:
@@ -302,6 +360,9 @@ def check_state_dict(graph: Graph, sd: Mapping[str, Any], *, source: str = "stat
         elif t.layout != torch.strided:
             # isfinite and the copies below are not implemented for sparse layouts
             invalid.append((k, f"{t.layout} tensor; store it dense (tensor.to_dense())"))
+        elif t.is_meta:
+            invalid.append((k, "meta tensor: it has a shape but no values (load the real "
+                               "weights, e.g. without device='meta')"))
         elif tuple(t.shape) != tuple(shape):
             mismatched.append((k, shape, tuple(t.shape)))
         elif not (t.is_floating_point()):
@@ -333,8 +394,14 @@ def check_state_dict(graph: Graph, sd: Mapping[str, Any], *, source: str = "stat
     if unexpected and missing:
         msg.append("  hint: pass key_map= to rename keys (see weights/README.md)")
     elif unexpected:
-        msg.append(f"  hint: select_prefix={list(graph_prefixes(graph))} (or \"auto\") loads only "
-                   "the keys under the graph's top-level names; ignore_prefixes= drops others")
+        pre = _covering_prefixes(unexpected, list(expected) + list(optional))
+        if pre:
+            more = f" ... and {len(pre) - 3} more" if len(pre) > 3 else ""
+            msg.append(f"  hint: ignore={pre[:3]}{more} drops the keys under those prefixes "
+                       f"(command line: {' '.join('--ignore ' + x for x in pre[:3])}); key_map= "
+                       "renames keys")
+        else:
+            msg.append("  hint: pass key_map= to rename or drop keys (see weights/README.md)")
     raise WeightsError("\n".join(msg), missing=missing, unexpected=unexpected, mismatched=mismatched,
                        invalid=invalid)
 
@@ -345,7 +412,7 @@ def check_state_dict(graph: Graph, sd: Mapping[str, Any], *, source: str = "stat
 
 def load_state_dict(source, graph: Graph, *, key_map=None, seed: int = 0,
                     select_prefix: str | Sequence[str] | None = None,
-                    ignore_prefixes: Sequence[str] | None = None,
+                    ignore: str | Sequence[str] | None = None,
                     strict: bool = True, copy: bool = True) -> LoadedStateDict:
     """The graph's parameters from ``source`` as ``{spec_key: float32 tensor}`` (fresh copies).
 
@@ -369,20 +436,21 @@ def load_state_dict(source, graph: Graph, *, key_map=None, seed: int = 0,
 
     expected = expected_parameters(graph)
     optional = optional_keys(graph)
+    check_key_types(raw, desc, key_map)
     mapped, dropped, unused, conflicts, renamed = apply_key_map(raw, key_map, expected)
 
     report = LoadReport(source=desc, renamed=renamed, unused_key_map=unused)
     keep = _as_prefixes(graph_prefixes(graph) if select_prefix == "auto" else select_prefix)
-    drop = _as_prefixes(ignore_prefixes)
-    filtered: dict[str, Any] = {}
+    drop = _as_prefixes(ignore)
+    filtered = _Renamed(raw)           # tensors are looked up only for the expected keys
     ignored = list(dropped)
-    for k, v in mapped.items():
+    for k, uk in mapped.items():
         if (keep and not k.startswith(keep)) or (drop and k.startswith(drop)):
             ignored.append(k)
         elif k in optional and k not in expected:
             report.skipped_optional.append(k)
         else:
-            filtered[k] = v
+            filtered.names[k] = uk
     report.ignored = ignored
     reasons = []
     if keep:
@@ -414,7 +482,65 @@ def load_state_dict(source, graph: Graph, *, key_map=None, seed: int = 0,
     out.owned = copy
     report.loaded = len(out)
     out.report = report
+    warn_huge(out, desc)
     return out
+
+
+class _Renamed(Mapping):
+    """Spec key -> the user's tensor under its own key, looked up (read, for a safetensors file)
+    only when asked for, and once."""
+
+    def __init__(self, raw: Mapping):
+        self.raw, self.names, self._got = raw, {}, {}
+
+    def __getitem__(self, k):
+        if k not in self._got:
+            self._got[k] = self.raw[self.names[k]]
+        return self._got[k]
+
+    def __iter__(self):
+        return iter(self.names)
+
+    def __len__(self):
+        return len(self.names)
+
+    def __contains__(self, k):
+        return k in self.names
+
+
+def check_key_types(raw: Mapping, source: str, key_map=None) -> None:
+    """Keys are strings (a callable ``key_map`` is given the keys as they are, and names them)."""
+    if callable(key_map) and not isinstance(key_map, Mapping):
+        return
+    bad = [k for k in raw if not isinstance(k, str)]
+    if bad:
+        shown = ", ".join(f"{type(k).__name__} {k!r:.40}" for k in bad[:SHOW])
+        raise WeightsError(f"weights from {source}: {len(bad)} keys are not strings ({shown}); "
+                           "state dict keys are names like 'conv1.weight' (a callable key_map= "
+                           "may name them)")
+
+
+# Trained networks' weights are far below this (|w| < 100 typically); a few layers of such
+# values overflow bfloat16's 3.4e38 (conv and matmul sum thousands of products), and the first
+# sign is then an Inf or NaN output.
+HUGE_WEIGHT = 1e8
+
+
+def warn_huge(sd: Mapping[str, "torch.Tensor"], source: str) -> list[str]:
+    """Log a warning naming the keys with values beyond ``HUGE_WEIGHT`` (BatchNorm variances
+    excepted: they divide); returns those keys."""
+    huge = []
+    for k, t in sd.items():
+        if k.endswith("running_var") or not t.numel():
+            continue
+        m = float(t.abs().max())
+        if m > HUGE_WEIGHT:
+            huge.append(f"{k} (|w| up to {m:.3g})")
+    if huge:
+        log.warning("weights from %s have huge values, outputs may overflow to Inf/NaN: %s",
+                    source, ", ".join(huge[:SHOW]) + (f" ... and {len(huge) - SHOW} more"
+                                                      if len(huge) > SHOW else ""))
+    return huge
 
 
 # ---------------------------------------------------------------------------------------------
@@ -684,7 +810,7 @@ def prepare_parameters(graph: Graph, state_dict: Mapping[str, "torch.Tensor"], *
 
 
 def prepared_parameters(graph: Graph, source, *, key_map=None, cache=True, seed: int = 0,
-                        select_prefix="auto", ignore_prefixes=None, precision=None, **kw):
+                        select_prefix="auto", ignore=None, precision=None, **kw):
     """``(params, info)`` for the builder: ``prepare_parameters`` of ``source`` through the
     prepared-weight cache (``ttmodels.cache.cached_prepare``). ``info`` is a one-line description
     ("weights/bevdet-r50.pth, ignored 812 keys outside img_backbone./img_neck. [cached]").
@@ -694,7 +820,7 @@ def prepared_parameters(graph: Graph, source, *, key_map=None, cache=True, seed:
     """
     from .cache import cached_prepare
     params = cached_prepare(graph, source, precision, cache=cache, key_map=key_map, seed=seed,
-                            select_prefix=select_prefix, ignore_prefixes=ignore_prefixes, **kw)
+                            select_prefix=select_prefix, ignore=ignore, **kw)
     return params, params.info
 
 

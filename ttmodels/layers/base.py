@@ -118,6 +118,15 @@ class Layer:
                                mismatched=[where])
         return t.detach().to(torch.float32)
 
+    def activation_after(self, y, act: str | None):
+        """``act`` run standalone on this layer's output (an activation the op cannot fuse:
+        ``activations.op_split``); the output keeps its memory config."""
+        if act is None:
+            return y
+        from .. import activations
+        fn, args, fixed = activations.standalone(self.tt, act)
+        return fn(y, *args, **fixed)
+
     def input_shape(self, i: int = 0) -> TensorShape:
         """NHWC shape of input ``i`` (``input_shapes`` given at construction, from the graph)."""
         if self.input_shapes is None or i >= len(self.input_shapes):

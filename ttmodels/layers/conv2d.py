@@ -22,21 +22,23 @@ def conv_padding(padding) -> list[int]:
 
 def conv2d_config(tt, planned: PlannedLayer):
     """The ``Conv2dConfig`` for a planned conv: weights dtype from the precision, the plan's shard
-    layout / act_block_h / reshard decisions, the node's activation fused (activation table), activations kept
-    (the executor frees tensors after their last consumer; conv must not free a shared input)."""
+    layout / act_block_h / reshard decisions, the node's activation fused (activation table); the
+    input is kept (the executor frees tensors after their last consumer) unless the plan has the
+    conv free it itself (``deallocate_activation``: it is the input's last reader)."""
     node, cfg = planned.node, planned.config
     kw = dict(
         weights_dtype=common.data_type(tt, cfg.weights_dtype or node.precision.weights),
-        deallocate_activation=False,
+        deallocate_activation=bool(cfg.deallocate_activation),
         act_block_h_override=int(cfg.act_block_h_override or 0),
         reshard_if_not_optimal=bool(cfg.reshard_if_not_optimal),
         override_sharding_config=bool(cfg.override_sharding_config),
         output_layout=common.layout(tt, cfg.output_layout or planned.output.layout),
     )
-    act = node.attrs.get("activation")
+    # a 1x1 conv runs as a matmul, which fuses fewer activations; what the op cannot fuse
+    # (hardswish is dropped silently by conv2d) Conv2d.__call__ runs after it
+    act = activations.op_split(node.attrs.get("activation"),
+                               "matmul" if cfg.is_mm_conv else "conv")[0]
     if act is not None:
-        if not activations.get(act).fuses_conv:
-            raise LayoutError(f"conv2d cannot fuse {act} in ttnn 0.81.1", layer=node.name)
         kw["activation"] = activations.unary_with_param(tt, act)
     if cfg.shard_layout:
         kw["shard_layout"] = common.tensor_memory_layout(tt, cfg.shard_layout)
@@ -185,7 +187,7 @@ class Conv2d(ConvLayer):
         if not mm:
             raise LayoutError("the plan lowers this conv to linear but records no matmul config",
                               layer=self.name)
-        act = a.get("activation")
+        act = activations.matmul_split(a.get("activation"))[0]
         if (mm.get("fused_activation") or None) != act:
             raise LayoutError(f"matmul config fuses {mm.get('fused_activation')!r} but the conv's "
                               f"activation is {act!r}", layer=self.name)
@@ -209,7 +211,16 @@ class Conv2d(ConvLayer):
                               memory_config=self.output_memory_config(), dtype=self.dtype(),
                               compute_kernel_config=self.get_compute_config())
 
+    def unfused_activation(self) -> str | None:
+        """The activation the conv (or the matmul it runs as) cannot fuse (run after it), or
+        None."""
+        where = "matmul" if self.lowering == "linear" or self.config.is_mm_conv else "conv"
+        return activations.op_split(self.attrs.get("activation"), where)[1]
+
     def __call__(self, inputs):
+        return self.activation_after(self._conv(inputs), self.unfused_activation())
+
+    def _conv(self, inputs):
         if self.lowering == "linear":
             return self._call_linear(inputs[0])
         tt = self.tt

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..backends import common
 from ..errors import LayoutError
+from .. import activations
 from .conv2d import ConvLayer, conv2d_config
 
 
@@ -48,4 +49,6 @@ class ConvTranspose2d(ConvLayer):
         if (int(oh), int(ow)) != (self.out_shape.h, self.out_shape.w):
             raise LayoutError(f"conv_transpose2d produced {oh}x{ow}, the graph expects "
                               f"{self.out_shape.h}x{self.out_shape.w}", layer=self.name)
-        return out
+        # what conv2d_config could not fuse (activations.op_split) runs after it
+        return self.activation_after(out, activations.op_split(self.attrs.get("activation"),
+                                                               "conv")[1])

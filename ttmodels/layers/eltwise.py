@@ -4,7 +4,6 @@ eltwise unary ops of the activation table (relu, sigmoid, silu, ...) plus identi
 from __future__ import annotations
 
 from .. import activations as A
-from ..errors import LayoutError
 from ..ops import unary_activation
 from .base import Layer
 
@@ -18,12 +17,9 @@ class Binary(Layer):
         # The planner puts a constant operand second for add/multiply (binary_ng broadcasts b
         # over a's rows and the output takes a's memory config; both ops commute).
         self.swap = bool(self.config.swap_operands)
-        self.activation = self.attrs.get("activation")
-        try:
-            if self.activation is not None and not A.get(self.activation).fuses_binary:
-                raise ValueError(f"binary ops cannot fuse {self.activation}")
-        except ValueError as e:
-            raise LayoutError(str(e), layer=self.name) from None
+        # what binary_ng cannot fuse (it drops hardswish silently) runs after it
+        self.activation, self.activation_later = A.op_split(self.attrs.get("activation"),
+                                                            "binary")
         # Over-budget adds write into operand a (TT's ResNet does ttnn.add_ in its bottleneck);
         # the executor turns it off when it must keep every layer's output (compare).
         self.inplace = bool(self.config.inplace)
@@ -46,12 +42,14 @@ class Binary(Layer):
         if self.inplace:
             kwargs["output_tensor"] = a
         if not self.per_image:
-            return getattr(tt, self.op)(a, b, **kwargs)
+            return self.activation_after(getattr(tt, self.op)(a, b, **kwargs),
+                                         self.activation_later)
         o = self.out_shape
         a4 = tt.reshape(a, (o.n, 1, o.h * o.w, o.c))
         b4 = tt.reshape(b, (o.n, 1, 1, o.c))
         y = getattr(tt, self.op)(a4, b4, **kwargs)
-        return tt.reshape(y, (1, 1, o.n * o.h * o.w, o.c))
+        return self.activation_after(tt.reshape(y, (1, 1, o.n * o.h * o.w, o.c)),
+                                     self.activation_later)
 
     def inplace_operand(self) -> int | None:
         """Index (in the node's input order) of the operand whose buffer holds the output."""

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from .. import activations
 from ..backends import common
-from ..errors import LayoutError
 from ..layout import DRAM_INTERLEAVED
 from .base import Layer
 
@@ -20,10 +19,8 @@ class Linear(Layer):
         n_in, n_out = int(a["in_features"]), int(a["out_features"])
         w = self.param("weight", shape=(n_out, n_in))
         b = self.param("bias", required=False, shape=(n_out,))
-        act = a.get("activation")
-        if act is not None and not activations.get(act).fuses_matmul:
-            raise LayoutError(f"linear cannot fuse {act} in ttnn 0.81.1", layer=self.name)
-        self.activation = act
+        # what the matmul kernels cannot fuse runs standalone after it
+        self.activation, self.activation_later = activations.matmul_split(a.get("activation"))
         tt = self.tt
         wdt = common.data_type(tt, self.node.precision.weights)
         dram = common.memory_config(tt, DRAM_INTERLEAVED)
@@ -45,4 +42,5 @@ class Linear(Layer):
             # relu as its string (what TT's models pass); others as UnaryWithParam
             kwargs["activation"] = "relu" if self.activation == "relu" else \
                 activations.unary_with_param(self.tt, self.activation)
-        return self.tt.linear(inputs[0], self.weight, **kwargs)
+        return self.activation_after(self.tt.linear(inputs[0], self.weight, **kwargs),
+                                     self.activation_later)

@@ -22,7 +22,9 @@ class BatchNorm(Layer):
                                    layout=tt.TILE_LAYOUT, device=self.device, memory_config=mem)
         self.shift = tt.from_torch(self.param("shift", shape=(c,)).reshape(1, 1, 1, c), dtype=dt,
                                    layout=tt.TILE_LAYOUT, device=self.device, memory_config=mem)
-        self.activation = self.attrs.get("activation")
+        # what the add cannot fuse (hardswish) runs after it
+        self.activation, self.activation_later = A.op_split(self.attrs.get("activation"),
+                                                            "binary")
 
     def __call__(self, inputs):
         tt = self.tt
@@ -35,4 +37,4 @@ class BatchNorm(Layer):
             kw["activations"] = A.binary_activations(tt, self.activation)
         out = tt.add(y, self.shift, **kw)
         tt.deallocate(y)
-        return out
+        return self.activation_after(out, self.activation_later)

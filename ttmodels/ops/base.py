@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import torch
 
 #: field types of the spec language (docs/spec.md)
-FIELD_TYPES = ("int", "pair", "pad4", "bool", "number", "choice", "act", "name", "range",
+FIELD_TYPES = ("int", "pair", "pad4", "bool", "number", "choice", "act", "name", "bn", "range",
                "tensor")
 
 
@@ -165,6 +165,7 @@ class OpInput:
     def check_broadcast(self, t: str, x: TensorShape) -> None: ...   # constant t against x
     def tensor(self, k: str) -> tuple[str, TensorShape]: ...  # a tensor named by field k
     def key(self, k: str = "weights", default: str | None = None) -> str | None: ...
+    def bn(self, k: str = "bn") -> tuple[str | None, float]: ...  # folded BN: (prefix, eps)
 
 
 def window_out(n: int, k: int, s: int, p0: int, p1: int, d: int, ceil: bool,

@@ -8,12 +8,13 @@ from ..graph import Node
 from ..layout import MemSpec
 from ..plan_config import PlanConfig
 from .base import Field, OpDef, Parsed, Ref, activation, register
-from .conv2d import BN_PARAMS, batch_norm, need_prefix
+from .conv2d import BN_EPS, BN_PARAMS, batch_norm, bn_eps, need_prefix
 
 
 def parse(x) -> Parsed:
     shape = x.shape(0)
-    return Parsed(dict(activation=x.f.act()), shape, weights=x.key("weights"))
+    return Parsed(dict(activation=x.f.act(fused_in="binary"), eps=x.f.number("eps", BN_EPS, positive=True)),
+                  shape, weights=x.key("weights"))
 
 
 def params(node: Node) -> dict[str, tuple[int, ...]]:
@@ -22,7 +23,7 @@ def params(node: Node) -> dict[str, tuple[int, ...]]:
 
 
 def reference(model, node: Node, env):
-    y = batch_norm(model, node.weights, model.operand(node.inputs[0], env))
+    y = batch_norm(model, node.weights, model.operand(node.inputs[0], env), bn_eps(node))
     return activation(y, node.attrs.get("activation"), node)
 
 
@@ -44,7 +45,8 @@ def calibrate(model, node: Node, env):
 
 def prepare(node: Node, take, f32, state_dict) -> dict:
     from ..weights import batchnorm_scale_shift
-    return batchnorm_scale_shift(*(state_dict[f"{node.weights}.{k}"] for k in BN_PARAMS))
+    return batchnorm_scale_shift(*(state_dict[f"{node.weights}.{k}"] for k in BN_PARAMS),
+                                 eps=bn_eps(node))
 
 
 def prepared_shapes(node: Node, expected: dict) -> dict:
@@ -62,7 +64,8 @@ class BatchNormPlan(PlanConfig):
 
 
 register(OpDef(
-    "batch_norm", "batch_norm", fields=(Field("weights", "name"), Field("act", "act")), arity=1,
+    "batch_norm", "batch_norm", fields=(Field("weights", "name"), Field("act", "act"), Field("eps", "number")),
+    arity=1,
     parse=parse, reference=reference, plan="plan_batch_norm",
     rules=Ref("ttmodels.rules:_c_batch_norm"),
     output=Ref("ttmodels.rules:_out_binary"), output_shape="broadcast", tile_input=True,
@@ -71,5 +74,5 @@ register(OpDef(
     prepared_shapes=prepared_shapes, config=BatchNormPlan, init_random=init_random,
     calibrate=calibrate, batch_norms=lambda n: (n.weights,) if n.weights else (),
     doc="standalone eval BatchNorm2d",
-    attrs_doc="activation; parameters at Node.weights",
+    attrs_doc="activation, eps (float); parameters at Node.weights",
 ))

@@ -38,7 +38,7 @@ def parse(x) -> Parsed:
             shape = big
         else:
             shape = sa
-    return Parsed(dict(activation=f.act()), shape)
+    return Parsed(dict(activation=f.act(fused_in="binary")), shape)
 
 
 _MATH = {"add": lambda a, b: a + b, "multiply": lambda a, b: a * b,

@@ -41,9 +41,11 @@ def parse(x) -> Parsed:
                      "groups 1 and dilation 1", "lowering")
     attrs = dict(in_channels=s_in.c, out_channels=out, kernel=k, stride=s, padding=p,
                  dilation=d, groups=g, bias=f.bool("bias", False),
-                 activation=f.act(), lowering=lowering)
-    return Parsed(attrs, TensorShape(s_in.n, oh, ow, out), weights=x.key("weights"),
-                  bn=x.key("bn", None))
+                 activation=f.act(fused_in="conv"), lowering=lowering)
+    bn, eps = x.bn("bn")
+    if bn:
+        attrs["bn_eps"] = eps
+    return Parsed(attrs, TensorShape(s_in.n, oh, ow, out), weights=x.key("weights"), bn=bn)
 
 
 def params(node: Node) -> dict[str, tuple[int, ...]]:
@@ -82,18 +84,24 @@ def conv_raw(model, node: Node, x):
                     dilation=tuple(a.get("dilation", (1, 1))), groups=int(a.get("groups", 1)))
 
 
-def batch_norm(model, prefix: str, y):
+def bn_eps(node: Node) -> float:
+    """The eps of the BatchNorm a node reads: conv2d's ``bn: {eps:}`` (``attrs["bn_eps"]``), a
+    standalone batch_norm's ``eps`` (``attrs["eps"]``); BN_EPS (torch's default) otherwise."""
+    return float(node.attrs.get("bn_eps" if node.op == "conv2d" else "eps", BN_EPS))
+
+
+def batch_norm(model, prefix: str, y, eps: float):
     """Eval-mode BatchNorm2d with the parameters under ``prefix`` (torch's own, not folded)."""
     import torch.nn.functional as F
     return F.batch_norm(y, model.params[f"{prefix}.running_mean"],
                         model.params[f"{prefix}.running_var"], model.params[f"{prefix}.weight"],
-                        model.params[f"{prefix}.bias"], training=False, eps=BN_EPS)
+                        model.params[f"{prefix}.bias"], training=False, eps=eps)
 
 
 def reference(model, node: Node, env):
     y = conv_raw(model, node, model.operand(node.inputs[0], env))
     if node.bn:
-        y = batch_norm(model, node.bn, y)
+        y = batch_norm(model, node.bn, y, bn_eps(node))
     return activation(y, node.attrs.get("activation"), node)
 
 
@@ -130,7 +138,7 @@ def calibrate(model, node: Node, env):
     if node.bn:
         model.params[f"{node.bn}.running_mean"] = y.mean(dim=(0, 2, 3))
         model.params[f"{node.bn}.running_var"] = y.var(dim=(0, 2, 3), unbiased=False)
-        y = batch_norm(model, node.bn, y)
+        y = batch_norm(model, node.bn, y, bn_eps(node))
     else:
         y = _rescale_to_unit_rms(model, node, y)
     return activation(y, node.attrs.get("activation"), node)
@@ -157,7 +165,8 @@ def prepare(node: Node, take, f32, state_dict) -> dict:
     w = take(f"{p}.weight")
     b = take(f"{p}.bias") if node.attrs.get("bias") else None
     w2, b2 = fold_batchnorm(w, b, take(f"{bn}.weight"), take(f"{bn}.bias"),
-                            take(f"{bn}.running_mean"), take(f"{bn}.running_var"))
+                            take(f"{bn}.running_mean"), take(f"{bn}.running_var"),
+                            bn_eps(node))
     del w
     return {"weight": w2, "bias": b2}
 
@@ -201,6 +210,9 @@ class Conv2dPlan(PlanConfig):
     act_block_w_div: int | None = optional()
     reallocate_halo_output: bool | None = optional()
     transpose_shards: bool | None = optional()
+    # the conv frees its input once it has read it (TT's ResNet50); only where it is the
+    # input's last reader (plan_alloc.fit)
+    deallocate_activation: bool | None = optional()
 
     CONV2D_CONFIG_OPTIONS = ("enable_act_double_buffer", "enable_weights_double_buffer",
                              "full_inner_dim", "act_block_w_div", "reallocate_halo_output",
@@ -211,7 +223,7 @@ register(OpDef(
     "conv2d", "conv",
     fields=(Field("out", "int"), Field("kernel", "pair"), Field("stride", "pair"),
             Field("padding", "pad4"), Field("dilation", "pair"), Field("groups", "int"),
-            Field("bias", "bool"), Field("act", "act"), Field("bn", "name"),
+            Field("bias", "bool"), Field("act", "act"), Field("bn", "bn"),
             Field("lowering", "choice"), Field("weights", "name"), Field("in_channels", "int")),
     arity=1, parse=parse, reference=reference, plan="plan_conv2d",
     rules=Ref("ttmodels.rules:_c_conv"), output=Ref("ttmodels.rules:_out_conv"),
@@ -225,5 +237,6 @@ register(OpDef(
     doc="convolution (dense, grouped, depthwise), BN folded, activation fused",
     attrs_doc="in_channels, out_channels, kernel (kh, kw), stride (sh, sw), padding (top, bottom, "
               "left, right), dilation (dh, dw), groups, bias (bool), activation (None | canonical "
-              "act of ttmodels.activations), lowering ('conv2d' | 'linear' | 'auto')",
+              "act of ttmodels.activations), lowering ('conv2d' | 'linear' | 'auto'), bn_eps (float, "
+              "only with a bn)",
 ))

@@ -37,7 +37,7 @@ def parse(x) -> Parsed:
                      f"{s_in.h}x{s_in.w} input of '{src}'", "padding")
     attrs = dict(in_channels=s_in.c, out_channels=out, kernel=k, stride=s,
                  padding=(p[0], p[0], p[1], p[1]), output_padding=op_, dilation=d, groups=g,
-                 bias=f.bool("bias", False), activation=f.act())
+                 bias=f.bool("bias", False), activation=f.act(fused_in="conv"))
     return Parsed(attrs, TensorShape(s_in.n, oh, ow, out), weights=x.key("weights"))
 
 

@@ -22,7 +22,7 @@ def parse(x) -> Parsed:
         raise f.fail(f"channel mismatch: in_features is {f.int('in_features')} but "
                      f"'{x.ins[0]}' has {s.c} channels", "in_features")
     attrs = dict(in_features=s.c, out_features=out, bias=f.bool("bias", True),
-                 activation=f.act())
+                 activation=f.act(fused_in="matmul"))
     return Parsed(attrs, TensorShape(s.n, 1, 1, out), weights=x.key("weights"))
 
 

@@ -117,6 +117,9 @@ class PoolPlan(PlanConfig):
     input_memory: MemSpec | None = None
     out_shape: tuple[int, int, int, int] | None = None
     slice: SliceConfig | None = optional()
+    # the global pool's output, asked explicitly: ttnn 0.81.1 reduces some whole-map pools to
+    # an interleaved output and runs others as pool2d with sharded outputs (planner.plan_pool)
+    memory_config: MemSpec | None = optional()
 
 
 _WHY = "pool2d's output keeps the shard grid it reads its input on"

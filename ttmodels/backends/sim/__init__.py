@@ -20,7 +20,8 @@ from .types import (Arch, BufferType, Conv2dConfig, CoreCoord, CoreGrid, CoreRan
 from .device import SimDevice, close_device, open_device, synchronize_device  # noqa: F401
 from .tensor import (SimTensor, deallocate, from_device, from_torch, interleaved_to_sharded,  # noqa: F401
                      layer_scope, memory_config_of, memspec, permute, reshape, reshard,
-                     sharded_to_interleaved, to_device, to_layout, to_memory_config, to_torch, typecast)
+                     sharded_to_interleaved, to_device, to_layout, to_memory_config, to_torch, typecast,
+                     reallocate)
 from .mesh import spmd_namespace as _spmd_namespace  # noqa: E402
 from .ops import (adaptive_avg_pool2d, add, avg_pool2d, concat, conv2d, gelu, global_avg_pool2d,  # noqa: F401,E402
                   grid_sample, hardsigmoid, hardswish, identity, leaky_relu, linear, matmul, max_pool2d,
@@ -46,7 +47,7 @@ TTNN_FUNCTIONS = ("conv2d", "prepare_conv_weights", "prepare_conv_bias", "conv_t
                   "global_avg_pool2d", "adaptive_avg_pool2d", "add", "multiply", "subtract", "relu", "relu6",
                   "leaky_relu", "sigmoid", "hardsigmoid", "hardswish", "silu", "gelu", "tanh", "identity", "slice",
                   "linear", "matmul", "upsample", "grid_sample", "prepare_grid_sample_grid", "concat", "pad",
-                  "to_memory_config", "sharded_to_interleaved", "interleaved_to_sharded", "reshard",
+                  "to_memory_config", "reallocate", "sharded_to_interleaved", "interleaved_to_sharded", "reshard",
                   "to_layout", "typecast", "reshape", "permute",
                   "from_torch", "to_torch", "to_device", "from_device", "deallocate", "open_device",
                   "close_device", "synchronize_device", "create_sharded_memory_config",

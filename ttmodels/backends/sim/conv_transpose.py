@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 from ...errors import Error
 from . import types as T
-from .ops import (DEVICE_GRID, _apply_unary, _check_prepared, _conv_weight_form, _fidelity,
+from .ops import (DEVICE_GRID, _apply_unary, _fp32_dest, _check_prepared, _conv_weight_form, _fidelity,
                   _is_mm_conv, _layout_name, _matmul_bias, _operand, _pad4, _pair,
                   _prepare_bias, _prepare_weight, _weights_dtype, _cached_preparation,
                   _conv_outputs, _remember_preparation)
@@ -166,7 +166,8 @@ def conv_transpose2d(*, input_tensor, weight_tensor, device, in_channels, out_ch
     if is_mm:
         # 1x1, stride 1, unpadded: ttnn runs it as ttnn::linear, like conv2d's matmul path
         y = _matmul_bias(xin.reshape(rows_out, c), _conv_weight_form(wt, "kn", a_bits), bias)
-        y = _apply_unary(y, cfg.activation, inplace=True).reshape(1, 1, rows_out, -1)
+        y = _apply_unary(y, cfg.activation, inplace=True,
+                         fp32_dest=_fp32_dest(compute_config)).reshape(1, 1, rows_out, -1)
     else:
         sh, sw = stride
         xin = xin.reshape(n, h, w, c).permute(0, 3, 1, 2)
@@ -176,7 +177,7 @@ def conv_transpose2d(*, input_tensor, weight_tensor, device, in_channels, out_ch
         full[:, :, real[0]:real[0] + (h - 1) * sh + 1:sh, real[2]:real[2] + (w - 1) * sw + 1:sw] = xin
         full = full.contiguous(memory_format=torch.channels_last)
         y = F.conv2d(full, _conv_weight_form(wt, "oihw", a_bits), bias, 1, 0, dilation, groups)
-        y = _apply_unary(y, cfg.activation, inplace=True)
+        y = _apply_unary(y, cfg.activation, inplace=True, fp32_dest=_fp32_dest(compute_config))
         y = y.permute(0, 2, 3, 1).reshape(1, 1, rows_out, out_channels)
     return _conv_outputs(OP, y, x, attrs, memory_config, out_dtype, cfg.output_layout, cfg,
                          (oh, ow) if return_output_dim else None,

@@ -86,15 +86,29 @@ def _emit(data: torch.Tensor, dtype: T.DataType, layout: T.Layout, mem: MemSpec 
 # activations and math fidelity
 # ---------------------------------------------------------------------------------------------
 
-def _apply_unary(x: torch.Tensor, act, inplace: bool = False) -> torch.Tensor:
+def _act_name(act) -> str | None:
+    """The canonical table name of a fused activation argument (for the rules), or None."""
+    if act is None or isinstance(act, (list, tuple)):
+        return None
+    if isinstance(act, str):
+        return act.lower() if act.lower() in A.ACTIVATIONS else None
+    name = act.op_type.name if isinstance(act, T.UnaryWithParam) else getattr(act, "name", "")
+    try:
+        return A.from_unary(name, getattr(act, "params", []))[0]
+    except ValueError:
+        return None
+
+
+def _apply_unary(x: torch.Tensor, act, inplace: bool = False, fp32_dest: bool = False) -> torch.Tensor:
     """``act`` (None, "relu", UnaryWithParam, UnaryOpType or a list of them) applied to ``x``;
     ``inplace`` lets relu reuse ``x`` when the caller owns it. The activations of the one table
-    (``ttmodels.activations``) compute what the card's SFPU computes (``sim_apply``)."""
+    (``ttmodels.activations``) compute what the card's SFPU computes (``sim_apply``) with a 32-bit
+    Dest when ``fp32_dest`` (the program's ``fp32_dest_acc_en``)."""
     if act is None:
         return x
     if isinstance(act, (list, tuple)):
         for a in act:
-            x = _apply_unary(x, a, inplace)
+            x = _apply_unary(x, a, inplace, fp32_dest)
         return x
     if isinstance(act, str):
         name, params = act.lower(), []
@@ -125,7 +139,11 @@ def _apply_unary(x: torch.Tensor, act, inplace: bool = False) -> torch.Tensor:
         canon, approx = A.from_unary(name.upper(), params)
     except ValueError:
         raise Error(f"activation {name!r} is not modelled by the sim backend") from None
-    return A.sim_apply(canon, x, approximate=approx)
+    return A.sim_apply(canon, x, approximate=approx, fp32_dest=fp32_dest)
+
+
+def _fp32_dest(compute_config) -> bool:
+    return bool(getattr(compute_config, "fp32_dest_acc_en", False)) if compute_config is not None else False
 
 
 # Mantissa bits (explicit, hidden one excluded) the FPU multiplier sees per fidelity:
@@ -525,7 +543,8 @@ def conv2d(*, input_tensor, weight_tensor, device, in_channels, out_channels, ba
              "dtype": dtype_name(out_dtype), "is_mm_conv": is_mm, "in_channels": in_channels,
              "out_shape": (1, 1, rows_out, out_channels), "device_grid": DEVICE_GRID,
              "override_sharding_config": cfg.override_sharding_config,
-             "act_block_h_override": int(getattr(cfg, "act_block_h_override", 0) or 0)}
+             "act_block_h_override": int(getattr(cfg, "act_block_h_override", 0) or 0),
+             "activation": _act_name(cfg.activation)}
     if sliced is not None:
         attrs["slice"] = sliced
         attrs["output_hw"] = (oh, ow)
@@ -561,7 +580,7 @@ def conv2d(*, input_tensor, weight_tensor, device, in_channels, out_channels, ba
         # added in place -- so both lowerings accumulate in the same order and give the same bits.
         y = _matmul_bias(xin.reshape(rows_out, c), _conv_weight_form(wt, "kn", a_bits),
                          bt._cache["vec"] if bt is not None else None).reshape(1, 1, rows_out, -1)
-        y = _apply_unary(y, cfg.activation, inplace=True)
+        y = _apply_unary(y, cfg.activation, inplace=True, fp32_dest=_fp32_dest(compute_config))
     else:
         xin = xin.reshape(n, h, w, c).permute(0, 3, 1, 2)           # NCHW view, channels_last strides
         explicit, pad_arg, _ = _conv_call_padding(h, w, (pt, pb, pl, pr))
@@ -575,7 +594,7 @@ def conv2d(*, input_tensor, weight_tensor, device, in_channels, out_channels, ba
             y = onednn.conv(xin, weight, bias, (sh, sw), pad_arg, (dh, dw), groups)
         else:
             y = F.conv2d(xin, weight, bias, (sh, sw), pad_arg, (dh, dw), groups)
-        y = _apply_unary(y, cfg.activation, inplace=True)
+        y = _apply_unary(y, cfg.activation, inplace=True, fp32_dest=_fp32_dest(compute_config))
         y = y.permute(0, 2, 3, 1).reshape(1, 1, rows_out, out_channels)
 
     return _conv_outputs(op, y, x, attrs, memory_config, out_dtype, out_layout, cfg,
@@ -775,13 +794,16 @@ def _binary(op, fn, a, b, dtype, memory_config, activations, a_acts, b_acts, out
                              f"{list(a.shape)} (only b broadcasts)", op)
     if out_t is not None:
         _check_output_tensor(op, out_t, a, dtype, memory_config)
-    xa = _apply_unary(a._data, a_acts) if a_acts else a._data
+    # binary_ng's kernels get a 32-bit Dest for float32 operands or output
+    f32 = T.DataType.FLOAT32
+    fp32 = a.dtype == f32 or (tb is not None and tb.dtype == f32) or (dtype or a.dtype) == f32
+    xa = _apply_unary(a._data, a_acts, fp32_dest=fp32) if a_acts else a._data
     xb = tb._data if tb is not None else float(b)
     if b_acts and tb is not None:
-        xb = _apply_unary(xb, b_acts)
+        xb = _apply_unary(xb, b_acts, fp32_dest=fp32)
     y = fn(xa, xb)                        # a fresh tensor: activations and rounding in place
     if activations:
-        y = _apply_unary(y, activations, inplace=True)
+        y = _apply_unary(y, activations, inplace=True, fp32_dest=fp32)
     if out_t is not None:
         return _write_into(out_t, quantize_(y, out_t.dtype))
     out_dtype = dtype or a.dtype
@@ -877,7 +899,8 @@ def _unary(op: str, input_tensor, act: str, memory_config, output_tensor, *, app
     x = _on_device(input_tensor, op)
     _check("relu", [x], {})
     lay = _out_layout("relu", [x], {}, memory_config, [x._flat4()])
-    y = A.sim_apply(act, x._data, approximate=approximate)
+    # unary_program_factory: a 32-bit Dest for float32 (and integer) tensors
+    y = A.sim_apply(act, x._data, approximate=approximate, fp32_dest=x.dtype == T.DataType.FLOAT32)
     if output_tensor is not None:
         out = _on_device(output_tensor, op, "output_tensor")
         return _write_into(out, quantize_(y.clone() if y is x._data else y, out.dtype))
@@ -918,7 +941,7 @@ def gelu(input_tensor, *, fast_and_approximate_mode=False, memory_config=None, o
 
 def tanh(input_tensor, *, memory_config=None, output_tensor=None, fast_and_approximate_mode=False,
          sub_core_grids=None):
-    return _unary("tanh", input_tensor, "tanh", memory_config, output_tensor)
+    return _unary("tanh", input_tensor, "tanh", memory_config, output_tensor, approximate=fast_and_approximate_mode)
 
 
 def identity(input_tensor, *, memory_config=None, output_tensor=None, sub_core_grids=None):
@@ -957,7 +980,11 @@ def _mm(op, a, b, bias, transpose_a, transpose_b, memory_config, dtype, program_
     a = _on_device(a, op, "input_tensor_a")
     b = _on_device(b, op, "input_tensor_b")
     ts = [a, b] + ([_on_device(bias, op, "bias")] if bias is not None else [])
-    attrs = {"program_config": program_config, "dtype": dtype_name(dtype) if dtype else None}
+    act = activation
+    if act is None and program_config is not None:
+        act = getattr(program_config, "fused_activation", None)
+    attrs = {"program_config": program_config, "dtype": dtype_name(dtype) if dtype else None,
+             "activation": _act_name(act)}
     _check("linear", ts, attrs)
     a_bits, b_bits = _fidelity(compute_kernel_config)
     xa, xb = _operand(a, b_bits), _operand(b, a_bits)                    # in0 -> srcB, in1 -> srcA
@@ -979,11 +1006,14 @@ def _mm(op, a, b, bias, transpose_a, transpose_b, memory_config, dtype, program_
         y = torch.matmul(xa, xb)
         if bv is not None:
             y.add_(bv)                    # y is fresh (and already has the broadcast shape)
-    act = activation
-    if act is None and program_config is not None:
-        act = getattr(program_config, "fused_activation", None)
-    y = _apply_unary(y, act, inplace=True)
+    fused = getattr(program_config, "fused_activation", None) if program_config is not None else None
+    y = _apply_unary(y, fused, inplace=True, fp32_dest=_fp32_dest(compute_kernel_config))
     out_dtype = dtype or a.dtype
+    if activation is not None:
+        # linear(activation=...) is not fused: ttnn runs a unary op on the stored output (matmul.cpp
+        # bound_matmul; on the mock device an eltwise_sfpu program follows the matmul's)
+        y = _apply_unary(quantize_(y, out_dtype), activation, inplace=True,
+                         fp32_dest=out_dtype == T.DataType.FLOAT32)
     lay = _out_layout("linear", ts, attrs, memory_config, [t._flat4() for t in ts])
     return _emit(y, out_dtype, T.Layout.TILE, lay.memory, a._device, op, owned=True)
 
@@ -1048,9 +1078,9 @@ def concat(tensors, dim=0, *, memory_config=None, output_tensor=None, groups=1, 
         raise Error("concat needs at least one tensor")
     rank = len(ts[0].shape)
     d = dim + rank if dim < 0 else dim
-    if any(t.dtype != ts[0].dtype for t in ts) or any(t.layout != ts[0].layout for t in ts):
-        raise _violation("concat.same_format", "concat inputs must share dtype and layout: " +
-                         ", ".join(f"{t.dtype.name}/{t.layout.name}" for t in ts), op)
+    # the rule table's concat.same_format (one dtype) and concat.same_layout (sharded inputs
+    # share one layout; interleaved ones may mix TILE and ROW_MAJOR, ttnn 0.81.1's wrapper
+    # converts them, and the output has the first input's layout, as the planner plans it)
     attrs = {"dim": -1 if d == rank - 1 else d}
     _check(op, ts, attrs, memspec(memory_config) if memory_config is not None else None)
     try:

@@ -613,6 +613,16 @@ def to_memory_config(tensor, memory_config, dtype=None, output_tensor=None):
     return _move("to_memory_config", _on_device(tensor, "to_memory_config"), memory_config, dtype)
 
 
+def reallocate(tensor, memory_config=None):
+    """ttnn.reallocate (ttnn::move): the same tensor in a fresh buffer; the input is freed."""
+    t = _on_device(tensor, "reallocate")
+    if memory_config is not None:
+        return to_memory_config(t, memory_config)
+    out = _new(t, t._data.clone(), op="reallocate")
+    deallocate(t)
+    return out
+
+
 def sharded_to_interleaved(input_tensor, memory_config=None, output_dtype=None):
     return _move("sharded_to_interleaved", _on_device(input_tensor, "sharded_to_interleaved"),
                  memory_config or T.L1_MEMORY_CONFIG, output_dtype)
