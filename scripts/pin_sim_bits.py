@@ -25,6 +25,10 @@ os.environ.setdefault("TT_METAL_MOCK_CLUSTER_DESC_PATH",
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="compare with the stored pins, write nothing")
+    ap.add_argument("--add-variant", action="store_true",
+                    help="keep this environment's pins and add this machine's outputs as another "
+                         "known-good variant where they differ (another CPU of the same torch "
+                         "capability)")
     args = ap.parse_args(argv)
     import sim_pins
     env = sim_pins.environment()
@@ -35,10 +39,16 @@ def main(argv=None) -> int:
         if want is None:
             print(f"no pins for {env}")
             return 2
-        bad = [n for n in got if want.get(n) != got[n]]
+        bad = [n for n in got if got[n] not in sim_pins.variants(want.get(n, []))]
         print("\n".join(f"differs: {n}" for n in bad) or f"all {len(got)} cases match ({env})")
         return 1 if bad else 0
-    pins[env] = got
+    if args.add_variant and env in pins:
+        for n, out in got.items():
+            known = sim_pins.variants(pins[env].get(n, []))
+            if out not in known:
+                pins[env][n] = known + [out]
+    else:
+        pins[env] = got
     sim_pins.PINS.parent.mkdir(parents=True, exist_ok=True)
     sim_pins.PINS.write_text(json.dumps(pins, indent=1, sort_keys=True) + "\n")
     print(f"wrote {len(got)} cases for {env} to {sim_pins.PINS.relative_to(REPO)}")

