@@ -215,3 +215,19 @@ def test_a_step_ttnn_crashes_on_is_reported_not_run(tmp_path):
     up = next(s for s in d["layers"] if s["name"] == "up")
     assert not up["accepted"] and "crashes" in up["error"] and "not run" in up["error"]
     assert not (tmp_path / "generated").exists()     # item 17: ttnn's files stay in the cache
+
+
+def test_ttnn_errors_stay_out_of_stdout_and_its_files_out_of_the_cwd(tmp_path):
+    """Issue 25 item 17: tt-metal's logger printed its TT_FATAL/TT_THROW lines on stdout before
+    verify's own output (breaking --format json), and wrote generated/ into the current
+    directory. The example without adapters has steps ttnn rejects."""
+    spec = REPO / "examples" / "my_backbone" / "backbone.yaml"
+    p = subprocess.run([sys.executable, "-m", "ttmodels.cli", "verify", str(spec), "--no-adapters",
+                        "--format", "json"], capture_output=True, text=True, timeout=900,
+                       cwd=tmp_path)
+    assert p.returncode == 1, p.stderr[-2000:]
+    d = json.loads(p.stdout)                # nothing but the report on stdout
+    rejected = [s for s in d["layers"] if not s["accepted"]]
+    assert rejected and all(s["error"] for s in rejected)
+    assert "TT_FATAL" not in p.stdout and "critical" not in p.stdout
+    assert not (tmp_path / "generated").exists()
