@@ -78,21 +78,19 @@ class _Walk:
             self.alloc.free(a)
 
 
-def _rows_c(graph, name: str) -> tuple[int, int]:
-    return lv.tensor_rows_c(graph, name)
-
-
 def tensor_bank_bytes(graph, name: str, layout) -> int:
-    return bank_bytes(layout, *_rows_c(graph, name))
+    return bank_bytes(layout, *lv.tensor_rows_c(graph, name))
 
 
-def op_events(pl, graph) -> list[tuple]:
+def op_events(pl, graph, banks: int = 64) -> list[tuple]:
     """The L1 buffers layer ``pl`` allocates and frees itself, in order, with ``("program",
     cb_bytes)`` where a program places its CBs; its outputs are keys ``"out:<tensor>"``."""
     raw = dict(pl.config.l1_parts or {})
-    outs = [(f"out:{t}", tensor_bank_bytes(graph, t, lay)) for t, lay in pl.tensor_layouts().items()]
+    outs = [(f"out:{t}", tensor_bank_bytes(graph, t, lay))
+            for t, lay in pl.tensor_layouts().items()]
     cbs = layer_parts(pl)["cb"]
     op = pl.node.op
+    # ``banks``: the L1 banks (worker cores) an interleaved tensor spreads over
     alloc_outs = [(ALLOC, k, b) for k, b in outs]
     if op in ("add", "multiply", "subtract") and getattr(pl.config, "inplace", False):
         return [(PROGRAM, cbs)]         # the output is operand a's buffer
@@ -102,8 +100,8 @@ def op_events(pl, graph) -> list[tuple]:
         pre = []
         if op == "conv2d" and pl.inputs and pl.inputs[0].memory.buffer == "dram":
             # the stem: its DRAM input is first copied into L1 shards beside a halo pass
-            rows, c = _rows_c(graph, pl.node.inputs[0])
-            cores = max(1, pl.output.memory.num_cores if pl.output.memory.sharded else 64)
+            rows, c = lv.tensor_rows_c(graph, pl.node.inputs[0])
+            cores = max(1, pl.output.memory.num_cores if pl.output.memory.sharded else banks)
             copy = -(-rows // cores) * -(-(c * 2) // 16) * 16
             pre = [(ALLOC, "in_copy", copy), (ALLOC, "halo0", halo), (FREE, "in_copy"),
                    (FREE, "halo0")]
@@ -242,7 +240,8 @@ def simulate(plan, *, l1_small_size: int = 32768) -> list[StepAddr]:
                 copy = f"copy:{pl.name}:{idx}:{j}"
                 size = tensor_bank_bytes(g, src, a.after)
                 step("adapter", a.edge, [(ALLOC, copy, size),
-                                         (PROGRAM, lv.adapter_cbs(a, _rows_c(g, src)[1]))], {})
+                                         (PROGRAM, lv.adapter_cbs(a, lv.tensor_rows_c(g, src)[1]))],
+                     {})
                 if cur in temps:
                     w.free(cur)
                     temps.remove(cur)
@@ -254,7 +253,7 @@ def simulate(plan, *, l1_small_size: int = 32768) -> list[StepAddr]:
         if pl.node.inputs:      # what operand 0 is now: its adapter copy, or the tensor
             copies0 = [t for t in temps if t.startswith(f"copy:{pl.name}:0:")]
             rename["in:0"] = copies0[-1] if copies0 else t_key(pl.node.inputs[0])
-        events = op_events(pl, g)
+        events = op_events(pl, g, banks=plan.grid[0] * plan.grid[1])
         step("layer", pl.name, events, rename)
         inplace = getattr(pl.config, "inplace", False)
         if inplace:
