@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import ttmodels
-from ttmodels import activations as A
+from ttmodels import activations as A, sfpu
 from ttmodels.errors import SpecError
 
 
@@ -341,8 +341,9 @@ def test_sim_differs_from_torch_where_the_kernel_does():
 
 def test_the_old_piecewise_linear_sigmoid_is_gone():
     """silu was x times a newer tt-llk's 0.229 t + 0.5 sigmoid (errors up to ~0.04, YOLOv8n's P5
-    at PCC 0.945); the 0.81.1 kernel is within a bfloat16 ulp or two of torch."""
-    x = torch.linspace(-8, 8, 4001)
+    at PCC 0.945); the 0.81.1 kernel is within a bfloat16 ulp or two of torch (on its input, a
+    bfloat16 value in a 16-bit Dest)."""
+    x = torch.linspace(-8, 8, 4001).to(torch.bfloat16).float()
     d = (A.sim_apply("silu", x) - torch.nn.functional.silu(x)).abs()
     assert d.max() < 0.02 and (d / torch.nn.functional.silu(x).abs().clamp(min=1e-2)).max() < 0.01
     source = _wheel_kernel("ckernel_sfpu_silu.h")
@@ -416,7 +417,28 @@ def test_linear_activation_runs_on_the_stored_output():
     got = tt.to_torch(tt.linear(a, w, activation=tt.UnaryWithParam(tt.UnaryOpType.SILU))).float()
     want = A.sim_apply("silu", quantize(plain, tt.bfloat16)).to(torch.bfloat16).float()
     assert torch.equal(got, want)
-    # the unrounded sum gives other bits somewhere: the test can tell the two apart
+    # in a 32-bit Dest the kernel would read the unrounded sum, which gives other bits somewhere:
+    # the test can tell the two apart
     xa, xw = tt.to_torch(a).float().reshape(64, 64), tt.to_torch(w).float()
-    fused = A.sim_apply("silu", xa @ xw).to(torch.bfloat16).float().reshape(got.shape)
-    assert not torch.equal(got, fused)
+    fused = A.sim_apply("silu", xa @ xw, fp32_dest=True).to(torch.bfloat16).float()
+    assert not torch.equal(got, fused.reshape(got.shape))
+
+
+def test_a_16_bit_dest_feeds_the_sfpu_bfloat16():
+    """A 16-bit Dest holds bfloat16: the kernel's input is the value rounded to bfloat16, and the
+    sim's lookup over all 65,536 of them equals the bit-level model on the rounded input; a 32-bit
+    Dest feeds the float32 value itself."""
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(4096, generator=g) * 4
+    x = torch.cat([x, torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"),
+                                    1e-40, -1e-40, 3.0e38])])
+    xb = x.to(torch.bfloat16).float()
+    for act, fast in (("silu", False), ("sigmoid", False), ("sigmoid", True), ("gelu", False),
+                      ("gelu", True), ("tanh", False), ("tanh", True), ("hardsigmoid", False),
+                      ("hardswish", False)):
+        got = A.sim_apply(act, x, approximate=fast)
+        want = A._sfpu_kernel(act, fast, False)(xb)
+        assert torch.equal(got.view(torch.int32), want.view(torch.int32)), (act, fast)
+    exact = A.sim_apply("silu", x, fp32_dest=True)
+    assert torch.equal(exact.view(torch.int32), sfpu.silu(x, True).view(torch.int32))
+    assert not torch.equal(exact, A.sim_apply("silu", x))

@@ -249,21 +249,53 @@ _KERNELS = {"silu": ("silu", "silu"), "sigmoid": ("sigmoid", "sigmoid_fast"),
             "hardsigmoid": ("hardsigmoid", "hardsigmoid")}
 
 
+def _sfpu_kernel(name: str, approximate: bool, fp32_dest: bool):
+    """The bit-level model (ttmodels/sfpu.py) of one SFPU form, on float32 input."""
+    from . import sfpu
+    if name == "hardswish":
+        # hardswish_kernel.cpp: hardsigmoid stored in Dest, then x times it (the FPU's
+        # DEST_TO_SRCA multiply of two bfloat16 values is exact; the SFPU's float32 multiply)
+        return lambda x: sfpu.mad(x, sfpu.hardsigmoid(x, fp32_dest), 0.0)
+    fn = getattr(sfpu, _KERNELS[name][bool(approximate)])
+    return lambda x: fn(x, fp32_dest)
+
+
+# (name, approximate) -> the 16-bit Dest form's output for every bfloat16 bit pattern
+_BF16_TABLES: dict = {}
+
+
+def _bf16_table(name: str, approximate: bool):
+    """The 16-bit Dest form evaluated once on all 65,536 bfloat16 values (indexed by their bits):
+    its input is always one of them, so a lookup gives the kernel model's bits exactly, at the
+    cost of a gather instead of a dozen float64 passes (issue 26: efficientnet's SiLU)."""
+    key = (name, bool(approximate))
+    table = _BF16_TABLES.get(key)
+    if table is None:
+        import torch
+        # ordered by the bits read as a signed int16, plus 32768 (the cheapest index to make)
+        every = (torch.arange(-32768, 32768, dtype=torch.int32) << 16).view(torch.float32)
+        table = _BF16_TABLES[key] = _sfpu_kernel(name, approximate, False)(every).contiguous()
+    return table
+
+
 def sim_apply(act: str | None, x, *, approximate: bool = False, fp32_dest: bool = False):
     """What the card computes for ``act`` on float32 ``x`` (before the output rounding):
     ``approximate`` is the kernel's fast mode, ``fp32_dest`` its ``is_fp32_dest_acc_en`` (a 32-bit
-    Dest: the standalone op on a float32 tensor, a fused form under ``fp32_dest_acc_en``)."""
+    Dest: the standalone op on a float32 tensor, a fused form under ``fp32_dest_acc_en``).
+
+    The SFPU reads its input from Dest. A 16-bit Dest holds bfloat16, so there the kernel's input
+    is ``x`` rounded to bfloat16 (to nearest, as the sim rounds every op's bfloat16 result): a
+    fused activation sees the op's sum as Dest holds it, not the sim's float32 sum. A 32-bit Dest
+    holds the float32 value itself."""
     if act is None:
         return x
     d, p = split(act)
-    if d.name in _KERNELS:
-        from . import sfpu
-        return getattr(sfpu, _KERNELS[d.name][bool(approximate)])(x, fp32_dest)
-    if d.name == "hardswish":
-        # hardswish_kernel.cpp: hardsigmoid stored in Dest, then x times it (the FPU's
-        # DEST_TO_SRCA multiply of two bfloat16 values is exact; the SFPU's float32 multiply)
-        from . import sfpu
-        return sfpu.mad(x, sfpu.hardsigmoid(x, fp32_dest), 0.0)
+    if d.name in _KERNELS or d.name == "hardswish":
+        if fp32_dest:
+            return _sfpu_kernel(d.name, approximate, True)(x)
+        import torch
+        idx = x.to(torch.bfloat16).view(torch.int16).to(torch.int64).add_(32768)
+        return torch.take(_bf16_table(d.name, approximate), idx)
     return torch_apply(act, x)
 
 
