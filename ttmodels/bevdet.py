@@ -40,7 +40,6 @@ if TYPE_CHECKING:  # pragma: no cover
 CAMERA_ORDER = ("CAM_FRONT_LEFT", "CAM_FRONT", "CAM_FRONT_RIGHT",
                 "CAM_BACK_LEFT", "CAM_BACK", "CAM_BACK_RIGHT")
 INPUT_SIZE = (256, 704)          # data_config['input_size'] (fH, fW)
-SRC_SIZE = (900, 1600)           # nuScenes camera images (H, W)
 MEAN = (123.675, 116.28, 103.53)
 STD = (58.395, 57.12, 57.375)
 

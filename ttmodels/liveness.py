@@ -54,18 +54,6 @@ class Spill:
         return f"spill: frees {self.frees:,} B/core for {self.for_layer}"
 
 
-@dataclass(frozen=True)
-class LiveL1:
-    """A layer's L1 per core with every live tensor: ``own`` (the op's estimate) + ``others``
-    (name -> bytes per bank of each other tensor alive in L1 while it runs)."""
-    own: int
-    others: Mapping[str, int]
-
-    @property
-    def total(self) -> int:
-        return self.own + sum(self.others.values())
-
-
 def last_uses(nodes: Sequence[Node]) -> dict[str, int]:
     """Tensor name -> index of the layer after which the executor frees it (its last consumer;
     a layer nobody reads is freed right after it runs, unless kept)."""

@@ -51,8 +51,6 @@ from .plan_config import PlanConfig, SliceConfig
 from .plans import Adapter, BlockingNote, Plan, PlannedLayer, ReorderNote
 
 
-POOLS = ("max_pool2d", "avg_pool2d", "global_avg_pool")
-
 
 def _flat(shape: TensorShape) -> tuple[int, int, int, int]:
     return shape.flat

@@ -59,7 +59,6 @@ _UP = "ttnn/cpp/ttnn/operations/pool/upsample/device/upsample_device_operation.c
 _UP_API = "ttnn/cpp/ttnn/operations/pool/upsample/upsample.cpp"
 _GS = "ttnn/cpp/ttnn/operations/pool/grid_sample/device/grid_sample_device_operation.cpp"
 _CAT = "ttnn/cpp/ttnn/operations/data_movement/concat/device/concat_device_operation.cpp"
-_PAD = "ttnn/cpp/ttnn/operations/data_movement/pad/device/pad_device_operation.cpp"
 _MM = "ttnn/cpp/ttnn/operations/matmul/device/matmul_device_operation.cpp"
 _I2S = ("ttnn/cpp/ttnn/operations/data_movement/sharded/interleaved_to_sharded/device/"
         "interleaved_to_sharded_device_operation.cpp")
