@@ -3,7 +3,14 @@ profile) into a directory, for refactors that must keep plans identical:
 
     python scripts/dump_plans.py before/ ; <refactor> ; python scripts/dump_plans.py after/
     diff -r before after
+
+``--goldens`` adds what issue 22's restructuring must keep: every shipped model's plan at
+batch 16 (and bevdet_r50_encoder at batch 6, 256x704), and the sha256 of the sim's output bits
+of every shipped model at batch 1 (seeded weights and input, one torch thread,
+``<model>.sim.txt``).
 """
+import argparse
+import hashlib
 import sys
 from pathlib import Path
 
@@ -54,6 +61,38 @@ def specs():
     yield "all_ops", ALL_OPS
 
 
+def sim_digest(model: str) -> str:
+    """sha256 of the sim's float32 output bits for ``model`` at batch 1 (default profile)."""
+    import torch
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    m = ttmodels.build(model, weights="random", backend="sim")
+    gen = torch.Generator().manual_seed(1)
+    xs = {k: torch.randn(t.n, t.c, t.h, t.w, generator=gen) for k, t in m.graph.inputs.items()}
+    with torch.no_grad():
+        outs = m.run(xs)
+    h = hashlib.sha256()
+    for k in sorted(outs):
+        h.update(k.encode())
+        h.update(outs[k].detach().float().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def goldens(out: Path) -> None:
+    for p in sorted((ROOT / "ttmodels" / "configs").glob("*.yaml")):
+        runs = [(16, None)] + ([(6, (256, 704))] if p.stem == "bevdet_r50_encoder" else [])
+        for batch, size in runs:
+            tag = f"{p.stem}.b{batch}.golden"
+            try:
+                text = plan_graph(load_graph(p.stem, batch_size=batch, input_size=size)).to_json()
+            except Exception as e:  # noqa: BLE001 - the error is part of the result
+                text = f"{type(e).__name__}: {e}"
+            (out / f"{tag}.json").write_text(text)
+            print(tag, file=sys.stderr)
+        (out / f"{p.stem}.sim.txt").write_text(sim_digest(p.stem) + "\n")
+        print(f"{p.stem}.sim", file=sys.stderr)
+
+
 def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for name, spec in specs():
@@ -70,4 +109,10 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--goldens", action="store_true", help="also batch 16 plans and sim digests")
+    a = ap.parse_args()
+    main(a.out)
+    if a.goldens:
+        goldens(a.out)
