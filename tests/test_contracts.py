@@ -19,6 +19,7 @@ import torch
 
 import ttnn  # noqa: E402  (a pinned dependency: a broken import must fail, not skip)
 
+from ttmodels.activations import ACTIVATIONS  # noqa: E402
 from ttmodels.backends import Backend, Call, common  # noqa: E402
 from ttmodels.graph import Constant, Graph, Node, Precision, TensorShape  # noqa: E402
 from ttmodels.layers import AdapterLayer, conv2d_config, make_layer  # noqa: E402
@@ -141,6 +142,8 @@ _OPS = {"conv2d", "max_pool2d", "avg_pool2d", "global_avg_pool2d", "add", "multi
         "hardsigmoid", "hardswish", "silu", "gelu", "tanh", "identity", "slice",
         "adaptive_avg_pool2d", "grid_sample", "prepare_grid_sample_grid", "conv_transpose2d",
         "prepare_conv_transpose2d_weights", "prepare_conv_transpose2d_bias"}
+# every row of the activation table enrols its standalone op
+_OPS |= {d.ttnn_function for d in ACTIVATIONS.values()}
 # Host-side builders that run for real (they need no device).
 _REAL_FUNCTIONS = {"init_device_compute_kernel_config", "num_cores_to_corerangeset",
                    "create_sharded_memory_config"}

@@ -314,3 +314,4 @@ def test_spec_docs_tables_match_the_registry():
     act_table = text.split("## Activations")[1].split("\n## ")[0]
     rows = re.findall(r"^\| `([a-z0-9_]+)` \|", act_table, re.M)
     assert rows == list(A.NAMES)
+    assert A.docs_table() in act_table      # made from the table, not written beside it

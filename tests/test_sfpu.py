@@ -150,6 +150,25 @@ def kernel_silu(x: float, fp32: bool) -> float:
     return r if fp32 else to_bf16(r)
 
 
+def kernel_mish(x: float, fp32: bool, fast: bool) -> float:
+    """calculate_mish<fast, fp32> (ckernel_sfpu_mish.h): x from 8.0 on; else u = exp(x)
+    (_sfpu_exp_21f_bf16_<fp32> fast, _sfpu_exp_accurate_<fp32> otherwise: exp_21f rounded to
+    bfloat16 with a 16-bit Dest, the fp32 expf with a 32-bit one), x * (u (u + 2) * 1/denom)."""
+    if not x < 8.0:
+        return x
+    if fast or not fp32:
+        u = kernel_exp_21f(x)
+        u = u if fp32 else to_bf16(u)
+    else:
+        u = kernel_exp_fp32(x)
+    numer = mad(u, mad(u, 1.0, 2.0), 0.0)
+    one_plus_u = mad(u, 1.0, 1.0)
+    denom = mad(one_plus_u, one_plus_u, 1.0)
+    inv = kernel_recip(denom, 0 if fast else (2 if fp32 else 1))
+    r = mad(x, mad(numer, inv, 0.0), 0.0)
+    return r if fp32 else to_bf16(r)
+
+
 def _lut8_nearest(v: float) -> float:
     """The SFPLUT 8-bit coefficient a vLut8si literal becomes (s, 3-bit -exponent, 4-bit
     mantissa; 0xFF = 0)."""
@@ -289,6 +308,10 @@ KERNELS = {
     ("hardsigmoid", False, False): lambda v: kernel_hardsigmoid(v, False),
     ("hardsigmoid", False, True): lambda v: kernel_hardsigmoid(v, True),
     ("hardswish", False, False): lambda v: mad(v, kernel_hardsigmoid(v, False), 0.0),
+    ("mish", False, False): lambda v: kernel_mish(v, False, False),
+    ("mish", False, True): lambda v: kernel_mish(v, True, False),
+    ("mish", True, False): lambda v: kernel_mish(v, False, True),
+    ("mish", True, True): lambda v: kernel_mish(v, True, True),
 }
 
 
@@ -435,9 +458,9 @@ def test_a_16_bit_dest_feeds_the_sfpu_bfloat16():
     xb = x.to(torch.bfloat16).float()
     for act, fast in (("silu", False), ("sigmoid", False), ("sigmoid", True), ("gelu", False),
                       ("gelu", True), ("tanh", False), ("tanh", True), ("hardsigmoid", False),
-                      ("hardswish", False)):
+                      ("hardswish", False), ("mish", False), ("mish", True)):
         got = A.sim_apply(act, x, approximate=fast)
-        want = A._sfpu_kernel(act, fast, False)(xb)
+        want = A.sfpu_model(act, xb, approximate=fast)
         assert torch.equal(got.view(torch.int32), want.view(torch.int32)), (act, fast)
     exact = A.sim_apply("silu", x, fp32_dest=True)
     assert torch.equal(exact.view(torch.int32), sfpu.silu(x, True).view(torch.int32))

@@ -60,115 +60,226 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["ActivationDef", "ACTIVATIONS", "NAMES", "FUSION_NOTE", "parse", "split", "get",
+__all__ = ["ActivationDef", "Param", "ACTIVATIONS", "NAMES", "FUSION_NOTE", "parse", "split", "get",
            "torch_apply", "sim_apply", "unary_with_param", "binary_activations",
-           "matmul_activation", "matmul_split", "op_split"]
+           "matmul_activation", "matmul_split", "op_split", "docs_table"]
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of an activation: its spec name, default, and how the standalone ttnn op
+    takes it (``keyword``: by that keyword; None: positionally, in table order)."""
+    name: str
+    default: float
+    keyword: str | None = None
+
+
+def _torch(name: str, **fixed) -> Callable:
+    """torch.nn.functional.<name>(x, *params, **fixed), imported when first called."""
+    def fn(x, *params):
+        import torch.nn.functional as F
+        return getattr(F, name)(x, *params, **fixed)
+    fn.__name__ = f"F.{name}"
+    return fn
+
+
+def _sigmoid_ref(x):
+    import torch
+    return torch.sigmoid(x)
+
+
+def _tanh_ref(x):
+    import torch
+    return torch.tanh(x)
+
+
+def _sfpu(accurate: str, fast: str | None = None) -> Callable:
+    """The bit-level model of an SFPU kernel (``ttmodels/sfpu.py``): (accurate, fast) forms."""
+    def fn(x, params, approximate: bool, fp32_dest: bool):
+        from . import sfpu
+        return getattr(sfpu, fast if approximate and fast else accurate)(x, fp32_dest)
+    fn.__name__ = f"sfpu.{accurate}"
+    return fn
+
+
+def _hardswish_sfpu(x, params, approximate: bool, fp32_dest: bool):
+    # hardswish_kernel.cpp: hardsigmoid stored in Dest, then x times it (the FPU's DEST_TO_SRCA
+    # multiply of two bfloat16 values is exact; the SFPU's float32 multiply)
+    from . import sfpu
+    return sfpu.mad(x, sfpu.hardsigmoid(x, fp32_dest), 0.0)
+
+
+def _mish_sfpu(x, params, approximate: bool, fp32_dest: bool):
+    from . import sfpu
+    return sfpu.mish(x, fp32_dest, approximate)
 
 
 @dataclass(frozen=True)
 class ActivationDef:
+    """One activation: its spec name and parameters, its ttnn 0.81.1 forms (fused
+    ``UnaryWithParam`` and standalone op), where the fused form runs, and its numerics: the
+    float32 torch reference and what the card computes (``sim``)."""
     name: str                       # spec name: ``act: <name>`` and ``op: <name>``
     unary_op: str                   # ttnn.UnaryOpType member of the fused form
     ttnn_function: str              # the standalone ttnn op (``ttnn.<function>``)
-    fused_params: tuple[float, ...] = ()   # UnaryWithParam params after the spec parameter
-    param: str | None = None        # spec parameter name (leaky_relu: "slope"), None = none
-    default: float | None = None    # its default
+    torch: Callable                 # float32 reference: (x, *params) -> tensor (torch.nn semantics)
+    params: tuple[Param, ...] = ()  # spec parameters, in the fused form's order
+    fused_params: tuple[float, ...] = ()   # UnaryWithParam params after the spec parameters
+    fast_param: int | None = None   # index in ``fused_params`` of the fast-mode flag, if any
     fuses_conv: bool = True         # Conv2dConfig.activation
     fuses_matmul: bool = True       # matmul fused_activation / linear(activation=)
     fuses_binary: bool = True       # binary_ng activations=[...]
     standalone_kwargs: tuple[tuple[str, Any], ...] = ()   # fixed keywords of the standalone call
+    # what the card computes, (x, params, approximate, fp32_dest) -> float32 before the output
+    # rounding: an SFPU kernel model (its 16-bit Dest form becomes a lookup over the 65,536
+    # bfloat16 inputs, ``sim_apply``); None: exactly the torch reference (relu, clamps)
+    sim: Callable | None = None
     source: str = ""                # the ttnn 0.81.1 wheel's kernel of what the card computes
+    doc: str = "exact"              # what the card computes, for docs/spec.md's table
 
 
 _LLK = "tt_metal/hw/ckernels/wormhole_b0/metal/llk_api/llk_sfpu"
 _TTLLK = "tt_metal/tt-llk/tt_llk_wormhole_b0/common/inc/sfpu"
 
 # Fused forms pass their mode params explicitly, so the card's choice of accurate vs approximate
-# does not rest on a kernel's template default. Sources: paths in the ttnn 0.81.1 wheel.
+# does not rest on a kernel's template default. Sources: paths in the ttnn 0.81.1 wheel. Where
+# each form fuses was measured on the mock device (docstring).
 ACTIVATIONS: dict[str, ActivationDef] = {a.name: a for a in (
-    ActivationDef("relu", "RELU", "relu", source="conv/matmul: PACK_RELU (packer); "
-                  f"{_TTLLK}/ckernel_sfpu_relu.h"),
-    ActivationDef("relu6", "RELU6", "relu6", source=f"relu_max_tile(6.0); {_TTLLK}/ckernel_sfpu_relu.h"),
-    ActivationDef("leaky_relu", "LEAKY_RELU", "leaky_relu", param="slope", default=0.01,
-                  fuses_matmul=False,
+    ActivationDef("relu", "RELU", "relu", _torch("relu"),
+                  source=f"conv/matmul: PACK_RELU (packer); {_TTLLK}/ckernel_sfpu_relu.h"),
+    ActivationDef("relu6", "RELU6", "relu6", _torch("relu6"),
+                  source=f"relu_max_tile(6.0); {_TTLLK}/ckernel_sfpu_relu.h"),
+    ActivationDef("leaky_relu", "LEAKY_RELU", "leaky_relu", _torch("leaky_relu"),
+                  params=(Param("slope", 0.01),), fuses_matmul=False,
                   source=f"leaky_relu_tile(slope bits); {_TTLLK}/ckernel_sfpu_relu.h"),
-    ActivationDef("sigmoid", "SIGMOID", "sigmoid", fused_params=(4.0, 0.0),
+    ActivationDef("sigmoid", "SIGMOID", "sigmoid", _sigmoid_ref, fused_params=(4.0, 0.0),
+                  fast_param=1, sim=_sfpu("sigmoid", "sigmoid_fast"),
                   source=f"sigmoid_tile<RC, 0u>; {_LLK}/ckernel_sfpu_sigmoid.h; FastApproximate: "
-                  f"{_LLK}/ckernel_sfpu_sigmoid_appx.h"),
-    ActivationDef("hardsigmoid", "HARDSIGMOID", "hardsigmoid",
-                  source=f"hardsigmoid_tile; {_LLK}/ckernel_sfpu_activations.h"),
+                  f"{_LLK}/ckernel_sfpu_sigmoid_appx.h",
+                  doc="1 / (1 + exp(-x)): exp_21f and one Newton reciprocal step, rounded to bfloat16 (fp32 Dest: Juffa's expf, two steps); `FastApproximate`: a 3-entry LUT + 0.5"),
+    ActivationDef("hardsigmoid", "HARDSIGMOID", "hardsigmoid", _torch("hardsigmoid"),
+                  sim=_sfpu("hardsigmoid"),
+                  source=f"hardsigmoid_tile; {_LLK}/ckernel_sfpu_activations.h",
+                  doc="`min(max(x * 0.16666667 + 0.5, 0), 1)`, truncated to bfloat16 by the Dest store"),
     # conv2d and binary_ng drop it silently, matmul throws (docstring)
-    ActivationDef("hardswish", "HARDSWISH", "hardswish", fuses_conv=False, fuses_matmul=False,
-                  fuses_binary=False,
+    ActivationDef("hardswish", "HARDSWISH", "hardswish", _torch("hardswish"), fuses_conv=False,
+                  fuses_matmul=False, fuses_binary=False, sim=_hardswish_sfpu,
                   source="ttnn/cpp/ttnn/operations/eltwise/unary/device/kernels/compute/"
-                  f"hardswish_kernel.cpp; {_LLK}/ckernel_sfpu_activations.h"),
-    ActivationDef("silu", "SILU", "silu", source=f"silu_tile; {_LLK}/ckernel_sfpu_silu.h"),
-    ActivationDef("gelu", "GELU", "gelu", fused_params=(0.0,),
+                  f"hardswish_kernel.cpp; {_LLK}/ckernel_sfpu_activations.h",
+                  doc="x * the above (the standalone kernel)"),
+    ActivationDef("silu", "SILU", "silu", _torch("silu"), sim=_sfpu("silu"),
+                  source=f"silu_tile; {_LLK}/ckernel_sfpu_silu.h",
+                  doc="x * the sigmoid above, rounded to bfloat16 (within 1 bfloat16 ulp of torch)"),
+    ActivationDef("gelu", "GELU", "gelu", _torch("gelu"), fused_params=(0.0,), fast_param=0,
                   standalone_kwargs=(("fast_and_approximate_mode", False),),
-                  source=f"gelu_tile<0u>; {_LLK}/ckernel_sfpu_gelu.h"),
-    ActivationDef("tanh", "TANH", "tanh", fused_params=(0.0,),
+                  sim=_sfpu("gelu", "gelu_fast"), source=f"gelu_tile<0u>; {_LLK}/ckernel_sfpu_gelu.h",
+                  doc="a piecewise CDF polynomial, rounded to bfloat16 (fp32 Dest: x (0.5 + 0.5 erf), a rational erf); fast mode: a 6-entry LUT + x/2"),
+    ActivationDef("tanh", "TANH", "tanh", _tanh_ref, fused_params=(0.0,), fast_param=0,
                   standalone_kwargs=(("fast_and_approximate_mode", False),),
-                  source=f"tanh_tile<0u>; {_LLK}/ckernel_sfpu_tanh.h"),
+                  sim=_sfpu("tanh", "tanh_fast"), source=f"tanh_tile<0u>; {_LLK}/ckernel_sfpu_tanh.h",
+                  doc="a degree-6 polynomial in \\|x\\|, rounded to bfloat16 (fp32 Dest: an expm1 form); fast mode: a 6-entry LUT"),
+    # two parameters, which the standalone op takes by keyword; a clamp, exact on the card
+    ActivationDef("hardtanh", "HARDTANH", "hardtanh", _torch("hardtanh"),
+                  params=(Param("min_val", -1.0, "min_val"), Param("max_val", 1.0, "max_val")),
+                  source=f"hardtanh_tile(i, min bits, max bits); {_LLK}/ckernel_sfpu_hardtanh.h",
+                  doc="exact (a clamp)"),
+    # conv2d and binary_ng refuse it (unary_op_utils.cpp:974), matmul too
+    # (matmul_utilities.hpp:354): it runs standalone after the op
+    ActivationDef("mish", "MISH", "mish", _torch("mish"), fuses_conv=False, fuses_matmul=False,
+                  fuses_binary=False, standalone_kwargs=(("fast_and_approximate_mode", False),),
+                  sim=_mish_sfpu, source=f"mish_tile; {_LLK}/ckernel_sfpu_mish.h",
+                  doc="x u (u + 2) / ((1 + u)^2 + 1), u = exp_21f(x) rounded to bfloat16 and one Newton reciprocal step (fp32 Dest: Juffa's expf, two steps), rounded to bfloat16; x itself from 8 on"),
 )}
 NAMES: tuple[str, ...] = tuple(ACTIVATIONS)
 # why an activation does not fuse (spec errors)
 FUSION_NOTE = {"hardswish": "conv2d and binary ops drop it silently, matmul refuses it",
-               "leaky_relu": "matmul refuses it"}
+               "leaky_relu": "matmul refuses it",
+               "mish": "conv2d, matmul and binary ops refuse it"}
 
-_FORM = re.compile(r"^([a-z0-9_]+)(?:\((-?[0-9.eE+-]+)\))?$")
+_FORM = re.compile(r"^([a-z0-9_]+)(?:\(([^()]*)\))?$")
+_NUM = re.compile(r"^\s*-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\s*$")
 
 
-def split(act: str) -> tuple[ActivationDef, float | None]:
-    """Canonical ``"name"`` / ``"name(p)"`` -> (definition, parameter or None)."""
+def split(act: str) -> tuple[ActivationDef, tuple[float, ...]]:
+    """Canonical ``"name"`` / ``"name(p, ...)"`` -> (definition, parameters: every one, defaults
+    filled in)."""
     m = _FORM.match(act or "")
     if m is None or m.group(1) not in ACTIVATIONS:
         raise ValueError(f"unknown activation {act!r}; known: {', '.join(NAMES)}")
     d = ACTIVATIONS[m.group(1)]
-    if d.param is None:
-        if m.group(2) is not None:
+    given = [] if m.group(2) is None else m.group(2).split(",")
+    if not d.params:
+        if given:
             raise ValueError(f"activation {d.name} takes no parameter, got {act!r}")
-        return d, None
-    return d, float(m.group(2)) if m.group(2) is not None else d.default
+        return d, ()
+    if len(given) > len(d.params) or any(not _NUM.match(v) for v in given):
+        raise ValueError(f"activation {d.name} takes up to {len(d.params)} number(s) "
+                         f"({', '.join(p.name for p in d.params)}), got {act!r}")
+    vals = [float(v) for v in given] + [p.default for p in d.params[len(given):]]
+    return d, tuple(vals)
 
 
 def get(name: str) -> ActivationDef:
     return split(name)[0]
 
 
-def canonical(d: ActivationDef, param: float | None) -> str:
-    return d.name if d.param is None else f"{d.name}({float(param)!r})"
+def canonical(d: ActivationDef, params=()) -> str:
+    """``name`` or ``name(p0, p1, ...)`` with every parameter (defaults filled in)."""
+    if not d.params:
+        return d.name
+    vals = list(params) + [p.default for p in d.params[len(params):]]
+    return f"{d.name}({', '.join(repr(float(v)) for v in vals)})"
+
+
+def _number(name: str, key: str, v) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ValueError(f"activation {name}: '{key}' must be a number, got {v!r}")
+    return float(v)
+
+
+def params_from(d: ActivationDef, given: dict) -> tuple[float, ...]:
+    """A mapping of parameter name -> value (missing ones take their defaults); unknown names
+    are refused naming the ones that exist."""
+    names = [p.name for p in d.params]
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        if not names:
+            raise ValueError(f"activation {d.name} takes no parameter, got {unknown}")
+        raise ValueError(f"activation {d.name} takes {', '.join(repr(n) for n in names)}, "
+                         f"got {unknown}")
+    return tuple(_number(d.name, p.name, given[p.name]) if p.name in given else p.default
+                 for p in d.params)
 
 
 def parse(value) -> str | None:
-    """Spec input -> canonical string. Accepts None, ``"silu"``, ``"leaky_relu(0.2)"`` and
-    ``{leaky_relu: 0.2}`` / ``{name: leaky_relu, slope: 0.2}``; raises ValueError with the reason."""
+    """Spec input -> canonical string. Accepts None, ``"silu"``, ``"leaky_relu(0.2)"``,
+    ``"hardtanh(-2, 2)"``, ``{leaky_relu: 0.2}``, ``{hardtanh: [-2, 2]}``,
+    ``{hardtanh: {min_val: -2}}`` and ``{name: hardtanh, min_val: -2, max_val: 2}``; raises
+    ValueError with the reason."""
     if value is None:
         return None
     if isinstance(value, dict):
         if "name" in value:
-            rest = {k: v for k, v in value.items() if k != "name"}
-            name = value["name"]
+            name, rest = value["name"], {k: v for k, v in value.items() if k != "name"}
         elif len(value) == 1:
-            name, v = next(iter(value.items()))
-            rest = {"_": v}
+            name, rest = next(iter(value.items()))
         else:
             raise ValueError(f"activation mapping must be {{name: value}} or "
                              f"{{name: ..., <param>: value}}, got {dict(value)!r}")
         if not isinstance(name, str) or name not in ACTIVATIONS:
             raise ValueError(f"unknown activation {name!r}; known: {', '.join(NAMES)}")
         d = ACTIVATIONS[name]
-        if not rest:
-            return canonical(d, d.default)
-        if d.param is None:
+        if rest is None or (isinstance(rest, (dict, list, tuple)) and not rest):
+            return canonical(d)
+        if not d.params:
             raise ValueError(f"activation {name} takes no parameter")
-        if len(rest) != 1:
-            raise ValueError(f"activation {name} takes one parameter '{d.param}', got {sorted(rest)}")
-        k, v = next(iter(rest.items()))
-        if k not in ("_", d.param):
-            raise ValueError(f"activation {name} takes '{d.param}', got {sorted(rest)}")
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise ValueError(f"activation {name}: '{d.param}' must be a number, got {v!r}")
-        return canonical(d, float(v))
+        if isinstance(rest, dict):
+            return canonical(d, params_from(d, rest))
+        vals = list(rest) if isinstance(rest, (list, tuple)) else [rest]
+        if len(vals) > len(d.params):
+            raise ValueError(f"activation {name} takes {len(d.params)} parameter(s) "
+                             f"({', '.join(p.name for p in d.params)}), got {len(vals)}")
+        return canonical(d, [_number(name, p.name, v) for p, v in zip(d.params, vals)])
     if not isinstance(value, str):
         raise ValueError(f"activation must be a name, got {value!r}")
     d, p = split(value)
@@ -180,9 +291,9 @@ def parse(value) -> str | None:
 # ---------------------------------------------------------------------------------------------
 
 def unary_with_param(tt, act: str):
-    """The fused form: ``tt.UnaryWithParam(UnaryOpType.X[, param][, mode params])``."""
+    """The fused form: ``tt.UnaryWithParam(UnaryOpType.X[, params...][, mode params])``."""
     d, p = split(act)
-    params = ([p] if d.param is not None else []) + list(d.fused_params)
+    params = list(p) + list(d.fused_params)
     return tt.UnaryWithParam(getattr(tt.UnaryOpType, d.unary_op), *[float(x) for x in params])
 
 
@@ -219,8 +330,9 @@ def matmul_activation(tt, act: str | None):
 def standalone(tt, act: str) -> tuple[Callable, tuple, dict]:
     """(function, positional args after the input, keywords) of the standalone ttnn op."""
     d, p = split(act)
-    args = (float(p),) if d.param is not None else ()
-    return getattr(tt, d.ttnn_function), args, dict(d.standalone_kwargs)
+    args = tuple(float(v) for q, v in zip(d.params, p) if q.keyword is None)
+    kw = {q.keyword: float(v) for q, v in zip(d.params, p) if q.keyword is not None}
+    return getattr(tt, d.ttnn_function), args, {**dict(d.standalone_kwargs), **kw}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -231,50 +343,31 @@ def torch_apply(act: str | None, x):
     """Float32 torch reference (torch.nn semantics: nn.SiLU, nn.GELU(), nn.Hardsigmoid ...)."""
     if act is None:
         return x
-    import torch
-    import torch.nn.functional as F
     d, p = split(act)
-    fn = {"relu": F.relu, "relu6": F.relu6, "sigmoid": torch.sigmoid, "hardsigmoid": F.hardsigmoid,
-          "hardswish": F.hardswish, "silu": F.silu, "gelu": F.gelu, "tanh": torch.tanh}.get(d.name)
-    if fn is not None:
-        return fn(x)
-    if d.name == "leaky_relu":
-        return F.leaky_relu(x, p)
-    raise AssertionError(d.name)  # pragma: no cover - every row has a reference
+    return d.torch(x, *p)
 
 
-# The SFPU kernel of each modelled activation (ttmodels/sfpu.py): (accurate, fast) forms.
-_KERNELS = {"silu": ("silu", "silu"), "sigmoid": ("sigmoid", "sigmoid_fast"),
-            "gelu": ("gelu", "gelu_fast"), "tanh": ("tanh", "tanh_fast"),
-            "hardsigmoid": ("hardsigmoid", "hardsigmoid")}
+def sfpu_model(act: str, x, *, approximate: bool = False, fp32_dest: bool = False):
+    """The row's kernel model on ``x`` as it is (no lookup, no Dest rounding of the input)."""
+    d, p = split(act)
+    return d.torch(x, *p) if d.sim is None else d.sim(x, p, bool(approximate), bool(fp32_dest))
 
 
-def _sfpu_kernel(name: str, approximate: bool, fp32_dest: bool):
-    """The bit-level model (ttmodels/sfpu.py) of one SFPU form, on float32 input."""
-    from . import sfpu
-    if name == "hardswish":
-        # hardswish_kernel.cpp: hardsigmoid stored in Dest, then x times it (the FPU's
-        # DEST_TO_SRCA multiply of two bfloat16 values is exact; the SFPU's float32 multiply)
-        return lambda x: sfpu.mad(x, sfpu.hardsigmoid(x, fp32_dest), 0.0)
-    fn = getattr(sfpu, _KERNELS[name][bool(approximate)])
-    return lambda x: fn(x, fp32_dest)
-
-
-# (name, approximate) -> the 16-bit Dest form's output for every bfloat16 bit pattern
+# (name, params, approximate) -> the 16-bit Dest form's output for every bfloat16 bit pattern
 _BF16_TABLES: dict = {}
 
 
-def _bf16_table(name: str, approximate: bool):
+def _bf16_table(d: ActivationDef, params: tuple, approximate: bool):
     """The 16-bit Dest form evaluated once on all 65,536 bfloat16 values (indexed by their bits):
     its input is always one of them, so a lookup gives the kernel model's bits exactly, at the
     cost of a gather instead of a dozen float64 passes (issue 26: efficientnet's SiLU)."""
-    key = (name, bool(approximate))
+    key = (d.name, params, bool(approximate))
     table = _BF16_TABLES.get(key)
     if table is None:
         import torch
         # ordered by the bits read as a signed int16, plus 32768 (the cheapest index to make)
         every = (torch.arange(-32768, 32768, dtype=torch.int32) << 16).view(torch.float32)
-        table = _BF16_TABLES[key] = _sfpu_kernel(name, approximate, False)(every).contiguous()
+        table = _BF16_TABLES[key] = d.sim(every, params, bool(approximate), False).contiguous()
     return table
 
 
@@ -290,25 +383,45 @@ def sim_apply(act: str | None, x, *, approximate: bool = False, fp32_dest: bool 
     if act is None:
         return x
     d, p = split(act)
-    if d.name in _KERNELS or d.name == "hardswish":
-        if fp32_dest:
-            return _sfpu_kernel(d.name, approximate, True)(x)
-        import torch
-        idx = x.to(torch.bfloat16).view(torch.int16).to(torch.int64).add_(32768)
-        return torch.take(_bf16_table(d.name, approximate), idx)
-    return torch_apply(act, x)
+    if d.sim is None:
+        return d.torch(x, *p)
+    if fp32_dest:
+        return d.sim(x, p, bool(approximate), True)
+    import torch
+    idx = x.to(torch.bfloat16).view(torch.int16).to(torch.int64).add_(32768)
+    return torch.take(_bf16_table(d, p, approximate), idx)
 
 
 def from_unary(op_type_name: str, params) -> tuple[str, bool]:
     """A fused UnaryWithParam (op type member name, params) -> (canonical act, approximate)."""
     for d in ACTIVATIONS.values():
         if d.unary_op == op_type_name:
-            ps = list(params)
-            if d.param is not None:
-                return canonical(d, ps[0] if ps else d.default), False
-            if d.name == "sigmoid":
-                return d.name, len(ps) >= 2 and bool(ps[1])
-            if d.name in ("gelu", "tanh"):
-                return d.name, bool(ps[0]) if ps else False
-            return d.name, False
+            ps = [float(v) for v in params]
+            n = len(d.params)
+            spec, mode = ps[:n], ps[n:]
+            fast = d.fast_param is not None and len(mode) > d.fast_param and \
+                bool(mode[d.fast_param])
+            return canonical(d, spec), fast
     raise ValueError(f"UnaryOpType.{op_type_name} is not in the activation table")
+
+
+
+def docs_table() -> str:
+    """docs/spec.md's activation table, made from the rows (tests/test_ops_registry.py holds the
+    docs to it)."""
+    def yes(b: bool) -> str:
+        return "yes" if b else "**no**: runs after"
+    head = ("| act | parameters (default) | ttnn fused form (`UnaryWithParam`) | standalone | "
+            "fuses in conv2d / matmul / binary | sim (bit-level model of the 0.81.1 kernel, "
+            "`ttmodels/sfpu.py`) |\n|---|---|---|---|---|---|")
+    rows = []
+    for d in ACTIVATIONS.values():
+        params = ", ".join(f"`{p.name}` ({p.default:g})" for p in d.params) or "none"
+        fused = ", ".join([f"`{d.unary_op}`"] + [p.name for p in d.params] +
+                          [f"{v:g}" for v in d.fused_params])
+        call = ", ".join(["x"] + [p.name if p.keyword is None else f"{p.keyword}={p.name}" for p in d.params] +
+                         [f"{k}={v}" for k, v in d.standalone_kwargs])
+        rows.append(f"| `{d.name}` | {params} | {fused} | `ttnn.{d.ttnn_function}({call})` | "
+                    f"{' / '.join(yes(getattr(d, f'fuses_{w}')) for w in ('conv', 'matmul', 'binary'))}"
+                    f" | {d.doc} |")
+    return "\n".join([head] + rows)

@@ -14,6 +14,7 @@ tensors. Paths are relative to the ``ttnn`` package of ttnn 0.81.1 (``LLK`` belo
 * ``LLK/ckernel_sfpu_tanh.h``: the bfloat16 polynomial, the fp32 expm1-based form and the fast
   mode's 6-entry SFPLUTFP32 table;
 * ``LLK/ckernel_sfpu_gelu.h``: the bfloat16 piecewise CDF form and the fast mode's table;
+* ``LLK/ckernel_sfpu_mish.h``: x * u (u + 2) / (u**2 + 2u + 2) with u = exp(x), x from 8 on;
 * ``LLK/ckernel_sfpu_activations.h``: hardsigmoid = relu_max(x * 1/6 + 0.5, 1)
   (``TTLLK/ckernel_sfpu_relu.h`` ``_relu_max_body_``).
 
@@ -30,7 +31,7 @@ import struct
 import torch
 
 __all__ = ["mad", "bf16_rne", "store_dest", "exp_21f", "exp_fp32", "reciprocal", "sigmoid",
-           "sigmoid_fast", "silu", "tanh", "tanh_fast", "gelu", "gelu_fast", "hardsigmoid"]
+           "sigmoid_fast", "silu", "tanh", "tanh_fast", "gelu", "gelu_fast", "hardsigmoid", "mish"]
 
 _EXP = 0x7F800000
 _MAN = 0x007FFFFF
@@ -382,3 +383,24 @@ _SIXTH = 0.1666666716337204     # hardsigmoid_init: 1/6 as float32
 def hardsigmoid(x: torch.Tensor, fp32_dest: bool) -> torch.Tensor:
     """``ActivationImpl<Hardsigmoid>``: relu_max(x * 1/6 + 0.5, 1), stored without rounding."""
     return store_dest(mad(x, _SIXTH, 0.5).clamp_(0.0, 1.0), fp32_dest)
+
+
+# --- mish -----------------------------------------------------------------------------------
+
+def mish(x: torch.Tensor, fp32_dest: bool, approximate: bool = False) -> torch.Tensor:
+    """``calculate_mish<approximate, fp32_dest>``: x from 8.0 on is x itself; below, u = exp(x)
+    (``_sfpu_exp_21f_bf16_<fp32_dest>`` in the fast mode, ``_sfpu_exp_accurate_<fp32_dest>``
+    otherwise: exp_21f rounded to bfloat16 in a 16-bit Dest, the fp32 expf in a 32-bit one),
+    numerator u * (u + 2), denominator (1 + u)**2 + 1 (one MAD), its reciprocal (``recip_init``'s
+    shared seed; 0 steps in the fast mode -- the same as 1 --, 2 with a 32-bit Dest, else 1), then
+    x * (numerator * reciprocal), rounded to bfloat16 (nearest) in a 16-bit Dest."""
+    if approximate or not fp32_dest:
+        u = exp_21f(x, round_bf16=not fp32_dest)
+    else:
+        u = exp_fp32(x)
+    numer = mad(u, mad(u, 1.0, 2.0), 0.0)
+    one_plus_u = mad(u, 1.0, 1.0)
+    denom = mad(one_plus_u, one_plus_u, 1.0)
+    inv = reciprocal(denom, 0 if approximate else (2 if fp32_dest else 1))
+    y = torch.where(x < 8.0, mad(x, mad(numer, inv, 0.0), 0.0), x)
+    return y if fp32_dest else bf16_rne(y)

@@ -13,9 +13,7 @@ def unary_activation(op: str, attrs: dict) -> str | None:
     if op == "identity":
         return None
     d = A.ACTIVATIONS[op]
-    if d.param is None:
-        return d.name
-    return f"{d.name}({float(attrs.get(d.param, d.default))!r})"
+    return A.canonical(d, [attrs.get(p.name, p.default) for p in d.params])
 
 
 def parse(x) -> Parsed:
@@ -23,11 +21,11 @@ def parse(x) -> Parsed:
     shape = x.shape(0)
     d = A.ACTIVATIONS.get(x.op)
     attrs = {}
-    if d is not None and d.param is not None:
-        v = f.get(d.param, d.default)
+    for p in (d.params if d is not None else ()):
+        v = f.get(p.name, p.default)
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise f.fail(f"'{d.param}' must be a number, got {v!r}", d.param)
-        attrs[d.param] = float(v)
+            raise f.fail(f"'{p.name}' must be a number, got {v!r}", p.name)
+        attrs[p.name] = float(v)
     return Parsed(attrs, shape)
 
 
@@ -43,12 +41,12 @@ def _def(name: str, fields: tuple[Field, ...], layer: str, sim_op: str, **kw) ->
                  layer=Ref(f"ttmodels.layers.eltwise:{layer}"), sim_ops=(sim_op,), **kw)
 
 
-register(*(_def(a.name, (Field(a.param, "number"),) if a.param else (),
+register(*(_def(a.name, tuple(Field(p.name, "number") for p in a.params),
                 "Relu" if a.name == "relu" else "Unary", a.ttnn_function,
                 follows_input="relu's output keeps its input's memory config"
                 if a.name == "relu" else None,
                 doc=f"standalone {a.name} (ttnn.{a.ttnn_function})",
-                attrs_doc=f"{a.param} (float)" if a.param else "{}")
+                attrs_doc=", ".join(f"{p.name} (float)" for p in a.params) or "{}")
            for a in A.ACTIVATIONS.values()),
          _def("identity", (), "Unary", "identity", doc="ttnn.identity (a copy)",
               attrs_doc="{}"))

@@ -24,7 +24,8 @@ from .tensor import (SimTensor, deallocate, from_device, from_torch, interleaved
                      reallocate)
 from .mesh import spmd_namespace as _spmd_namespace  # noqa: E402
 from .ops import (adaptive_avg_pool2d, add, avg_pool2d, concat, conv2d, gelu, global_avg_pool2d,  # noqa: F401,E402
-                  grid_sample, hardsigmoid, hardswish, identity, leaky_relu, linear, matmul, max_pool2d,
+                  grid_sample, hardsigmoid, hardswish, hardtanh, identity, leaky_relu, linear, matmul,
+                  max_pool2d, mish,
                   multiply, pad, prepare_conv_bias, prepare_conv_weights, prepare_grid_sample_grid, relu,
                   relu6, sigmoid, silu, slice, subtract, tanh, upsample)
 from .ops import mark_prequantized  # noqa: F401,E402  (sim only: prequantize.py)

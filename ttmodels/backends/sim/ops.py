@@ -12,6 +12,8 @@ import builtins
 import logging
 import math
 
+from typing import Callable
+
 import torch
 import torch.nn.functional as F
 
@@ -908,40 +910,39 @@ def _unary(op: str, input_tensor, act: str, memory_config, output_tensor, *, app
                  padded_shape=x._padded)
 
 
-def relu6(input_tensor, *, memory_config=None, output_tensor=None, sub_core_grids=None):
-    return _unary("relu6", input_tensor, "relu6", memory_config, output_tensor)
-
-
-def leaky_relu(input_tensor, negative_slope, *, memory_config=None, output_tensor=None, sub_core_grids=None):
-    return _unary("leaky_relu", input_tensor, f"leaky_relu({float(negative_slope)!r})", memory_config, output_tensor)
-
-
 def sigmoid(input_tensor, *, vector_mode=4, mode=None, memory_config=None, output_tensor=None, sub_core_grids=None):
     mode = T.SigmoidMode.Accurate if mode is None else mode
     return _unary("sigmoid", input_tensor, "sigmoid", memory_config, output_tensor,
                   approximate=mode == T.SigmoidMode.FastApproximate)
 
 
-def hardsigmoid(input_tensor, *, memory_config=None, output_tensor=None, sub_core_grids=None):
-    return _unary("hardsigmoid", input_tensor, "hardsigmoid", memory_config, output_tensor)
+def _table_standalone(d) -> Callable:
+    """``ttnn.<d.ttnn_function>`` for a row of the activation table: its parameters positionally or
+    by keyword as the row says (``Param.keyword``), the fast mode by ``fast_and_approximate_mode``
+    where ttnn has it; anything else is refused as ttnn's binding would."""
+    def fn(input_tensor, *args, memory_config=None, output_tensor=None, sub_core_grids=None, **kw):
+        fast = bool(kw.pop("fast_and_approximate_mode", False)) \
+            if ("fast_and_approximate_mode", False) in d.standalone_kwargs else False
+        positional = [p for p in d.params if p.keyword is None]
+        if len(args) != len(positional):
+            raise TypeError(f"{d.ttnn_function}() takes {len(positional)} positional parameter(s) "
+                            f"after the input, got {len(args)}")
+        it = iter(args)
+        vals = [next(it) if p.keyword is None else kw.pop(p.keyword, p.default) for p in d.params]
+        if kw:
+            raise TypeError(f"{d.ttnn_function}() got unexpected keyword(s) {sorted(kw)}")
+        return _unary(d.ttnn_function, input_tensor, A.canonical(d, vals), memory_config,
+                      output_tensor, approximate=fast)
+    fn.__name__ = fn.__qualname__ = d.ttnn_function
+    fn.__doc__ = f"ttnn.{d.ttnn_function}: the activation table's {d.name!r} ({d.source})"
+    return fn
 
 
-def hardswish(input_tensor, *, memory_config=None, output_tensor=None, sub_core_grids=None):
-    return _unary("hardswish", input_tensor, "hardswish", memory_config, output_tensor)
-
-
-def silu(input_tensor, *, memory_config=None, output_tensor=None, sub_core_grids=None):
-    return _unary("silu", input_tensor, "silu", memory_config, output_tensor)
-
-
-def gelu(input_tensor, *, fast_and_approximate_mode=False, memory_config=None, output_tensor=None,
-         sub_core_grids=None):
-    return _unary("gelu", input_tensor, "gelu", memory_config, output_tensor, approximate=fast_and_approximate_mode)
-
-
-def tanh(input_tensor, *, memory_config=None, output_tensor=None, fast_and_approximate_mode=False,
-         sub_core_grids=None):
-    return _unary("tanh", input_tensor, "tanh", memory_config, output_tensor, approximate=fast_and_approximate_mode)
+# every activation's standalone op but relu and sigmoid (their own signatures above) comes from
+# its row of the table
+for _d in A.ACTIVATIONS.values():
+    if _d.ttnn_function not in ("relu", "sigmoid"):
+        globals()[_d.ttnn_function] = _table_standalone(_d)
 
 
 def identity(input_tensor, *, memory_config=None, output_tensor=None, sub_core_grids=None):
