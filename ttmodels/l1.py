@@ -31,12 +31,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .arch import ARCHS, WORMHOLE_B0
 from .graph import TILE, round_up
-from .layout import (BLOCK, BYTES_PER_TILE, HEIGHT, L1_INTERLEAVED, WIDTH, WORMHOLE_GRID,
-                     WORMHOLE_L1_BYTES_PER_CORE, TensorLayout)
+from .layout import BLOCK, BYTES_PER_TILE, HEIGHT, L1_INTERLEAVED, WIDTH, TensorLayout
 
-ARCH_L1 = {"wormhole_b0": WORMHOLE_L1_BYTES_PER_CORE}
-ARCH_GRID = {"wormhole_b0": WORMHOLE_GRID}
+ARCH_GRID = {a.name: a.grid for a in ARCHS.values()}
 
 
 def tile_bytes(dtype: str) -> int:
@@ -462,17 +461,10 @@ KNOWN_ESTIMATE_GAPS: dict[str, EstimateGap] = {
 
 # ---- the allocator's L1 bank and what a live tensor costs in it ---------------------------------
 
-# Wormhole: the L1 bank per core without an L1_SMALL region, as ttnn 0.81.1 reports it
-# (``ttnn.device.get_memory_view(device, ttnn.BufferType.L1).total_bytes_per_bank`` on a mock
-# n150: 1,393,312 B with l1_small_size=0, 1,368,736 with 24576, 1,360,544 with 32768; the trace
-# region is DRAM and does not change it). ``tests/test_verify.py`` checks it against the mock device.
-ARCH_L1_BANK_NO_L1_SMALL = {"wormhole_b0": 1_393_312}
-L1_BANKS = {"wormhole_b0": 64}        # one L1 bank per worker core (8x8): interleaved L1 pages
-
-
-# Where the L1 allocator's range starts (above firmware and reserved L1; ttnn's first CB address
-# and the lowest address a buffer can get), measured on the mock Wormhole.
-ARCH_L1_BASE = {"wormhole_b0": 105_824}
+# The allocator's L1 bank per core without an L1_SMALL region and where its range starts, per
+# arch (``arch``; ``tests/test_verify.py`` checks them against the mock device).
+ARCH_L1_BANK_NO_L1_SMALL = {a.name: a.l1_bank_no_l1_small for a in ARCHS.values()}
+ARCH_L1_BASE = {a.name: a.l1_base for a in ARCHS.values()}
 
 
 def l1_region(arch: str = "wormhole_b0", l1_small_size: int = 32768) -> tuple[int, int]:
@@ -487,7 +479,7 @@ def l1_bank_bytes(arch: str = "wormhole_b0", l1_small_size: int = 32768) -> int:
     return ARCH_L1_BANK_NO_L1_SMALL[arch] - int(l1_small_size)
 
 
-def bank_bytes(t: TensorLayout, rows: int, c: int, banks: int = 64) -> int:
+def bank_bytes(t: TensorLayout, rows: int, c: int, banks: int = WORMHOLE_B0.l1_banks) -> int:
     """What tensor ``t`` of [rows, c] occupies in each L1 bank while it is alive: its shard
     (sharded), or its share of round-robin pages (interleaved: tiles or rows, whole pages per
     bank), 0 in DRAM. The allocator gives a buffer the same address range in every bank, so this

@@ -10,10 +10,6 @@ from dataclasses import dataclass
 
 from .graph import TILE
 
-# Wormhole: 1,499,136 B of L1 per Tensix core usable by ops (tt-metal's allocator reports
-# l1_size_per_core minus the firmware/unreserved base); 8x8 worker grid on an n150/n300.
-WORMHOLE_L1_BYTES_PER_CORE = 1_499_136
-WORMHOLE_GRID = (8, 8)
 
 INTERLEAVED = "interleaved"
 HEIGHT = "height_sharded"

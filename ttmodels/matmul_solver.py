@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .arch import DEFAULT_GRID
 from .errors import Error, LayoutError
 from .graph import TILE, Node, round_up
 from .l1 import l1_bank_bytes
@@ -197,7 +198,7 @@ def _positive_int(name: str, v: Any) -> int:
     return v
 
 
-def solve(M: int, K: int, N: int, *, grid: tuple[int, int] = (8, 8), fp32_accum: bool = False,
+def solve(M: int, K: int, N: int, *, grid: tuple[int, int] = DEFAULT_GRID, fp32_accum: bool = False,
           activation: str | None = None, k_block_tiles: int | None = None,
           prefer: str | None = None, act_dtype: str = "bfloat16",
           weights_dtype: str = "bfloat8_b", out_dtype: str | None = None, bias: bool = True,
@@ -421,7 +422,7 @@ def conv1x1_as_matmul_shape(node: Node) -> tuple[int, int, int]:
     return node.shape.rows, int(node.attrs["in_channels"]), int(node.attrs["out_channels"])
 
 
-def solve_node(node: Node, *, grid: tuple[int, int] = (8, 8), **kw) -> MatmulConfig:
+def solve_node(node: Node, *, grid: tuple[int, int] = DEFAULT_GRID, **kw) -> MatmulConfig:
     """``solve`` for a conv node with its own precision and fused activation."""
     M, K, N = conv1x1_as_matmul_shape(node)
     p = node.precision
@@ -435,7 +436,7 @@ def solve_node(node: Node, *, grid: tuple[int, int] = (8, 8), **kw) -> MatmulCon
                  **kw)
 
 
-def can_lower_to_linear(node: Node, *, grid: tuple[int, int] = (8, 8)) -> bool:
+def can_lower_to_linear(node: Node, *, grid: tuple[int, int] = DEFAULT_GRID) -> bool:
     """True if ``node`` is a 1x1 stride-1 conv and the solver finds a config that fits."""
     if not is_conv1x1_stride1(node):
         return False
@@ -449,7 +450,7 @@ def can_lower_to_linear(node: Node, *, grid: tuple[int, int] = (8, 8)) -> bool:
 LOWERINGS = ("conv2d", "linear", "auto")
 
 
-def resolve_lowering(node: Node, *, grid: tuple[int, int] = (8, 8)) -> str:
+def resolve_lowering(node: Node, *, grid: tuple[int, int] = DEFAULT_GRID) -> str:
     """"conv2d" or "linear" for a conv node from its ``lowering`` attribute (default conv2d).
 
     ``auto`` = linear where the solver finds a config, else conv2d. An explicit ``linear`` on a

@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import l1_alloc
+from .arch import WORMHOLE_B0
 from . import liveness as lv
 from .l1 import bank_bytes, l1_region, layer_parts
 from .plans import FreedEarlyNote, InPlaceNote, Reallocation
@@ -82,7 +83,7 @@ def tensor_bank_bytes(graph, name: str, layout) -> int:
     return bank_bytes(layout, *lv.tensor_rows_c(graph, name))
 
 
-def op_events(pl, graph, banks: int = 64) -> list[tuple]:
+def op_events(pl, graph, banks: int = WORMHOLE_B0.l1_banks) -> list[tuple]:
     """The L1 buffers layer ``pl`` allocates and frees itself, in order, with ``("program",
     cb_bytes)`` where a program places its CBs; its outputs are keys ``"out:<tensor>"``."""
     raw = dict(pl.config.l1_parts or {})

@@ -28,6 +28,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import replace
 
+from .arch import ARCHS
 from . import l1 as l1m
 from . import liveness as lv
 from . import rules as R
@@ -72,8 +73,8 @@ class _Planner:
                  no_reorder: frozenset[str] = frozenset(), cb_caps: dict[str, int] | None = None,
                  no_cap: frozenset[str] = frozenset(),
                  spill_hints: frozenset[tuple[str, str]] = frozenset()):
-        if arch not in l1m.ARCH_L1:
-            raise LayoutError(f"unknown arch {arch!r}; known: {sorted(l1m.ARCH_L1)}")
+        if arch not in ARCHS:
+            raise LayoutError(f"unknown arch {arch!r}; known: {sorted(ARCHS)}")
         self.g, self.arch, self.with_adapters = graph, arch, adapters
         self.l1_small_size = int(l1_small_size)
         self.budget = l1m.l1_bank_bytes(arch, self.l1_small_size)

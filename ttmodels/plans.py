@@ -5,6 +5,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from .arch import DEFAULT, DEFAULT_GRID
 from .graph import Graph, Node
 from .layout import TensorLayout
 from .plan_config import PlanConfig
@@ -152,10 +153,10 @@ class Plan:
     input_layouts: dict[str, TensorLayout]    # how each graph input is fed to the first ops
     constant_layouts: dict[str, TensorLayout]
     arch: str = "wormhole_b0"
-    grid: tuple[int, int] = (8, 8)
+    grid: tuple[int, int] = DEFAULT_GRID
     # The allocator's L1 bank per core for the device options the backend opens with
     # (l1.l1_bank_bytes: 1,360,544 B on Wormhole with l1_small_size=32768): the planner's budget.
-    l1_budget: int = 1_360_544
+    l1_budget: int = DEFAULT.l1_bank_no_l1_small - 32768
     spills: list = field(default_factory=list)     # liveness.Spill, in execution order
     reordered: list = field(default_factory=list)  # ReorderNote: layers moved by the planner
     blockings: list = field(default_factory=list)  # BlockingNote: convs blocked for the next op

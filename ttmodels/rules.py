@@ -21,6 +21,7 @@ from typing import Iterable
 
 from .errors import LayoutError
 from .graph import TILE, round_up
+from .arch import DEFAULT_GRID
 from .layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                      TensorLayout, core_extent)
 from . import ops
@@ -485,7 +486,7 @@ def block_shard_shape(rows: int, c: int, grid: tuple[int, int]) -> tuple[int, in
 
 def sharded_memspec(kind: str, rows: int, c: int, *, num_cores: int | None = None,
                     grid: tuple[int, int] | None = None,
-                    device_grid: tuple[int, int] = (8, 8)) -> MemSpec:
+                    device_grid: tuple[int, int] = DEFAULT_GRID) -> MemSpec:
     """An L1 MemSpec for ``kind`` sharding of a [rows, C] tensor. Height/width take ``num_cores``
     (laid out row-wise on ``device_grid``); block takes ``grid`` (x = channel cores, y = row cores)."""
     if kind == HEIGHT:
@@ -526,7 +527,7 @@ def closest_divisor_with_padding_mult(num: int, start: int, mult: int) -> int:
 
 
 def determine_parallel_config(kind: str, rows_out: int, c_in: int, c_out: int,
-                              device_grid: tuple[int, int] = (8, 8), *,
+                              device_grid: tuple[int, int] = DEFAULT_GRID, *,
                               channels_padding: bool = True,
                               act_block_h: int | None = None) -> ParallelConfig:
     """Mirror of conv2d_utils.cpp ``determine_parallel_config`` (ROW_MAJOR orientation, tiled
@@ -558,7 +559,7 @@ def determine_parallel_config(kind: str, rows_out: int, c_in: int, c_out: int,
 
 def select_conv_shard_layout(rows_out: int, c_in: int, c_out: int, *, is_mm_conv: bool = False,
                              is_conv1d: bool = False,
-                             device_grid: tuple[int, int] = (8, 8)) -> str:
+                             device_grid: tuple[int, int] = DEFAULT_GRID) -> str:
     """Mirror of conv2d_utils.cpp ``select_shard_spec`` (ttnn's auto shard_layout): count the
     cores each scheme would use and prefer block sharding unless height sharding gets clearly
     more cores (and block fewer than 3/4 of the grid) or ties on at most one row of cores; width
@@ -617,7 +618,7 @@ def conv_reshards_input(mem: MemSpec, c_in: int, *, is_mm: bool) -> bool:
 
 
 def conv_input_parallel_config(mem: MemSpec, rows_out: int, c_in: int, c_out: int, *,
-                               is_mm: bool, device_grid: tuple[int, int] = (8, 8),
+                               is_mm: bool, device_grid: tuple[int, int] = DEFAULT_GRID,
                                act_block_h: int | None = None) -> ParallelConfig:
     """The parallel config conv2d runs on when given an input sharded as ``mem``: the input's own
     grid (``parallel_config_of``), unless conv2d reshards it (``conv_reshards_input``); then
@@ -631,7 +632,7 @@ def conv_input_parallel_config(mem: MemSpec, rows_out: int, c_in: int, c_out: in
 
 
 def conv_output_parallel_config(pc: ParallelConfig, c_out: int, *, is_mm: bool,
-                                device_grid: tuple[int, int] = (8, 8)) -> ParallelConfig:
+                                device_grid: tuple[int, int] = DEFAULT_GRID) -> ParallelConfig:
     """conv2d_utils.cpp ``determine_output_parallel_config``: a matmul (1x1) conv keeps the input's
     parallel config; otherwise width sharding re-spreads the *output* channel tiles over
     closest_divisor_with_padding(cout_tiles, grid cores) cores and block sharding keeps the
@@ -651,7 +652,7 @@ def conv_output_parallel_config(pc: ParallelConfig, c_out: int, *, is_mm: bool,
 
 
 def conv_output_memspec(pc: ParallelConfig, rows_out: int, c_out: int, *, is_mm: bool,
-                        device_grid: tuple[int, int] = (8, 8)) -> MemSpec:
+                        device_grid: tuple[int, int] = DEFAULT_GRID) -> MemSpec:
     """The memory config ttnn 0.81.1 gives a conv2d output, ``pc`` being the conv's (input)
     parallel config.
 
@@ -719,7 +720,7 @@ def _closest_common_divisor(a: int, b: int, start: int) -> int:
 
 
 def pool_parallel_config(kind: str, out_rows: int, c: int, *, in_tiled: bool, out_tiled: bool,
-                         device_grid: tuple[int, int] = (8, 8)) -> ParallelConfig:
+                         device_grid: tuple[int, int] = DEFAULT_GRID) -> ParallelConfig:
     """The cores pool2d shards an interleaved input over when given ``applied_shard_scheme``.
 
     generic_pools.cpp ``get_pool_input_memory_config`` calls conv2d_utils.cpp
@@ -1174,14 +1175,14 @@ def tile_aligned_shard(m: MemSpec) -> bool:
         m.shard_shape[1] % TILE == 0
 
 
-def split_work_to_cores(units: int, device_grid: tuple[int, int] = (8, 8)) -> tuple[int, int]:
+def split_work_to_cores(units: int, device_grid: tuple[int, int] = DEFAULT_GRID) -> tuple[int, int]:
     """tt-metal ``split_work_to_cores(grid, units)``: (cores used, units of the first group) =
     (min(cores, units), ceil(units / cores))."""
     n = max(1, min(device_grid[0] * device_grid[1], units))
     return n, -(-units // n)
 
 
-def bilinear_upsample_memspec(rows: int, c: int, device_grid: tuple[int, int] = (8, 8)) -> MemSpec:
+def bilinear_upsample_memspec(rows: int, c: int, device_grid: tuple[int, int] = DEFAULT_GRID) -> MemSpec:
     """The height sharding ttnn.upsample gives an interleaved input of bilinear mode
     (upsample.cpp ``compute_bilinear_autoshard_memory_config``): min(cores, rows) shards laid out
     row-wise, shard height round_up(rows, shards) / shards, the whole (row-major) channel width.
@@ -1533,7 +1534,7 @@ def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
 
 def _out_conv(q: OutputQuery) -> TensorLayout:
     attrs, x, out_rc, requested, dtype = q.attrs, q.x, q.out_rc, q.requested, q.dtype
-    grid = tuple(attrs.get("device_grid", (8, 8)))
+    grid = tuple(attrs.get("device_grid", DEFAULT_GRID))
     if attrs.get("slice"):
         # conv2d_DRAM writes every slice into a DRAM interleaved output (memory_config ignored)
         return TensorLayout(MemSpec(INTERLEAVED, "dram"),
@@ -1579,7 +1580,7 @@ def _out_pool(q: OutputQuery) -> TensorLayout:
         pc = pool_parallel_config_of(x.memory) if x.memory.sharded else pool_parallel_config(
             attrs.get("applied_shard_scheme") or HEIGHT, out_rc[0], out_rc[1],
             in_tiled=x.layout == TILE_LAYOUT, out_tiled=out_layout == TILE_LAYOUT,
-            device_grid=tuple(attrs.get("device_grid", (8, 8))))
+            device_grid=tuple(attrs.get("device_grid", DEFAULT_GRID)))
         mem = pool_output_memspec(pc, *out_rc, out_tiled=out_layout == TILE_LAYOUT)
     else:
         mem = x.memory if x is not None else MemSpec()
@@ -1641,8 +1642,8 @@ def _out_grid_sample(q: OutputQuery) -> TensorLayout:
         mem = MemSpec(HEIGHT, "l1", g.memory.grid, n,
                       (g.memory.shard_shape[0], out_rc[1] if out_rc else x.memory.shard_shape[1]))
     elif out_rc is not None:
-        cores, per = split_work_to_cores(out_rc[0], tuple(attrs.get("device_grid", (8, 8))))
-        mem = MemSpec(HEIGHT, "l1", cores_to_grid(cores, tuple(attrs.get("device_grid", (8, 8)))),
+        cores, per = split_work_to_cores(out_rc[0], tuple(attrs.get("device_grid", DEFAULT_GRID)))
+        mem = MemSpec(HEIGHT, "l1", cores_to_grid(cores, tuple(attrs.get("device_grid", DEFAULT_GRID))),
                       cores, (per, out_rc[1]))
     return TensorLayout(mem, ROW_MAJOR, q.dtype_in)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..arch import DEFAULT_GRID
 from ..errors import LayoutError
 from ..graph import Precision
 from ..layout import BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec
@@ -135,7 +136,7 @@ def matmul_program_config(tt, spec: dict[str, Any] | None):
         return None
     spec = dict(spec)
     kind = spec.pop("kind", "1d")
-    gx, gy = spec.pop("grid", (8, 8))
+    gx, gy = spec.pop("grid", DEFAULT_GRID)
     common_kw = dict(compute_with_storage_grid_size=tt.CoreCoord(gx, gy),
                      in0_block_w=int(spec.pop("in0_block_w")),
                      out_subblock_h=int(spec.pop("out_subblock_h", 1)),

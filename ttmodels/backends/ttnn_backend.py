@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable
 
+from ..arch import DEFAULT_GRID
 from ..errors import DeviceError
 
 log = logging.getLogger("ttmodels")
@@ -64,10 +65,11 @@ def open_mesh(mesh, *, l1_small_size: int = DEFAULT_L1_SMALL_SIZE,
     except Exception as e:  # TT_THROW/TT_FATAL: fewer chips than asked, busy cards
         raise DeviceError(f"could not open a {mesh.describe()} ttnn mesh device: {e}") from e
     grid = device.compute_with_storage_grid_size()
-    if (grid.x, grid.y) < (8, 8):
+    gx, gy = DEFAULT_GRID
+    if grid.x < gx or grid.y < gy:      # each axis: a 9x1 grid holds no 8x8 plan either
         ttnn.close_mesh_device(device)
         raise DeviceError(f"the {mesh.describe()} mesh offers a {grid.x}x{grid.y} worker grid per "
-                          f"chip; the plans are made for 8x8")
+                          f"chip; the plans are made for {gx}x{gy}")
     log.debug("opened ttnn mesh %s (l1_small_size=%d, trace_region_size=%d)", mesh.describe(),
               l1_small_size, trace_region_size)
     return ttnn, device

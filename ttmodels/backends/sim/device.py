@@ -1,6 +1,7 @@
 """The simulated device: a Wormhole n150 (8x8 worker grid) that needs no card."""
 from __future__ import annotations
 
+from ...arch import DEFAULT_GRID
 from .types import Arch, CoreCoord
 
 
@@ -20,7 +21,7 @@ class SimDevice:
         return Arch.WORMHOLE_B0
 
     def compute_with_storage_grid_size(self) -> CoreCoord:
-        return CoreCoord(8, 8)
+        return CoreCoord(*DEFAULT_GRID)
 
     def core_grid(self):
         from .types import CoreGrid

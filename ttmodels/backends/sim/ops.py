@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from ... import activations as A
+from ...arch import DEFAULT_GRID
 from ... import rules
 from ...errors import Error
 from ...layout import MemSpec
@@ -30,7 +31,7 @@ from .tensor import (SimTensor, _check, _on_device, _violation, current_layer, d
 
 _log = logging.getLogger(__name__)
 builtins_slice = builtins.slice   # ``slice`` below is ttnn.slice
-DEVICE_GRID = (8, 8)
+DEVICE_GRID = DEFAULT_GRID
 
 # Number of conv weight preparations performed (tests use it to check that prepared weights are
 # reused instead of being prepared again).

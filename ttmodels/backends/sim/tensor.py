@@ -14,6 +14,7 @@ import math
 import torch
 
 from ... import formats, rules
+from ...arch import DEFAULT_GRID
 from ...errors import Error, LayoutError
 from ...layout import TTNN_MEMORY_LAYOUTS, MemSpec, TensorLayout
 from . import types as T
@@ -387,7 +388,7 @@ def _validate_memory(shape, layout: T.Layout, dtype: T.DataType, mc: T.MemoryCon
     if mc.buffer_type not in (T.BufferType.L1, T.BufferType.L1_SMALL):
         raise _violation("tensor.shard_l1", f"{mc.memory_layout.name} tensor in {mc.buffer_type.name}", op)
     ss = mc.shard_spec
-    grid = device.compute_with_storage_grid_size() if device is not None else T.CoreCoord(8, 8)
+    grid = device.compute_with_storage_grid_size() if device is not None else T.CoreCoord(*DEFAULT_GRID)
     bb = ss.grid.bounding_box()
     if bb.end.x >= grid.x or bb.end.y >= grid.y:
         raise _violation("tensor.shard_grid", f"shard grid {ss.grid!r} exceeds the {grid.x}x{grid.y} "

@@ -1,0 +1,44 @@
+"""Hardware facts, one place: per architecture, what the planner, the L1 models and the sim need
+to know about a chip. A new architecture is a new ``Arch`` entry of measured data, not new code.
+
+Every figure is what ttnn 0.81.1 reports or does on that chip (measured on the mock device where
+noted; ``tests/test_verify.py`` and ``tests/test_l1_alloc.py`` hold them to it).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Arch:
+    name: str                       # ttnn's arch name ("wormhole_b0")
+    grid: tuple[int, int]           # worker grid (x, y): ``device.compute_with_storage_grid_size()``
+    l1_bank_no_l1_small: int        # the allocator's L1 bank per core with l1_small_size=0
+    l1_base: int                    # where the L1 allocator's range starts (first CB / lowest buffer)
+    l1_banks: int                   # L1 banks an interleaved L1 tensor spreads over (one per core)
+    tile: int = 32                  # tile edge (TILE layout: 32x32)
+
+    @property
+    def cores(self) -> int:
+        return self.grid[0] * self.grid[1]
+
+
+# Wormhole n150 / n300 (each chip), measured on the mock n150: ``get_memory_view(device,
+# BufferType.L1).total_bytes_per_bank`` is 1,393,312 B with l1_small_size=0 (1,368,736 with
+# 24576, 1,360,544 with 32768: L1_SMALL is carved from the same bank; the trace region is DRAM);
+# the allocator's range starts at 105,824 (above firmware and reserved L1).
+WORMHOLE_B0 = Arch("wormhole_b0", grid=(8, 8), l1_bank_no_l1_small=1_393_312, l1_base=105_824,
+                   l1_banks=64)
+
+ARCHS: dict[str, Arch] = {a.name: a for a in (WORMHOLE_B0,)}
+DEFAULT = WORMHOLE_B0
+DEFAULT_GRID: tuple[int, int] = DEFAULT.grid
+
+
+def get(name: str) -> Arch:
+    """The entry for ``name``; an unknown one is refused naming the known ones."""
+    try:
+        return ARCHS[name]
+    except KeyError:
+        from .errors import Error
+        raise Error(f"unknown arch {name!r}; known: {', '.join(sorted(ARCHS))}") from None
