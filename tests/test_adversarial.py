@@ -698,7 +698,7 @@ def test_safetensors_reads_only_the_tensors_the_graph_needs(tmp_path, monkeypatc
     import torch
     from safetensors.torch import save_file
 
-    from ttmodels.weights import prepared_parameters
+    from ttmodels.cache import prepared_parameters
     g, sd = _tiny_weights()
     junk = {f"junk.{i}": torch.zeros(0) for i in range(20000)}
     f = tmp_path / "w.safetensors"

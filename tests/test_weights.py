@@ -13,6 +13,7 @@ from safetensors.torch import load_file, save_file
 
 from test_reference import GraphBuilder, resnet_graph, small_graph, small_net
 from ttmodels import cache as cache_mod
+from ttmodels import cache as C
 from ttmodels import weights as W
 from ttmodels.errors import WeightsError
 from ttmodels.graph import Precision
@@ -251,7 +252,7 @@ def test_bevdet_checkpoint_under_state_dict_loads_only_the_encoder(tmp_path, cap
     ign = W.load_state_dict(path, graph, ignore=["img_view_transformer", "pts_bbox_head"])
     _same(ign, out)
     assert len(ign.report.ignored) == 12
-    params, info = W.prepared_parameters(graph, str(path), cache=False)
+    params, info = C.prepared_parameters(graph, str(path), cache=False)
     assert "ignored 12 keys" in info and set(params) == {"stem", "l1", "lat0", "lat1", "fpn0"}
 
 
@@ -495,10 +496,10 @@ def test_cache_postprocess_is_stored(tmp_path):
 
 def test_prepared_parameters_for_the_builder(tmp_path):
     graph, net = small_graph(), small_net()
-    params, info = W.prepared_parameters(graph, net.state_dict(), cache=str(tmp_path))
+    params, info = C.prepared_parameters(graph, net.state_dict(), cache=str(tmp_path))
     n = len(expected_parameters(graph))
     assert info == f"state dict ({len(net.state_dict())} keys): {n} tensors", info
-    params2, info2 = W.prepared_parameters(graph, net, cache=str(tmp_path))
+    params2, info2 = C.prepared_parameters(graph, net, cache=str(tmp_path))
     assert params2.cache_hit and info2.endswith("[cached]")
     _same(dict(params), dict(params2))
     assert os.listdir(tmp_path)
@@ -665,7 +666,7 @@ def test_non_string_keys_are_a_weights_error(where, tmp_path):
         src = tmp_path / "w.pth"
         torch.save(sd, src)
     with pytest.raises(WeightsError, match=r"1 keys are not strings \(int 0\)"):
-        W.prepared_parameters(graph, src, cache=tmp_path / "c")
+        C.prepared_parameters(graph, src, cache=tmp_path / "c")
 
 
 @pytest.mark.parametrize("cache", ["x" * 5000, "a\0b", "~nosuchuser_ttm/x", 5, ["c"]])

@@ -25,7 +25,7 @@ def build(spec, *, weights=None, backend="auto", batch_size=1, input_size=None, 
     from .model import Model
     from .runtime import Executor
     from .backends.sim import prequantize
-    from .weights import prepared_parameters
+    from .cache import prepared_parameters
 
     # build_seconds: spec to layers with prepared weights (weights are prepared here, not on the
     # first call), imports excluded

@@ -420,3 +420,17 @@ def cached_prepare(graph: "Graph", source, precision=None, *, cache=True, key_ma
         out.cache_path = store.put(key, flatten(params), {"graph": graph.name,
                                                           "source": out.info})
     return out
+
+
+def prepared_parameters(graph: Graph, source, *, key_map=None, cache=True, seed: int = 0,
+                        select_prefix="auto", ignore=None, precision=None, **kw):
+    """``(params, info)`` for the builder: ``prepare_parameters`` of ``source`` through the
+    prepared-weight cache (``cached_prepare``). ``info`` is a one-line description
+    ("weights/bevdet-r50.pth, ignored 812 keys outside img_backbone./img_neck. [cached]").
+
+    Unlike ``load_state_dict``, keys outside the graph's top-level names are ignored (and counted)
+    by default (``select_prefix="auto"``), so a full BEVDet checkpoint builds its image encoder.
+    """
+    params = cached_prepare(graph, source, precision, cache=cache, key_map=key_map, seed=seed,
+                            select_prefix=select_prefix, ignore=ignore, **kw)
+    return params, params.info

@@ -5,7 +5,7 @@ inference) and consumed by the planner. It is plain data: no torch, no ttnn.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 TILE = 32
@@ -179,3 +179,11 @@ class Graph:
     def consumers(self, name: str) -> list[Node]:
         self._index()
         return list(self._readers.get(name, ()))
+
+
+def moved(graph: Graph, name: str, index: int) -> Graph:
+    """A copy of ``graph`` with node ``name`` run at position ``index`` (still topological: the
+    planner only moves a node to right after its inputs). The caller's graph is not modified."""
+    nodes = [n for n in graph.nodes if n.name != name]
+    nodes.insert(index, graph.node(name))
+    return replace(graph, nodes=nodes)

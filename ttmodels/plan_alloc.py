@@ -389,7 +389,7 @@ def _reordered(plan, layer: str, replan):
     """``plan`` replanned with ``layer`` run right after its inputs (``planner.moved``), its
     remedies so far kept; None where it cannot move earlier or the replan fails."""
     from .errors import LayoutError
-    from .planner import moved
+    from .graph import moved
     from .plans import ReorderNote
     g = plan.graph
     pos = {n.name: k for k, n in enumerate(g.nodes)}

@@ -35,7 +35,7 @@ from . import rules as R
 from .errors import LayoutError, SpecError
 from .formats import is_block_float
 from .activations import matmul_split
-from .graph import TILE, Graph, Node, TensorShape, round_up
+from .graph import TILE, Graph, Node, TensorShape, moved, round_up
 from .layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                      TensorLayout)
 from . import ops
@@ -1436,14 +1436,6 @@ class _CapCBs(Exception):
     def __init__(self, name: str, cap: int, for_layer: str):
         super().__init__(name, cap, for_layer)
         self.name, self.cap, self.for_layer = name, cap, for_layer
-
-
-def moved(graph: Graph, name: str, index: int) -> Graph:
-    """A copy of ``graph`` with node ``name`` run at position ``index`` (still topological: the
-    planner only moves a node to right after its inputs). The caller's graph is not modified."""
-    nodes = [n for n in graph.nodes if n.name != name]
-    nodes.insert(index, graph.node(name))
-    return replace(graph, nodes=nodes)
 
 
 def plan_graph(graph: Graph, *, arch: str = "wormhole_b0", adapters: bool = True,

@@ -47,9 +47,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from . import ops
+from .ops.conv2d import batchnorm_scale_shift, fold_batchnorm  # noqa: F401  (the BN math lives with its facts)
 from .errors import WeightsError
 from .graph import Graph
-from .reference import (BN_EPS, ReferenceModel, constant_tensor, expected_parameters,
+from .reference import (ReferenceModel, constant_tensor, expected_parameters,
                         node_parameters, optional_keys)
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -732,31 +733,6 @@ def _calibrate(graph: Graph, sd: dict, *, seed: int, batch: int) -> None:
 # BatchNorm folding, prepared parameters
 # ---------------------------------------------------------------------------------------------
 
-def fold_batchnorm(conv_w, conv_b, bn_w, bn_b, mean, var, eps: float = BN_EPS):
-    """Fold eval-mode BatchNorm into the preceding conv: returns float32 (weight, bias) with
-    ``conv(x, w, b) == bn(conv(x, conv_w, conv_b))``. Computed in float64 (inputs are not modified).
-    ``conv_b`` may be None."""
-    import torch
-    d = torch.float64
-    w = conv_w.detach().to(d)
-    scale = bn_w.detach().to(d) / torch.sqrt(var.detach().to(d) + eps)
-    b0 = conv_b.detach().to(d) if conv_b is not None else torch.zeros(w.shape[0], dtype=d)
-    w_f = w * scale.view(-1, *([1] * (w.dim() - 1)))
-    b_f = (b0 - mean.detach().to(d)) * scale + bn_b.detach().to(d)
-    return w_f.to(torch.float32).contiguous(), b_f.to(torch.float32).contiguous()
-
-
-def batchnorm_scale_shift(bn_w, bn_b, mean, var, eps: float = BN_EPS) -> dict:
-    """Eval BatchNorm as ``x * scale + shift`` per channel (a standalone batch_norm layer),
-    computed in float64 like ``fold_batchnorm``."""
-    import torch
-    d = torch.float64
-    scale = bn_w.detach().to(d) / torch.sqrt(var.detach().to(d) + eps)
-    shift = bn_b.detach().to(d) - mean.detach().to(d) * scale
-    return {"scale": scale.to(torch.float32).contiguous(),
-            "shift": shift.to(torch.float32).contiguous()}
-
-
 def prepared_shapes(graph: Graph) -> dict[str, dict[str, tuple[int, ...]]]:
     """The shapes ``prepare_parameters`` produces: node/constant name -> {param: shape}."""
     out: dict[str, dict[str, tuple[int, ...]]] = {}
@@ -807,21 +783,6 @@ def prepare_parameters(graph: Graph, state_dict: Mapping[str, "torch.Tensor"], *
     for name, c in graph.constants.items():
         out[name] = {"value": constant_tensor(c, state_dict)}
     return out
-
-
-def prepared_parameters(graph: Graph, source, *, key_map=None, cache=True, seed: int = 0,
-                        select_prefix="auto", ignore=None, precision=None, **kw):
-    """``(params, info)`` for the builder: ``prepare_parameters`` of ``source`` through the
-    prepared-weight cache (``ttmodels.cache.cached_prepare``). ``info`` is a one-line description
-    ("weights/bevdet-r50.pth, ignored 812 keys outside img_backbone./img_neck. [cached]").
-
-    Unlike ``load_state_dict``, keys outside the graph's top-level names are ignored (and counted)
-    by default (``select_prefix="auto"``), so a full BEVDet checkpoint builds its image encoder.
-    """
-    from .cache import cached_prepare
-    params = cached_prepare(graph, source, precision, cache=cache, key_map=key_map, seed=seed,
-                            select_prefix=select_prefix, ignore=ignore, **kw)
-    return params, params.info
 
 
 def pretrained_available(name: str) -> bool:

@@ -8,7 +8,7 @@ from ..graph import Node
 from ..layout import MemSpec
 from ..plan_config import PlanConfig
 from .base import Field, OpDef, Parsed, Ref, activation, register
-from .conv2d import BN_EPS, BN_PARAMS, batch_norm, bn_eps, need_prefix
+from .conv2d import BN_EPS, BN_PARAMS, batch_norm, batchnorm_scale_shift, bn_eps, need_prefix
 
 
 def parse(x) -> Parsed:
@@ -44,7 +44,6 @@ def calibrate(model, node: Node, env):
 
 
 def prepare(node: Node, take, f32, state_dict) -> dict:
-    from ..weights import batchnorm_scale_shift
     return batchnorm_scale_shift(*(state_dict[f"{node.weights}.{k}"] for k in BN_PARAMS),
                                  eps=bn_eps(node))
 

@@ -16,6 +16,31 @@ BN_PARAMS = ("weight", "bias", "running_mean", "running_var")
 LOWERINGS = ("conv2d", "linear", "auto")
 
 
+
+def fold_batchnorm(conv_w, conv_b, bn_w, bn_b, mean, var, eps: float = BN_EPS):
+    """Fold eval-mode BatchNorm into the preceding conv: returns float32 (weight, bias) with
+    ``conv(x, w, b) == bn(conv(x, conv_w, conv_b))``. Computed in float64 (inputs are not modified).
+    ``conv_b`` may be None."""
+    import torch
+    d = torch.float64
+    w = conv_w.detach().to(d)
+    scale = bn_w.detach().to(d) / torch.sqrt(var.detach().to(d) + eps)
+    b0 = conv_b.detach().to(d) if conv_b is not None else torch.zeros(w.shape[0], dtype=d)
+    w_f = w * scale.view(-1, *([1] * (w.dim() - 1)))
+    b_f = (b0 - mean.detach().to(d)) * scale + bn_b.detach().to(d)
+    return w_f.to(torch.float32).contiguous(), b_f.to(torch.float32).contiguous()
+
+
+def batchnorm_scale_shift(bn_w, bn_b, mean, var, eps: float = BN_EPS) -> dict:
+    """Eval BatchNorm as ``x * scale + shift`` per channel (a standalone batch_norm layer),
+    computed in float64 like ``fold_batchnorm``."""
+    import torch
+    d = torch.float64
+    scale = bn_w.detach().to(d) / torch.sqrt(var.detach().to(d) + eps)
+    shift = bn_b.detach().to(d) - mean.detach().to(d) * scale
+    return {"scale": scale.to(torch.float32).contiguous(),
+            "shift": shift.to(torch.float32).contiguous()}
+
 def parse(x) -> Parsed:
     f, s_in = x.f, x.shape(0)
     out = f.int("out")
@@ -160,7 +185,6 @@ def prepare(node: Node, take, f32, state_dict) -> dict:
     conv has a bias or a BN)."""
     if not node.bn:
         return prepare_weight_bias(node, take, f32)
-    from ..weights import fold_batchnorm
     p, bn = node.weights, node.bn
     w = take(f"{p}.weight")
     b = take(f"{p}.bias") if node.attrs.get("bias") else None
