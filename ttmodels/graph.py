@@ -187,3 +187,9 @@ def moved(graph: Graph, name: str, index: int) -> Graph:
     nodes = [n for n in graph.nodes if n.name != name]
     nodes.insert(index, graph.node(name))
     return replace(graph, nodes=nodes)
+
+
+def const_flat(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
+    """A constant's shape as the 4-D tensor the device holds (leading ones added)."""
+    s = (1, 1, 1, 1) + tuple(int(v) for v in shape)
+    return tuple(s[-4:])  # type: ignore[return-value]

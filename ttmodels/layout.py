@@ -100,3 +100,12 @@ class TensorLayout:
 
     def short(self) -> str:
         return f"{self.memory.short()} {self.layout} {self.dtype}"
+
+
+def closest_common_divisor(a: int, b: int, start: int) -> int:
+    """The largest d <= ``start`` dividing both ``a`` and ``b`` (conv2d_utils.cpp
+    ``find_closest_largest_divisor(num1, num2, start)``; the matmul and pool configs use it)."""
+    d = max(1, start)
+    while a % d or b % d:
+        d -= 1
+    return d

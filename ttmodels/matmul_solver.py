@@ -19,7 +19,7 @@ from .arch import DEFAULT_GRID
 from .errors import Error, LayoutError
 from .graph import TILE, Node, round_up
 from .l1 import l1_bank_bytes
-from .layout import BLOCK, BYTES_PER_TILE, HEIGHT, MemSpec
+from .layout import BLOCK, BYTES_PER_TILE, HEIGHT, MemSpec, closest_common_divisor
 
 # The Wormhole L1 bank with the default l1_small_size (l1.l1_bank_bytes)
 L1_BANK_BYTES = l1_bank_bytes()
@@ -115,14 +115,6 @@ def dest_tile_limit(fp32_accum: bool, dst_full_sync: bool = False) -> int:
     if fp32_accum:
         n //= 2
     return n
-
-
-def closest_common_divisor(a: int, b: int, start: int) -> int:
-    """conv2d_utils.cpp ``find_closest_largest_divisor(num1, num2, start)``."""
-    d = max(1, start)
-    while a % d or b % d:
-        d -= 1
-    return d
 
 
 def cores_to_grid(num_cores: int, grid: tuple[int, int]) -> tuple[int, int]:

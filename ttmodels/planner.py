@@ -35,7 +35,7 @@ from . import rules as R
 from .errors import LayoutError, SpecError
 from .formats import is_block_float
 from .activations import matmul_split
-from .graph import TILE, Graph, Node, TensorShape, moved, round_up
+from .graph import TILE, Graph, Node, TensorShape, const_flat, moved, round_up
 from .layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                      TensorLayout)
 from . import ops
@@ -61,11 +61,6 @@ def _padding4(p) -> tuple[int, int, int, int]:
     """(top, bottom, left, right) from a pool's (h, w) or 4-value padding."""
     p = tuple(int(v) for v in p)
     return p if len(p) == 4 else (p[0], p[0], p[1], p[1])
-
-
-def _const_flat(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
-    s = (1, 1, 1, 1) + tuple(shape)
-    return tuple(s[-4:])  # type: ignore[return-value]
 
 
 class _Planner:
@@ -115,7 +110,7 @@ class _Planner:
         for name, c in self.g.constants.items():
             t = TensorLayout(MemSpec(INTERLEAVED, "l1"), TILE_LAYOUT, c.dtype)
             self.constant_layouts[name] = self.layouts[name] = t
-            self.flat[name] = _const_flat(c.shape)
+            self.flat[name] = const_flat(c.shape)
 
     # ---- adapters --------------------------------------------------------------------------
     def adapt(self, node: Node, idx: int, cur: TensorLayout, kind: str, after: TensorLayout,
@@ -1526,7 +1521,7 @@ def check_plan(plan: Plan) -> list[tuple[str, R.Violation]]:
     adapter; returns (layer or edge, violation) pairs. An empty list means the card accepts it."""
     out = []
     flat = {n: s.flat for n, s in plan.graph.inputs.items()}
-    flat.update({n: _const_flat(c.shape) for n, c in plan.graph.constants.items()})
+    flat.update({n: const_flat(c.shape) for n, c in plan.graph.constants.items()})
     flat.update({l.name: l.node.shape.flat for l in plan.layers})
     for a in plan.adapters:
         for v in R.check(a.kind, [a.before], {"dtype": a.after.dtype, "layout": a.after.layout},

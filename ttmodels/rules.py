@@ -23,7 +23,7 @@ from .errors import LayoutError
 from .graph import TILE, round_up
 from .arch import DEFAULT_GRID
 from .layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
-                     TensorLayout, core_extent)
+                     TensorLayout, closest_common_divisor, core_extent)
 from . import ops
 from .ops import BINARY, OPS, POOLS, UNARY
 
@@ -712,13 +712,6 @@ def _closest_divisor(num: int, start: int) -> int:
     return d
 
 
-def _closest_common_divisor(a: int, b: int, start: int) -> int:
-    d = max(1, start)
-    while a % d or b % d:
-        d -= 1
-    return d
-
-
 def pool_parallel_config(kind: str, out_rows: int, c: int, *, in_tiled: bool, out_tiled: bool,
                          device_grid: tuple[int, int] = DEFAULT_GRID) -> ParallelConfig:
     """The cores pool2d shards an interleaved input over when given ``applied_shard_scheme``.
@@ -747,7 +740,7 @@ def pool_parallel_config(kind: str, out_rows: int, c: int, *, in_tiled: bool, ou
         return ParallelConfig(WIDTH, n, cores_to_grid(n, device_grid), 1, n)
     if kind == BLOCK:
         nhw = closest_divisor_with_padding(nhw_tiles, gy)
-        cc = _closest_common_divisor(c_tiles, -(-c // align), gx)
+        cc = closest_common_divisor(c_tiles, -(-c // align), gx)
         return ParallelConfig(BLOCK, nhw * cc, (cc, nhw), nhw, cc)
     raise ValueError(f"Only height, width, or block sharding strategies are supported, got {kind}")
 

@@ -14,14 +14,9 @@ from typing import Any
 from . import liveness
 from .backends import common
 from .errors import Error, LayoutError, WeightsError
-from .graph import Constant, TensorShape
+from .graph import Constant, TensorShape, const_flat
 from .layers import AdapterLayer, make_layer
 from .plans import Plan
-
-
-def _const_flat(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
-    s = (1, 1, 1, 1) + tuple(int(v) for v in shape)
-    return tuple(s[-4:])  # type: ignore[return-value]
 
 
 def _is_torch(x) -> bool:
@@ -112,7 +107,7 @@ class Executor:
         lay = self.plan.constant_layouts.get(c.name)
         if lay is None:
             raise LayoutError(f"the plan has no layout for constant '{c.name}'")
-        return tt.from_torch(t.reshape(_const_flat(c.shape)).contiguous(),
+        return tt.from_torch(t.reshape(const_flat(c.shape)).contiguous(),
                              dtype=common.data_type(tt, lay.dtype),
                              layout=common.layout(tt, lay.layout), device=self.backend.device,
                              memory_config=common.memory_config(tt, lay.memory),

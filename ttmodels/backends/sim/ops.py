@@ -19,6 +19,7 @@ import torch.nn.functional as F
 
 from ... import activations as A
 from ...arch import DEFAULT_GRID
+from ...ops.base import window_out
 from ... import rules
 from ...errors import Error
 from ...layout import MemSpec
@@ -632,13 +633,9 @@ def _pool_input(x: SimTensor, op, n, h, w, c) -> torch.Tensor:
 
 
 def _pool_out_hw(h, w, k, s, p, d, ceil_mode):
-    def one(size, k, s, p0, p1, d):
-        eff = size + p0 + p1 - d * (k - 1) - 1
-        o = (-(-eff // s) if ceil_mode else eff // s) + 1
-        if ceil_mode and (o - 1) * s >= size + p0:   # last window must start inside input + left pad
-            o -= 1
-        return o
-    return one(h, k[0], s[0], p[0], p[1], d[0]), one(w, k[1], s[1], p[2], p[3], d[1])
+    # PyTorch's window arithmetic, the spec's own (ops.window_out)
+    return (window_out(h, k[0], s[0], p[0], p[1], d[0], ceil_mode),
+            window_out(w, k[1], s[1], p[2], p[3], d[1], ceil_mode))
 
 
 def _pool_finish(op, x, y_nchw, n, oh, ow, c, dtype, output_layout, memory_config, applied_shard_scheme,
