@@ -1479,20 +1479,24 @@ def plan_graph(graph: Graph, *, arch: str = "wormhole_b0", adapters: bool = True
                l1_small_size: int = 32768, addresses: bool = True,
                spill_hints: frozenset[tuple[str, str]] = frozenset(),
                cap_hints: frozenset[tuple[str, int]] = frozenset(),
-               oracle: bool | None = None) -> Plan:
+               oracle=None) -> Plan:
     """Resolve every tensor's layout and insert adapters only on disagreeing edges. The L1
     budget is the allocator's bank for a device opened with ``l1_small_size``.
 
     ``oracle``: ask the installed ttnn on a mock device about conv candidates and every step of
-    the plan (``ttnn_oracle``; None: on unless ``TTMODELS_TTNN_ORACLE=0`` or without ttnn).
+    the plan (``ttnn_oracle``; None: on unless ``TTMODELS_TTNN_ORACLE=0`` or without ttnn;
+    True / False; or an ``ttnn_oracle.Oracle`` to use).
     ``plan.ttnn`` records its verdicts, or that the steps are unconfirmed.
 
     Remedy "execution order": a layer that does not fit where it is may be moved to right after
     its inputs (fewer tensors alive there); the plan of the reordered graph is kept when it
     works, else the layer stays and the other remedies (spills) apply."""
     from . import ttnn_oracle
-    off = ttnn_oracle.why_off(oracle)
-    o = None if off else ttnn_oracle.get(oracle)
+    if isinstance(oracle, ttnn_oracle.Oracle):       # a caller's own (tests, tools)
+        off, o = None, oracle
+    else:
+        off = ttnn_oracle.why_off(oracle)
+        o = None if off else ttnn_oracle.get(oracle)
     rejected: list[str] = []
     since = (o.queries, o.hits) if o is not None else None
     plan = _plan_graph(graph, arch, adapters, l1_small_size, addresses, spill_hints, cap_hints,
