@@ -8,7 +8,7 @@ Plans each (tests/rules_models.py) with the planner's ttnn oracle on, with adapt
 steps the rule table and ttnn judge alike, every disagreement, and the total.
 Answers are cached (TTMODELS_CACHE_DIR/ttnn-oracle): a second run asks ttnn nothing. The
 contradictions are also listed by ``ttmodels oracle contradictions``. Exit 1 on any
-disagreement.
+disagreement not listed in tests/rules_models.py KNOWN.
 """
 import sys
 import time

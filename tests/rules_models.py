@@ -34,6 +34,33 @@ def test_specs() -> list[tuple[str, str, int, None]]:
     return [(str(p.relative_to(SPECS)), str(p), 1, None) for p in sorted(SPECS.rglob("*.yaml"))]
 
 
+# (plan id, step) -> why the table and ttnn 0.81.1 still differ there (docs/layouts.md, "ttnn in
+# the planning loop"); all in plans made without adapters, which the planner never runs
+KNOWN = {
+    ("mobilenet_v2_b10 (adapters off)", "avgpool"): "the global pool of a sharded map runs as "
+        "pool2d at batch 10 (block shards), not the reduce the table predicts: the batch-"
+        "dependent path of issue 21 class 4, condition unknown",
+    ("decoder_csp.yaml (adapters off)", "csp"): "ttnn.slice accepts an L1 height-sharded input; "
+        "slice.memory refuses it (stricter; tests/test_rules_vs_ttnn.py KNOWN_DIFFERENCES)",
+    **{(f"{p} (adapters off)", s): "channel concat of height shards on different grids: ttnn "
+       "accepts, concat.sharded refuses (stricter; as the corpus' plan/backbone/cat)"
+       for p, s in (("ttnn_classes/upsample_concat_ttperf.yaml", "cat"),
+                    ("user/hrnet_stage.yaml", "head.cat"), ("user/vgg_unet.yaml", "cat1"),
+                    ("user/vgg_unet.yaml", "cat2"), ("user/vgg_unet.yaml", "cat3"))},
+    **{("user/densenet.yaml (adapters off)", s): "batch_norm (multiply + add with TILE "
+       "constants) of a ROW_MAJOR input: ttnn's output is TILE, the table says the input's "
+       "layout (the planner always tilizes a batch_norm input first)"
+       for s in ("features.denseblock1.denselayer2.norm1", "features.denseblock1.denselayer3.norm1",
+                 "features.transition1.norm")},
+    ("user/ghostnet.yaml (adapters off)", "logits"): "linear of a block-sharded input on a "
+        "one-row grid (5x1): ttnn's automatic program config takes it, "
+        "linear.sharded_needs_program_config refuses every block-sharded input (stricter)",
+    ("user/resnet26d.yaml (adapters off)", "layer4.0.downsample.1"): "1x1 conv of a 16-row "
+        "ROW_MAJOR map in 8-row block shards: ttnn accepts, conv2d.mm_block_row_major refuses "
+        "(stricter; 7-row shards of a 49-row map are refused by ttnn too)",
+}
+
+
 @dataclass
 class ModelOutcome:
     id: str
@@ -41,6 +68,7 @@ class ModelOutcome:
     agree: int = 0
     unjudged: int = 0
     disagreements: list[str] = field(default_factory=list)
+    known: list[str] = field(default_factory=list)      # disagreements listed in KNOWN
     skipped: str | None = None      # the spec does not load / plan (on purpose)
 
 
@@ -79,8 +107,8 @@ def run(models, *, adapters: bool = True, progress=None) -> list[ModelOutcome]:
             if why is None:
                 o.agree += 1
             else:
-                o.disagreements.append(f"{o.id}: {getattr(s, '_plan_kind', s.kind)} {s.name} "
-                                       f"({s.op}): {why}")
+                text = f"{o.id}: {getattr(s, '_plan_kind', s.kind)} {s.name} ({s.op}): {why}"
+                (o.known if (o.id, s.name) in KNOWN else o.disagreements).append(text)
         out.append(o)
     return out
 
@@ -92,14 +120,17 @@ def summary(outs: list[ModelOutcome]) -> str:
             lines.append(f"{o.id}: skipped ({o.skipped})")
         else:
             lines.append(f"{o.id}: {o.agree}/{o.steps} steps agree"
-                         + (f", {o.unjudged} unjudged" if o.unjudged else ""))
+                         + (f", {o.unjudged} unjudged" if o.unjudged else "")
+                         + (f", {len(o.known)} known differences" if o.known else ""))
             lines += [f"  DISAGREE {d}" for d in o.disagreements]
+            lines += [f"  known    {d}" for d in o.known]
     steps = sum(o.steps for o in outs)
     agree = sum(o.agree for o in outs)
     unjudged = sum(o.unjudged for o in outs)
+    known = sum(len(o.known) for o in outs)
     steps -= unjudged
     planned = sum(1 for o in outs if not o.skipped)
     lines.append(f"{agree}/{steps} judged steps agree ({100 * agree / max(steps, 1):.1f} %) over "
-                 f"{planned} plans ({len(outs) - planned} skipped; {unjudged} steps unjudged: "
-                 "their planned input cannot exist)")
+                 f"{planned} plans ({len(outs) - planned} skipped; {known} known differences; "
+                 f"{unjudged} steps unjudged: their planned input cannot exist)")
     return "\n".join(lines)

@@ -194,3 +194,28 @@ def test_a_1x1_conv_takes_a_width_sharded_input_only_with_width_shard_layout():
     plan = plan_graph(g, oracle=False)
     assert [a.kind for a in plan.adapters_into("squeeze")] == ["reshard"]
     assert check_plan(plan) == []
+
+
+def test_a_dram_sliced_pool_outputs_dram_interleaved_by_the_table_too():
+    """Found by the planner's ttnn oracle (bevdet_r50_encoder at batch 6, whose stem max pool
+    runs DRAM-sliced, scripts/rules_vs_ttnn_models.py): ttnn gives the sliced pool's output DRAM
+    interleaved, as the planner planned it, but rules.output_layout said height shards (rule
+    pool2d.slice_input had no output function)."""
+    from ttmodels import rules as R
+    from ttmodels.graph import TensorShape
+    from ttmodels.layout import INTERLEAVED, MemSpec, TensorLayout
+    from ttmodels.plan_config import SliceConfig
+    from ttmodels.ops.pool import PoolPlan
+    dram = MemSpec(INTERLEAVED, "dram")
+    x = TensorLayout(dram, "row_major", "bfloat16")
+    s_in, s_out = TensorShape(6, 128, 352, 64), TensorShape(6, 64, 176, 64)
+    cfg = PoolPlan(applied_shard_scheme=None, shard_scheme="height_sharded",
+                   output_layout="row_major", dtype="bfloat16", kernel=(3, 3),
+                   input_memory=dram, out_shape=s_out.flat, slice=SliceConfig("height", 4))
+    attrs = {"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1, 1, 1), "dilation": (1, 1),
+             "ceil_mode": False, **cfg.as_attrs()}
+    out = R.output_layout("max_pool2d", [x], attrs, None, [s_in.flat])
+    assert out == TensorLayout(dram, "row_major", "bfloat16")
+    unsliced = dict(attrs)
+    del unsliced["slice"]
+    assert R.output_layout("max_pool2d", [x], unsliced, None, [s_in.flat]).memory.sharded

@@ -49,7 +49,8 @@ def test_oracle_off_marks_every_step_unconfirmed(monkeypatch):
     steps = len(plan.layers) + len(plan.adapters) + len(plan.spills)
     assert len(rec.steps) == steps and len(rec.unconfirmed) == steps
     d = json.loads(plan.to_json())["ttnn"]
-    assert d["confirmed"] == 0 and len(d["not_confirmed"]) == steps
+    assert d["confirmed"] == 0 and len(d["not_confirmed"]) == steps == d["total"]
+    assert {s["status"] for s in d["steps"]} == {"unconfirmed"}
     table = str(plan)
     assert "ttnn: off (TTMODELS_TTNN_ORACLE=0); 0/" in table
     header = table.splitlines()[1]

@@ -118,7 +118,7 @@ def layer_note(layer) -> str:
 
 def plan_table(plan) -> str:
     head = ("layer", "op", "out NHWC", "memory", "buffer", "grid", "shard", "layout", "dtype",
-            "L1 B/core", "live L1", "ttnn", "note")
+            "L1 B/core", "live L1", "ttnn", "ttnn L1", "note")
     rows = [head]
     rec = getattr(plan, "ttnn", None)
     status = {("layer", s.name): s for s in rec.steps} if rec is not None else {}
@@ -130,7 +130,7 @@ def plan_table(plan) -> str:
                      l.output.layout, l.output.dtype, f"{l.l1_bytes_per_core:,}",
                      f"{l.live_l1:,}" if l.live_l1 is not None else "-",
                      _TTNN_MARK.get(getattr(status.get(("layer", l.name)), "status", None), "-"),
-                     layer_note(l)))
+                     _ttnn_l1(status.get(("layer", l.name))), layer_note(l)))
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(head))]
     lines = [f"plan {plan.graph.name} on {plan.arch} (grid {plan.grid[0]}x{plan.grid[1]}, "
              f"L1 bank {plan.l1_bank_bytes:,} B/core with l1_small_size {plan.l1_small_size:,}; "
@@ -178,6 +178,11 @@ def plan_table(plan) -> str:
             lines.append(f"  {sp.tensor} after {sp.after}: to_memory_config  {sp.before.short()} "
                          f"-> {sp.to.short()}  ({sp.reason})")
     return "\n".join(lines)
+
+
+def _ttnn_l1(st) -> str:
+    v = getattr(st, "ttnn_l1", None)
+    return f"{v:,}" if v is not None else "-"
 
 
 # the ttnn column: what ttnn (ttnn_oracle, on a mock device) said about the step

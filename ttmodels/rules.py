@@ -1578,6 +1578,13 @@ def _out_conv(q: OutputQuery) -> TensorLayout:
 def _out_pool(q: OutputQuery) -> TensorLayout:
     attrs, x, out_rc, requested = q.attrs, q.x, q.out_rc, q.requested
     out_layout = attrs.get("output_layout", ROW_MAJOR)
+    if attrs.get("slice"):
+        # rule pool2d.slice_input: a DRAM-sliced pool writes every slice into a DRAM-interleaved
+        # output (generic_pools.cpp pool2d with dram_slice_config, through op_slicing.cpp as
+        # conv2d_DRAM; memory_config is not taken), in the requested layout and dtype. Found by
+        # the planner's ttnn oracle (bevdet_r50_encoder at batch 6: the table said height shards)
+        return TensorLayout(MemSpec(INTERLEAVED, "dram"), out_layout,
+                            attrs.get("dtype") or "bfloat16")
     if requested is not None:
         mem = requested
     elif (q.op == "global_avg_pool" or attrs.get("global_pool")) and (

@@ -460,8 +460,9 @@ class TtnnRecord:
     def to_dict(self) -> dict[str, Any]:
         return {"oracle": self.oracle, "asked": self.asked, "cached": self.cached,
                 "confirmed": len(self.steps) - len(self.unconfirmed),
-                "steps": len(self.steps),
-                "not_confirmed": [s.to_dict() for s in self.unconfirmed],
+                "total": len(self.steps),
+                "not_confirmed": [f"{s.kind} {s.name}" for s in self.unconfirmed],
+                "steps": [s.to_dict() for s in self.steps],
                 "contradictions": list(self.contradictions),
                 "candidates_rejected": list(self.candidates_rejected)}
 
