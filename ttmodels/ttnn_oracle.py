@@ -171,8 +171,16 @@ def get(explicit: bool | None = None) -> Oracle | None:
     if _SHARED is None or _SHARED.root != _root():
         if _SHARED is not None:
             _SHARED.close()
+        else:
+            import atexit
+            atexit.register(_close_shared)       # the worker ends with the process
         _SHARED = Oracle()
     return _SHARED
+
+
+def _close_shared() -> None:
+    if _SHARED is not None:
+        _SHARED.close()
 
 
 def _root() -> Path:
