@@ -9,6 +9,9 @@ os.environ.setdefault("TT_LOGGER_LEVEL", "error")
 os.environ.setdefault("LOGURU_LEVEL", "WARNING")
 # Tests never read or write the user's prepared-weight cache (nor its mock-device runtime).
 os.environ["TTMODELS_CACHE_DIR"] = tempfile.mkdtemp(prefix="ttmodels-test-cache-")
+# The planner asks ttnn nothing unless a test says so (plan_graph(..., oracle=True),
+# tests/test_ttnn_oracle.py): hundreds of plans would otherwise each start a mock-device worker.
+os.environ["TTMODELS_TTNN_ORACLE"] = "0"
 # Without a card, ttnn runs on a mock Wormhole n150: its host tile conversions (test_formats)
 # and the mock device (test_verify) both need tt-metal pointed at the mock runtime before ttnn
 # initialises, which happens once per process.

@@ -313,5 +313,7 @@ def test_resnet50_224_plans_unchanged(batch):
     from ttmodels.spec import load_graph
     fixture = Path(__file__).parent / "data" / f"plan_resnet50_b{batch}_224.json"
     plan = plan_graph(load_graph("resnet50", batch_size=batch))
-    assert json.loads(plan.to_json()) == json.loads(fixture.read_text())
+    d = json.loads(plan.to_json())
+    d.pop("ttnn")           # ttnn's verdicts on the plan (ttnn_oracle), not the plan itself
+    assert d == json.loads(fixture.read_text())
     assert not any(l.config.inplace or l.config.slice for l in plan.layers)

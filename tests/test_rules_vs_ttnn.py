@@ -1,6 +1,9 @@
 """ttnn is the ground truth of the rules table: rules.check's verdict against ttnn 0.81.1's own
 acceptance on a mock Wormhole n150, for a generated corpus of single-op cases
-(tests/rules_corpus.py) and for every planner test's graph planned with adapters disabled.
+(tests/rules_corpus.py), for every planner test's graph planned with adapters disabled, and
+for every step of the test specs of issue 21's classes and the field report, with adapters and
+without (tests/rules_models.py through the planner's ttnn oracle; every shipped model and every
+test spec: scripts/rules_vs_ttnn_models.py).
 
 Any disagreement fails unless it is listed in KNOWN_DIFFERENCES below (the one list of known
 differences; docs/layouts.md explains each). A listed case that now agrees fails too, so the
@@ -101,3 +104,120 @@ def test_planner_graphs_without_adapters_agree_with_ttnn(device):
     assert {"plan/backbone/fc", "plan/backbone/add", "plan/small_head/fc",
             "plan/small_mm/c1"} <= rejected
     _check(outs)
+
+
+# ---- every step of real plans (tests/rules_models.py; the whole: scripts/rules_vs_ttnn_models.py)
+
+# the CI subset: the specs of issue 21's seven classes and the field report, planned as the
+# planner plans them and with adapters off (then the rules reject steps too)
+CI_SPECS = ("ttnn_classes/", "field_report/", "decoder_csp.yaml", "rules_vs_ttnn/")
+NO_ADAPTERS = ("field_report/", "rules_vs_ttnn/")
+
+
+def test_rules_agree_with_ttnn_at_every_step_of_the_test_specs():
+    import rules_models as M
+    models = [m for m in M.test_specs() if m[0].startswith(CI_SPECS)]
+    assert len(models) == 12
+    outs = M.run(models) + M.run([m for m in models if m[0].startswith(NO_ADAPTERS)],
+                                 adapters=False)
+    assert not [o.id for o in outs if o.skipped]
+    assert sum(o.steps for o in outs) >= 60
+    bad = [d for o in outs for d in o.disagreements]
+    assert not bad, "rules.py disagrees with ttnn 0.81.1:\n" + "\n".join(bad)
+    assert sum(o.unjudged for o in outs) == 0
+
+
+def test_the_activation_tables_fusion_columns_are_ttnns(device):
+    """docs/spec.md's "fuses in conv2d / matmul / binary" (activations.py): a 1x1 conv (ttnn's
+    matmul path) refuses exactly the activations the table says matmul does not fuse; a 3x3 conv
+    and binary_ng accept every fused form (hardswish there is dropped silently: no error to
+    see, the table's "no" rests on the kernel defines, tests/test_sfpu.py)."""
+    import torch
+
+    from ttmodels import activations as A
+    tt, dev = device
+
+    def refused(fn) -> bool:
+        tt.graph.begin_graph_capture(tt.graph.RunMode.NO_DISPATCH)
+        try:
+            fn()
+            return False
+        except Exception as e:
+            assert "Unsupported UnaryOpType for fused activation" in str(e), str(e)[:300]
+            return True
+        finally:
+            tt.graph.end_graph_capture()
+
+    def x():
+        return tt.from_torch(torch.zeros(1, 1, 64, 32), dtype=tt.bfloat16, layout=tt.TILE_LAYOUT,
+                             device=dev, memory_config=tt.L1_MEMORY_CONFIG)
+
+    def conv(k, fused):
+        w = tt.from_torch(torch.zeros(32, 32, k, k), dtype=tt.float32)
+        tt.conv2d(input_tensor=x(), weight_tensor=w, device=dev, in_channels=32, out_channels=32,
+                  batch_size=1, input_height=8, input_width=8, kernel_size=(k, k),
+                  stride=(1, 1), padding=(k // 2, k // 2),
+                  conv_config=tt.Conv2dConfig(activation=fused,
+                                              shard_layout=tt.TensorMemoryLayout.HEIGHT_SHARDED))
+
+    for name, d in A.ACTIVATIONS.items():
+        fused = A.unary_with_param(tt, A.parse(name))          # parameters at their defaults
+        assert refused(lambda: conv(1, fused)) == (not d.fuses_matmul), name
+        if d.fuses_conv:
+            assert not refused(lambda: conv(3, fused)), name
+        if d.fuses_binary:
+            assert not refused(lambda: tt.add(x(), x(), activations=[fused])), name
+
+
+def test_a_1x1_conv_takes_a_width_sharded_input_only_with_width_shard_layout():
+    """Found by the planner's ttnn oracle (mobilenet_v2, resnext50_32x4d, wide_resnet50_2 planned
+    without adapters, scripts/rules_vs_ttnn_models.py): ttnn 0.81.1 refuses a 1x1 conv whose
+    width-sharded input meets shard_layout BLOCK ('MatmulMultiCoreReuseMultiCastProgramConfig:
+    Unsupported memory layout', matmul_device_operation.cpp:1737), which the table accepted
+    (rule conv2d.mm_width_shard_layout; ttnn's side: the test above, adapters off)."""
+    import rules_models as M
+
+    from ttmodels import rules as R
+    from ttmodels.planner import check_plan, plan_graph
+    from ttmodels.spec import load_graph
+    g = load_graph(str(M.SPECS / "rules_vs_ttnn" / "mm_width_input.yaml"))
+    raw = plan_graph(g, adapters=False, oracle=False)
+    squeeze = raw.layer("squeeze")
+    assert squeeze.inputs[0].memory.memory_layout == "width_sharded"
+    assert squeeze.config.shard_layout == "block_sharded"
+    assert [(n, v.rule) for n, v in check_plan(raw)] == [("squeeze",
+                                                          "conv2d.mm_width_shard_layout")]
+    # the same input with shard_layout WIDTH, or a 3x3 conv, is accepted (measured)
+    attrs = dict(squeeze.config.as_attrs(), shard_layout="width_sharded")
+    assert not R.check("conv2d", squeeze.inputs, attrs)
+    attrs = dict(squeeze.config.as_attrs(), is_mm_conv=False)
+    assert not R.check("conv2d", squeeze.inputs, attrs)
+    # with adapters the planner reshards the input first
+    plan = plan_graph(g, oracle=False)
+    assert [a.kind for a in plan.adapters_into("squeeze")] == ["reshard"]
+    assert check_plan(plan) == []
+
+
+def test_a_dram_sliced_pool_outputs_dram_interleaved_by_the_table_too():
+    """Found by the planner's ttnn oracle (bevdet_r50_encoder at batch 6, whose stem max pool
+    runs DRAM-sliced, scripts/rules_vs_ttnn_models.py): ttnn gives the sliced pool's output DRAM
+    interleaved, as the planner planned it, but rules.output_layout said height shards (rule
+    pool2d.slice_input had no output function)."""
+    from ttmodels import rules as R
+    from ttmodels.graph import TensorShape
+    from ttmodels.layout import INTERLEAVED, MemSpec, TensorLayout
+    from ttmodels.plan_config import SliceConfig
+    from ttmodels.ops.pool import PoolPlan
+    dram = MemSpec(INTERLEAVED, "dram")
+    x = TensorLayout(dram, "row_major", "bfloat16")
+    s_in, s_out = TensorShape(6, 128, 352, 64), TensorShape(6, 64, 176, 64)
+    cfg = PoolPlan(applied_shard_scheme=None, shard_scheme="height_sharded",
+                   output_layout="row_major", dtype="bfloat16", kernel=(3, 3),
+                   input_memory=dram, out_shape=s_out.flat, slice=SliceConfig("height", 4))
+    attrs = {"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1, 1, 1), "dilation": (1, 1),
+             "ceil_mode": False, **cfg.as_attrs()}
+    out = R.output_layout("max_pool2d", [x], attrs, None, [s_in.flat])
+    assert out == TensorLayout(dram, "row_major", "bfloat16")
+    unsliced = dict(attrs)
+    del unsliced["slice"]
+    assert R.output_layout("max_pool2d", [x], unsliced, None, [s_in.flat]).memory.sharded

@@ -24,15 +24,17 @@ def load_graph(spec, *, batch_size: int = 1, input_size=None, profile: str | Non
 
 
 def plan(spec, *, batch_size: int = 1, input_size=None, profile: str | None = None,
-         arch: str = "wormhole_b0", mesh=None):
+         arch: str = "wormhole_b0", mesh=None, oracle=None):
     """Plan a spec: every tensor's memory layout resolved, adapters inserted where needed.
 
     ``spec`` is a registered or shipped config name, a path, YAML text or a dict. ``mesh``
     (None, "n150", "n300", "t3000" or (rows, cols)) plans data parallel: the plan is for each
-    chip's ``batch_size / chips`` (which must divide) and shows the mesh."""
+    chip's ``batch_size / chips`` (which must divide) and shows the mesh. ``oracle``: ask the
+    installed ttnn on a mock device (True / False; None: unless ``TTMODELS_TTNN_ORACLE=0``),
+    docs/layouts.md "ttnn in the planning loop"; ``plan.ttnn`` says what it confirmed."""
     from .builder import make_plan
     return make_plan(spec, batch_size=batch_size, input_size=input_size, profile=profile,
-                     arch=arch, mesh=mesh)
+                     arch=arch, mesh=mesh, oracle=oracle)
 
 
 def build(spec, *, weights=None, backend: str = "auto", batch_size: int = 1, input_size=None,

@@ -5,7 +5,7 @@ import time
 
 
 def make_plan(spec, *, batch_size=1, input_size=None, profile=None, arch="wormhole_b0", mesh=None,
-              adapters=True):
+              adapters=True, oracle=None):
     """Graph and plan for one chip's share of ``batch_size`` on ``mesh`` (None: one chip)."""
     from .mesh import per_chip_batch, resolve_mesh
     from .planner import plan_graph
@@ -14,7 +14,7 @@ def make_plan(spec, *, batch_size=1, input_size=None, profile=None, arch="wormho
     m = resolve_mesh(mesh)
     chip_batch = batch_size if m is None else per_chip_batch(batch_size, m)
     graph = load_graph(spec, batch_size=chip_batch, input_size=input_size, profile=profile)
-    plan = plan_graph(graph, arch=arch, adapters=adapters)
+    plan = plan_graph(graph, arch=arch, adapters=adapters, oracle=oracle)
     plan.mesh = m
     return plan
 

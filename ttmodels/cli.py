@@ -53,6 +53,9 @@ def _parser() -> argparse.ArgumentParser:
                         "(default: %(default)s)")
     p.add_argument("--plot", metavar="PNG",
                    help="also draw the plan (L1 per core, layouts, adapters) into this .png")
+    p.add_argument("--no-ttnn", action="store_true",
+                   help="plan from the rule table alone: ask the installed ttnn nothing (as "
+                        "TTMODELS_TTNN_ORACLE=0); the plan then shows its steps unconfirmed")
 
     p = sub.add_parser("validate", help="check a spec; exit 0 if valid, print the error and exit 2")
     p.add_argument("spec", help=SPEC_HELP)
@@ -88,6 +91,14 @@ def _parser() -> argparse.ArgumentParser:
     _add_mesh_arg(p)
     p.add_argument("--plot", metavar="PNG", help="also draw the plan with ttnn's peak_total per "
                    "layer (rejected / mismatched layers in red) into this .png")
+
+    p = sub.add_parser("oracle", help="the cache of ttnn's answers to the planner (ttnn in the "
+                       "planning loop): where it is, the contradictions with the rule table, clear")
+    p.add_argument("action", choices=("info", "contradictions", "clear"),
+                   help="info: the cache directory and its entries; contradictions: every "
+                        "recorded step where ttnn contradicts rules.py; clear: delete the cache")
+    p.add_argument("--format", choices=("table", "json"), default="table",
+                   help="output format of contradictions (default: %(default)s)")
 
     p = sub.add_parser("probe-1x1", help="time 1x1-conv lowerings on a card (device only)")
     p.add_argument("spec", help=SPEC_HELP)
@@ -183,15 +194,22 @@ def _run(args) -> int:
             print(name)
         return 0
     if args.cmd == "validate":
+        # the spec's validity needs no ttnn verdicts: plan from the table (fast, no worker)
         plan = ttmodels.plan(args.spec, batch_size=args.batch, input_size=size, profile=args.profile,
-                             mesh=args.mesh)
+                             mesh=args.mesh, oracle=False)
         graph = plan.graph
         on = (f"; batch {plan.batch_size} = {plan.per_chip_batch} per chip on "
               f"{plan.mesh.describe()}") if plan.mesh else ""
         print(f"{graph.source}: valid ({len(graph.nodes)} layers, outputs: {', '.join(graph.outputs)}"
               f"{on})")
         return 0
+    if args.cmd == "oracle":
+        return _oracle(args)
     if args.cmd == "plan":
+        if args.no_ttnn:
+            import os
+            from .ttnn_oracle import ENV
+            os.environ[ENV] = "0"
         if args.plot:
             from .plan_plot import check_plot_path
             check_plot_path(args.plot)          # a bad path fails before any planning
@@ -237,6 +255,32 @@ def _run(args) -> int:
         return run_probe(args.spec, batch_size=args.batch, input_size=size, profile=args.profile,
                          out=args.out, write_spec=args.write_spec, mock=args.mock)
     raise AssertionError(args.cmd)
+
+
+def _oracle(args) -> int:
+    import json
+
+    from . import ttnn_oracle as O
+    from .cache import default_cache_dir
+    base = default_cache_dir() / "ttnn-oracle"
+    if args.action == "clear":
+        n = O.clear(base)
+        print(f"removed {n} cached answer(s) and contradiction(s) under {base}")
+        return 0
+    if args.action == "info":
+        answers = sum(1 for _ in base.glob("ttnn-*/answers/*/*.json"))
+        print(f"ttnn oracle: {O.why_off() or 'on'}; cache {base}: {answers} answer(s), "
+              f"{len(O.list_contradictions(base))} contradiction(s) with rules.py")
+        return 0
+    found = O.list_contradictions(base)
+    if args.format == "json":
+        print(json.dumps(found, indent=2))
+        return 0
+    for c in found:
+        print(f"ttnn {c.get('ttnn')} {c.get('model')}: {c.get('kind')} {c.get('step')} "
+              f"({c.get('op')}): {c.get('contradiction')}")
+    print(f"{len(found)} contradiction(s) recorded under {base}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -45,6 +45,9 @@ def mesh_line(plan) -> str:
 
 def plan_to_dict(plan) -> dict[str, Any]:
     d = _plan_dict(plan)
+    if getattr(plan, "ttnn", None) is not None:
+        # ttnn's verdicts (ttnn_oracle): which steps it confirmed, which not, contradictions
+        d["ttnn"] = plan.ttnn.to_dict()
     if plan.mesh is not None:   # single-chip plans keep their JSON exactly as before
         d = {"mesh": mesh_dict(plan), **d}
     return d
@@ -115,15 +118,19 @@ def layer_note(layer) -> str:
 
 def plan_table(plan) -> str:
     head = ("layer", "op", "out NHWC", "memory", "buffer", "grid", "shard", "layout", "dtype",
-            "L1 B/core", "live L1", "note")
+            "L1 B/core", "live L1", "ttnn", "ttnn L1", "note")
     rows = [head]
+    rec = getattr(plan, "ttnn", None)
+    status = {("layer", s.name): s for s in rec.steps} if rec is not None else {}
     for l in plan.layers:
         m = l.output.memory
         rows.append((l.name, l.node.op, "x".join(map(str, l.node.shape.nhwc)), m.memory_layout,
                      m.buffer, f"{m.grid[0]}x{m.grid[1]}" if m.grid else "-",
                      f"{m.shard_shape[0]}x{m.shard_shape[1]}" if m.shard_shape else "-",
                      l.output.layout, l.output.dtype, f"{l.l1_bytes_per_core:,}",
-                     f"{l.live_l1:,}" if l.live_l1 is not None else "-", layer_note(l)))
+                     f"{l.live_l1:,}" if l.live_l1 is not None else "-",
+                     _TTNN_MARK.get(getattr(status.get(("layer", l.name)), "status", None), "-"),
+                     _ttnn_l1(status.get(("layer", l.name))), layer_note(l)))
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(head))]
     lines = [f"plan {plan.graph.name} on {plan.arch} (grid {plan.grid[0]}x{plan.grid[1]}, "
              f"L1 bank {plan.l1_bank_bytes:,} B/core with l1_small_size {plan.l1_small_size:,}; "
@@ -139,7 +146,12 @@ def plan_table(plan) -> str:
         lines.append("")
         lines.append(f"adapters ({len(plan.adapters)}):")
         for a in plan.adapters:
-            lines.append(f"  {a.edge}: {a.kind}  {a.before.short()} -> {a.after.short()}  ({a.reason})")
+            mark = ""
+            if rec is not None:
+                st = next((s for s in rec.steps if s.kind == "adapter" and s.name == a.edge), None)
+                mark = f"  [ttnn: {_TTNN_MARK.get(getattr(st, 'status', None), '-')}]"
+            lines.append(f"  {a.edge}: {a.kind}  {a.before.short()} -> {a.after.short()}  "
+                         f"({a.reason}){mark}")
     else:
         lines.append("")
         lines.append("adapters: none")
@@ -157,6 +169,8 @@ def plan_table(plan) -> str:
         lines.append(f"addresses (ttnn's L1 allocator, modelled): every step placed; the "
                      f"tightest is {tight.name} with a {tight.largest_free:,} B largest free "
                      "block after it")
+    if rec is not None:
+        lines += [""] + ttnn_lines(rec)
     if plan.spills:
         lines.append("")
         lines.append(f"spills ({len(plan.spills)}):")
@@ -164,3 +178,34 @@ def plan_table(plan) -> str:
             lines.append(f"  {sp.tensor} after {sp.after}: to_memory_config  {sp.before.short()} "
                          f"-> {sp.to.short()}  ({sp.reason})")
     return "\n".join(lines)
+
+
+def _ttnn_l1(st) -> str:
+    v = getattr(st, "ttnn_l1", None)
+    return f"{v:,}" if v is not None else "-"
+
+
+# the ttnn column: what ttnn (ttnn_oracle, on a mock device) said about the step
+_TTNN_MARK = {"confirmed": "ok", "rejected": "REJECTED", "differs": "differs",
+              "unjudged": "?", "unconfirmed": "-"}
+
+
+def ttnn_lines(rec) -> list[str]:
+    """The plan's ttnn summary: the oracle's state, what is not confirmed, contradictions."""
+    n, bad = len(rec.steps), rec.unconfirmed
+    out = [f"ttnn: {rec.oracle}; {n - len(bad)}/{n} steps confirmed as planned"
+           + (f" ({rec.asked} asked, {rec.cached} from the cache)" if rec.oracle.startswith("on")
+              else "")]
+    if bad and len(bad) < n:
+        out += [f"  not confirmed: {s.kind} {s.name} ({s.op}): {s.status}"
+                + (f": {s.error}" if s.error else f": ttnn gives {s.ttnn_memory} {s.ttnn_layout}"
+                   if s.status == "differs" else "") for s in bad]
+    elif bad:
+        out.append("  no step is confirmed by ttnn (the table alone planned it)")
+    if rec.contradictions:
+        out.append(f"ttnn contradicts the rule table ({len(rec.contradictions)}):")
+        out += [f"  {c}" for c in rec.contradictions]
+    if rec.candidates_rejected:
+        out.append(f"conv candidates ttnn refused ({len(rec.candidates_rejected)}):")
+        out += [f"  {c}" for c in rec.candidates_rejected]
+    return out

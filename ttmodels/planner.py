@@ -67,7 +67,8 @@ class _Planner:
     def __init__(self, graph: Graph, arch: str, adapters: bool, l1_small_size: int = 32768,
                  no_reorder: frozenset[str] = frozenset(), cb_caps: dict[str, int] | None = None,
                  no_cap: frozenset[str] = frozenset(),
-                 spill_hints: frozenset[tuple[str, str]] = frozenset()):
+                 spill_hints: frozenset[tuple[str, str]] = frozenset(), oracle=None,
+                 ttnn_rejected: list[str] | None = None):
         if arch not in ARCHS:
             raise LayoutError(f"unknown arch {arch!r}; known: {sorted(ARCHS)}")
         self.g, self.arch, self.with_adapters = graph, arch, adapters
@@ -98,6 +99,9 @@ class _Planner:
         self.layers: list[PlannedLayer] = []
         self.input_layouts: dict[str, TensorLayout] = {}
         self.constant_layouts: dict[str, TensorLayout] = {}
+        # ttnn in the loop (ttnn_oracle): asked about conv candidates; the ones it refused
+        self.oracle = oracle
+        self.ttnn_rejected = ttnn_rejected if ttnn_rejected is not None else []
 
     # ---- sources ---------------------------------------------------------------------------
     def seed(self) -> None:
@@ -618,10 +622,11 @@ class _Planner:
                 for abh in (None, 64, 32):
                     fallback.append(self.conv_candidate(node, k, x, abh, False))
         cap = self.cb_caps.get(node.name)
-        fit = next((c for c in fallback if c["est"].total <= self.op_budget and (
-            cap is None or l1m.estimate_cbs(c["est"]) <= cap)), None)
+        fit = self.ttnn_first(node, x, [c for c in fallback if c["est"].total <= self.op_budget
+                                        and (cap is None or l1m.estimate_cbs(c["est"]) <= cap)])
         if fit is None and cap is not None:     # the cap cannot be met: plan as if unasked
-            fit = next((c for c in fallback if c["est"].total <= self.op_budget), None)
+            fit = self.ttnn_first(node, x, [c for c in fallback
+                                            if c["est"].total <= self.op_budget])
         self.slice_miss = []
         if fit is None and not self.is_mm(node) and policy.kind in ("auto", INTERLEAVED):
             sliced = self.plan_conv_sliced(node, x)
@@ -639,6 +644,29 @@ class _Planner:
                 f"by the {self.budget} B bank of {self.arch} and the tensors alive around it"
                 f"{sliced}; use a smaller input size or batch", layer=node.name)
         return self.conv_on_candidate(node, x, fit, "conv")
+
+    def ttnn_first(self, node: Node, x: TensorLayout, cands: list[dict]) -> dict | None:
+        """The first of ``cands`` (the table's order of preference, all fitting L1) that ttnn
+        accepts as planned, asked on the mock device (``ttnn_oracle``); the table's first when
+        ttnn is not asked or accepts none of them (the plan then shows the step unconfirmed)."""
+        if self.oracle is None or len(cands) == 0:
+            return cands[0] if cands else None
+        from . import ttnn_oracle as O
+        params = O._param_shapes(self.g)
+        for c in cands:
+            cin = replace(c["conv_in"], layout=x.layout) if x.memory.sharded else x
+            requested = self.requested_memory(node, node.shape.rows, node.shape.c) \
+                if node.layout.kind == INTERLEAVED else None
+            probe = self.conv_layer(node, cin, c, requested)
+            ans = self.oracle.ask([O.layer_step(self.g, probe, self.flat, params)])[0]
+            if ans is None or not ans.judged or ans.as_planned:
+                return c
+            note = (f"{node.name}: {c['kind']} on {c['pc'].num_cores} cores, act_block_h "
+                    f"{c['act_block_h'] or 'auto'}: " + (ans.error if not ans.accepted else
+                                                          f"ttnn gives {ans.memory} {ans.layout}"))
+            if note not in self.ttnn_rejected:
+                self.ttnn_rejected.append(note)
+        return cands[0]
 
     def conv_on_candidate(self, node: Node, x: TensorLayout, c: dict, what: str) -> PlannedLayer:
         """The planned conv for candidate ``c``: a sharded producer on other cores is resharded
@@ -1436,13 +1464,35 @@ class _CapCBs(Exception):
 def plan_graph(graph: Graph, *, arch: str = "wormhole_b0", adapters: bool = True,
                l1_small_size: int = 32768, addresses: bool = True,
                spill_hints: frozenset[tuple[str, str]] = frozenset(),
-               cap_hints: frozenset[tuple[str, int]] = frozenset()) -> Plan:
+               cap_hints: frozenset[tuple[str, int]] = frozenset(),
+               oracle=None) -> Plan:
     """Resolve every tensor's layout and insert adapters only on disagreeing edges. The L1
     budget is the allocator's bank for a device opened with ``l1_small_size``.
+
+    ``oracle``: ask the installed ttnn on a mock device about conv candidates and every step of
+    the plan (``ttnn_oracle``; None: on unless ``TTMODELS_TTNN_ORACLE=0`` or without ttnn;
+    True / False; or an ``ttnn_oracle.Oracle`` to use).
+    ``plan.ttnn`` records its verdicts, or that the steps are unconfirmed.
 
     Remedy "execution order": a layer that does not fit where it is may be moved to right after
     its inputs (fewer tensors alive there); the plan of the reordered graph is kept when it
     works, else the layer stays and the other remedies (spills) apply."""
+    from . import ttnn_oracle
+    if isinstance(oracle, ttnn_oracle.Oracle):       # a caller's own (tests, tools)
+        off, o = None, oracle
+    else:
+        off = ttnn_oracle.why_off(oracle)
+        o = None if off else ttnn_oracle.get(oracle)
+    rejected: list[str] = []
+    since = (o.queries, o.hits) if o is not None else None
+    plan = _plan_graph(graph, arch, adapters, l1_small_size, addresses, spill_hints, cap_hints,
+                       o, rejected)
+    ttnn_oracle.confirm(plan, o, off, rejected, since)
+    return plan
+
+
+def _plan_graph(graph, arch, adapters, l1_small_size, addresses, spill_hints, cap_hints, o,
+                rejected) -> Plan:
     frozen: frozenset[str] = frozenset()
     caps: dict[str, int] = dict(cap_hints)  # conv -> CB bytes it may keep (for the next step,
     #                                         or for its own CBs to stay below L1 buffers)
@@ -1452,7 +1502,8 @@ def plan_graph(graph: Graph, *, arch: str = "wormhole_b0", adapters: bool = True
     planner = None
 
     def make(g: Graph) -> _Planner:
-        return _Planner(g, arch, adapters, l1_small_size, frozen, caps, no_cap, spill_hints)
+        return _Planner(g, arch, adapters, l1_small_size, frozen, caps, no_cap, spill_hints,
+                        o, rejected)
 
     try:
         for _ in range(3 * len(graph.nodes) + 1):
@@ -1467,9 +1518,8 @@ def plan_graph(graph: Graph, *, arch: str = "wormhole_b0", adapters: bool = True
                     return plan
 
                 def replan(g: Graph, hints=spill_hints, capped=cap_hints) -> Plan:
-                    out = plan_graph(g, arch=arch, adapters=adapters, l1_small_size=l1_small_size,
-                                     addresses=False, spill_hints=frozenset(hints),
-                                     cap_hints=frozenset(capped))
+                    out = _plan_graph(g, arch, adapters, l1_small_size, False,
+                                      frozenset(hints), frozenset(capped), o, rejected)
                     out.reordered = plan.reordered + out.reordered
                     out.spill_hints, out.cap_hints = frozenset(hints), frozenset(capped)
                     return out

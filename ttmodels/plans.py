@@ -178,6 +178,9 @@ class Plan:
     # liveness.StepL1 of every step the executor runs (adapters, layers, spills), in its order:
     # the L1 per core ttnn's timeline counts at each (set by the planner)
     step_l1: list = field(default_factory=list)
+    # what ttnn said about every step (ttnn_oracle.TtnnRecord: confirmed, rejected, differs, or
+    # unconfirmed when the oracle is off), set by plan_graph
+    ttnn: Any = None
 
     @property
     def l1_bank_bytes(self) -> int:

@@ -156,6 +156,17 @@ _RULE_LIST = [
          "fuses_matmul); the layers run those standalone after the op",
          "ttnn/cpp/ttnn/operations/matmul/device/utilities/matmul_utilities.hpp ('Unsupported "
          "UnaryOpType for fused activation: UnaryOpType::HARDSWISH', 0.81.1 wheel: line 354)"),
+    Rule("conv2d.mm_width_shard_layout", "conv2d",
+         "a 1x1 stride-1 (matmul) conv takes a WIDTH-sharded input only with "
+         "conv_config.shard_layout WIDTH: with HEIGHT or BLOCK the matmul gets that scheme's "
+         "program config for a width-sharded in0 and refuses it (a 3x3 conv uses any sharded "
+         "input as it is, whatever shard_layout says; found by the planner's ttnn oracle on "
+         "mobilenet_v2, resnext50 and wide_resnet50 planned without adapters)",
+         f"{_CONV}: determine_matmul_op_config_from_conv_op_config (the program config follows "
+         "conv_config.shard_layout); ttnn/cpp/ttnn/operations/matmul/device/"
+         "matmul_device_operation.cpp ('MatmulMultiCoreReuseMultiCastProgramConfig: Unsupported "
+         "memory layout', 0.81.1 wheel: line 1737; on a grid of partial rows "
+         "tt_metal/impl/buffers/buffer.cpp:272 'Invalid shard grid')"),
     Rule("conv2d.reshard", "conv2d",
          "a sharded input whose scheme differs from conv_config.shard_layout is resharded inside "
          "conv2d (an extra move the plan should make explicit)",
@@ -1029,6 +1040,9 @@ def _c_conv(inputs, attrs, output, shapes):
         vs.append(_v("conv2d.rm_bfp_output", "conv output_layout ROW_MAJOR with dtype bfloat8_b"))
     if attrs.get("is_mm_conv"):
         m = x.memory
+        if m.memory_layout == WIDTH and want not in (None, WIDTH):
+            vs.append(_v("conv2d.mm_width_shard_layout", f"1x1 (matmul) conv input is "
+                         f"{m.short()} but shard_layout is {want}"))
         if m.memory_layout == BLOCK and x.layout == ROW_MAJOR and m.shard_shape and \
                 m.shard_shape[0] % TILE:
             vs.append(_v("conv2d.mm_block_row_major", f"1x1 (matmul) conv input is ROW_MAJOR "
@@ -1557,6 +1571,13 @@ def _out_conv(q: OutputQuery) -> TensorLayout:
 def _out_pool(q: OutputQuery) -> TensorLayout:
     attrs, x, out_rc, requested = q.attrs, q.x, q.out_rc, q.requested
     out_layout = attrs.get("output_layout", ROW_MAJOR)
+    if attrs.get("slice"):
+        # rule pool2d.slice_input: a DRAM-sliced pool writes every slice into a DRAM-interleaved
+        # output (generic_pools.cpp pool2d with dram_slice_config, through op_slicing.cpp as
+        # conv2d_DRAM; memory_config is not taken), in the requested layout and dtype. Found by
+        # the planner's ttnn oracle (bevdet_r50_encoder at batch 6: the table said height shards)
+        return TensorLayout(MemSpec(INTERLEAVED, "dram"), out_layout,
+                            attrs.get("dtype") or "bfloat16")
     if requested is not None:
         mem = requested
     elif (q.op == "global_avg_pool" or attrs.get("global_pool")) and (
