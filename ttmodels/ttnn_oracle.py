@@ -252,6 +252,7 @@ class Oracle:
             import time
             t0 = time.perf_counter()
             batch = [steps[i] for i in todo.values()]
+            _announce(len(batch))
             answers = self._run_batch(batch)
             self.seconds += time.perf_counter() - t0
             for (k, i), a in zip(todo.items(), answers):
@@ -327,6 +328,24 @@ class Oracle:
     # -- contradictions --
     def record_contradiction(self, key: str, entry: dict[str, Any]) -> None:
         _write_json(self.root / "contradictions" / f"{key}.json", entry)
+
+
+_ANNOUNCED = [False]
+
+
+def _announce(n: int) -> None:
+    """Say once per process why a first plan takes a while (seconds to a minute for a big net):
+    on a terminal to the user, else to the log."""
+    msg = (f"ttmodels: asking ttnn on a mock Wormhole about {n} plan step(s) not asked before "
+           f"(answers are cached; {ENV}=0 plans from the rule table alone)")
+    if _ANNOUNCED[0]:
+        log.info(msg)
+        return
+    _ANNOUNCED[0] = True
+    if sys.stderr.isatty():
+        print(msg, file=sys.stderr, flush=True)
+    else:
+        log.info(msg)
 
 
 def _write_json(path: Path, obj) -> None:
