@@ -411,6 +411,45 @@ def linear_l1(*, in_layout: TensorLayout, out_layout: TensorLayout, rows: int, k
     return L1Estimate(sum(parts.values()), parts)
 
 
+def pixel_linear_l1(*, in_layout: TensorLayout, out_layout: TensorLayout, rows: int, k: int,
+                    n: int, weights_dtype: str = "bfloat8_b", num_cores: int = 64,
+                    bias: bool = True) -> L1Estimate:
+    """A per-pixel interleaved ttnn.linear (many rows: ConvNeXt's pwconv): its automatic
+    program config is a 2D multicast over the 8x8 grid (per-core M = Mt / 8, per-core N =
+    Nt / 8), with double-buffered in0 / in1 blocks of ``in0_block_w`` K tiles and the output
+    block; inputs and outputs interleaved over the banks. An estimate from the program
+    config's shape (matmul_program_config.cpp), not measured per CB."""
+    m_c = max(1, -(-(-(-rows // TILE)) // 8))
+    n_c = max(1, -(-(-(-n // TILE)) // 8))
+    k_t = -(-k // TILE)
+    in0_bw = max(d for d in (1, 2, 4) if k_t % d == 0)
+    out = per_core_bytes(out_layout, rows, n, num_cores)
+    parts = {
+        "input": per_core_bytes(in_layout, rows, k, num_cores),
+        "output": out,
+        "in0_cb": 2 * m_c * in0_bw * tile_bytes(in_layout.dtype if in_layout.layout == "tile"
+                                                else "bfloat16"),
+        "in1_cb": 2 * in0_bw * n_c * tile_bytes(weights_dtype),
+        "out_cb": m_c * n_c * tile_bytes(out_layout.dtype),
+    }
+    if bias:
+        parts["bias_add_output"] = out
+    return L1Estimate(sum(parts.values()), parts)
+
+
+def layer_norm_l1(in_layout: TensorLayout, out_layout: TensorLayout, rows: int, c: int,
+                  num_cores: int = 64) -> L1Estimate:
+    """An interleaved ttnn.layer_norm: each core normalizes whole rows of tiles, so its CBs
+    hold a few rows of ``Wt`` = C/32 tiles (input, x - mean, its square, the output, gamma and
+    beta: about 6 x Wt tiles in bfloat16 or float32 intermediates; layernorm_op_multi_core.cpp).
+    An estimate, not measured per CB."""
+    wt = -(-c // TILE)
+    parts = {"input": per_core_bytes(in_layout, rows, c, num_cores),
+             "output": per_core_bytes(out_layout, rows, c, num_cores),
+             "cbs": 6 * wt * tile_bytes("bfloat16") + 4 * tile_bytes("float32")}
+    return L1Estimate(sum(parts.values()), parts)
+
+
 # ---- the estimate against ttnn's own figure ----------------------------------------------------
 # ``ttmodels verify`` puts each layer's estimate next to ttnn 0.81.1's figure for the same step on
 # the mock device (``ttnn_op_peak_total``: the step's L1 buffers and circular buffers plus its L1
