@@ -94,12 +94,20 @@ def test_new_ops_run_for_real_on_the_mock_device(real_run):
 def test_layer_norm_refuses_a_height_sharded_input_like_ttnn():
     """The rule the planner avoids (it puts an interleaving adapter before layer_norm), and the
     sim refuses: ttnn 0.81.1 raises on a HEIGHT_SHARDED input without a sharded program
-    config (seen on the mock device)."""
+    config, and on a block/width-sharded one asked for an interleaved output (seen on the mock
+    device)."""
     from ttmodels import rules as R
-    from ttmodels.layout import HEIGHT, MemSpec, TensorLayout
+    from ttmodels.layout import BLOCK, HEIGHT, INTERLEAVED, MemSpec, TensorLayout
     hs = TensorLayout(MemSpec(HEIGHT, "l1", (8, 1), 8, (32, 64)), "tile", "bfloat16")
     assert [v.rule for v in R.check("layer_norm", [hs], {}, shapes=[(1, 1, 256, 64)])] == \
         ["layer_norm.interleaved"]
+    # width/block shards are taken, with a sharded (their own) output only
+    bs = TensorLayout(MemSpec(BLOCK, "l1", (4, 4), 16, (64, 64)), "tile", "bfloat16")
+    assert R.check("layer_norm", [bs], {}, shapes=[(1, 1, 256, 256)]) == []
+    assert [v.rule for v in R.check("layer_norm", [bs], {}, MemSpec(INTERLEAVED, "l1"),
+                                    shapes=[(1, 1, 256, 256)])] == ["layer_norm.interleaved"]
+    assert R.check("layer_norm", [TensorLayout(MemSpec(INTERLEAVED, "dram"), "row_major",
+                                               "bfloat16")], {}) == []
     plan = ttmodels.plan(OPS_SPEC, batch_size=2)
     (a,) = [a for a in plan.adapters if a.dst == "ln"]
     assert a.kind == "sharded_to_interleaved" and not plan.layer("ln").inputs[0].memory.sharded

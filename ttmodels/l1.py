@@ -413,25 +413,36 @@ def linear_l1(*, in_layout: TensorLayout, out_layout: TensorLayout, rows: int, k
 
 def pixel_linear_l1(*, in_layout: TensorLayout, out_layout: TensorLayout, rows: int, k: int,
                     n: int, weights_dtype: str = "bfloat8_b", num_cores: int = 64,
-                    bias: bool = True) -> L1Estimate:
-    """A per-pixel interleaved ttnn.linear (many rows: ConvNeXt's pwconv): its automatic
-    program config is a 2D multicast over the 8x8 grid (per-core M = Mt / 8, per-core N =
-    Nt / 8), with double-buffered in0 / in1 blocks of ``in0_block_w`` K tiles and the output
-    block; inputs and outputs interleaved over the banks. An estimate from the program
-    config's shape (matmul_program_config.cpp), not measured per CB."""
+                    bias: bool = True, budget: int | None = None) -> L1Estimate:
+    """A per-pixel interleaved ttnn.linear (many rows: ConvNeXt's pwconv). Its automatic program
+    config (matmul_program_config.cpp create_matmul_program_config) is a 2D multicast over the
+    8x8 grid: per-core M = Mt / 8, per-core N = Nt / 8, in0_block_w the largest of 4, 3, 2, 1
+    dividing Kt; get_multi_dim_per_core_factor then shrinks the output block (M first here)
+    until its CBs fit, which ``budget`` stands for (the L1 left to the op). CBs: in0 2 x block_h
+    x in0_block_w, in1 2 x in0_block_w x block_w, out block_h x block_w tiles. An estimate from
+    the program config's shape: ttnn 0.81.1's figures on convnext_tiny differ by -30 % to +500 %
+    (docs/layouts.md), not a measured model."""
     m_c = max(1, -(-(-(-rows // TILE)) // 8))
     n_c = max(1, -(-(-(-n // TILE)) // 8))
     k_t = -(-k // TILE)
-    in0_bw = max(d for d in (1, 2, 4) if k_t % d == 0)
+    in0_bw = next(d for d in (4, 3, 2, 1) if k_t % d == 0)
+    t_in = tile_bytes(in_layout.dtype if in_layout.layout == "tile" else "bfloat16")
+    t_w, t_out = tile_bytes(weights_dtype), tile_bytes(out_layout.dtype)
     out = per_core_bytes(out_layout, rows, n, num_cores)
-    parts = {
-        "input": per_core_bytes(in_layout, rows, k, num_cores),
-        "output": out,
-        "in0_cb": 2 * m_c * in0_bw * tile_bytes(in_layout.dtype if in_layout.layout == "tile"
-                                                else "bfloat16"),
-        "in1_cb": 2 * in0_bw * n_c * tile_bytes(weights_dtype),
-        "out_cb": m_c * n_c * tile_bytes(out_layout.dtype),
-    }
+    inp = per_core_bytes(in_layout, rows, k, num_cores)
+
+    def cbs(m: int) -> tuple[int, int, int]:
+        return 2 * m * in0_bw * t_in, 2 * in0_bw * n_c * t_w, m * n_c * t_out
+
+    block_h = m_c
+    if budget is not None:
+        room = budget - inp - out * (2 if bias else 1)
+        for m in sorted((d for d in range(1, m_c + 1) if m_c % d == 0), reverse=True):
+            block_h = m
+            if sum(cbs(m)) <= room:
+                break
+    in0_cb, in1_cb, out_cb = cbs(block_h)
+    parts = {"input": inp, "output": out, "in0_cb": in0_cb, "in1_cb": in1_cb, "out_cb": out_cb}
     if bias:
         parts["bias_add_output"] = out
     return L1Estimate(sum(parts.values()), parts)

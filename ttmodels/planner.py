@@ -1310,9 +1310,18 @@ class _Planner:
                 x = self.to_tile(node, 0, x, "matmul inputs must be tilized")
         dtype = node.precision.activations
         out = TensorLayout(MemSpec(INTERLEAVED, "l1"), TILE_LAYOUT, dtype)
-        est = (l1m.pixel_linear_l1 if node.shape.h * node.shape.w > 1 else l1m.linear_l1)(
-            in_layout=x, out_layout=out, rows=rows, k=k, n=node.shape.c,
-            weights_dtype=node.precision.weights, bias=bool(node.attrs.get("bias", True)))
+        per_pixel = node.shape.h * node.shape.w > 1
+        estimate = l1m.pixel_linear_l1 if per_pixel else l1m.linear_l1
+        kw = dict(in_layout=x, rows=rows, k=k, n=node.shape.c,
+                  weights_dtype=node.precision.weights, bias=bool(node.attrs.get("bias", True)))
+        if per_pixel:
+            kw["budget"] = self.op_budget
+        est = estimate(out_layout=out, **kw)
+        if per_pixel and self.with_adapters and est.total > self.op_budget:
+            # a per-pixel linear's output too large for L1 (ConvNeXt's pwconv1 at batch 8)
+            # goes to DRAM interleaved: ttnn.linear takes any interleaved output memory config
+            out = replace(out, memory=MemSpec(INTERLEAVED, "dram"))
+            est = estimate(out_layout=out, **kw)
         return PlannedLayer(node, [x], out, est.total,
                             LinearPlan(dtype=dtype, memory_config=out.memory, program_config=None,
                                        # what the matmul fuses (the rest runs after it)

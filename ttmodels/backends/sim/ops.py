@@ -985,7 +985,8 @@ def layer_norm(input_tensor, *, epsilon=1e-12, weight=None, bias=None, residual_
     x = _on_device(input_tensor, op)
     ts = [x] + [_on_device(t, op, k) for t, k in ((weight, "weight"), (bias, "bias"))
                 if t is not None]
-    _check(op, [x], {"program_config": program_config})
+    _check(op, [x], {"program_config": program_config},
+           memspec(memory_config) if memory_config is not None else None)
     xv = x._data.to(torch.float32)
     if residual_input_tensor is not None:
         xv = xv + _on_device(residual_input_tensor, op, "residual_input_tensor")._data
