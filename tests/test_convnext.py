@@ -4,6 +4,8 @@ channel_shuffle) against torch on the sim, run for real on the mock device; and 
 which loads torchvision's state dict as it is, against torchvision's module."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -172,3 +174,25 @@ def test_convnext_tiny_runs_for_real_on_the_mock_device():
            if not s.ok]
     assert report.completed and not bad, bad
     assert len(report.steps) == report.planned_steps > 100
+
+
+# ---- ShuffleNetV2 (channel_shuffle in a real net) -------------------------------------------
+SHUFFLENET = Path(__file__).resolve().parent / "specs" / "shufflenet_v2_x0_5.yaml"
+
+
+def test_shufflenet_v2_spec_loads_torchvisions_state_dict_and_matches():
+    """A user's spec of torchvision's shufflenet_v2_x0_5 (split, concat, channel_shuffle):
+    torchvision's state dict loads as it is (BatchNorm calibrated random weights), default
+    profile >= 0.99 at 64x64."""
+    import torchvision
+    from ttmodels.weights import random_state_dict
+    g = ttmodels.load_graph(SHUFFLENET, input_size=(64, 64))
+    assert sum(n.op == "channel_shuffle" for n in g.nodes) == 16
+    net = torchvision.models.shufflenet_v2_x0_5().eval()
+    net.load_state_dict(random_state_dict(g), strict=True)
+    x = torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        ref = net(x)
+    model = ttmodels.build(SHUFFLENET, weights=net.state_dict(), backend="sim",
+                           input_size=(64, 64), cache=False)
+    assert pcc(model.run(x)["logits"], ref) >= 0.99

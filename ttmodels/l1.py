@@ -414,18 +414,26 @@ def linear_l1(*, in_layout: TensorLayout, out_layout: TensorLayout, rows: int, k
 def pixel_linear_l1(*, in_layout: TensorLayout, out_layout: TensorLayout, rows: int, k: int,
                     n: int, weights_dtype: str = "bfloat8_b", num_cores: int = 64,
                     bias: bool = True, budget: int | None = None) -> L1Estimate:
-    """A per-pixel interleaved ttnn.linear (many rows: ConvNeXt's pwconv). Its automatic program
-    config (matmul_program_config.cpp create_matmul_program_config) is a 2D multicast over the
-    8x8 grid: per-core M = Mt / 8, per-core N = Nt / 8, in0_block_w the largest of 4, 3, 2, 1
-    dividing Kt; get_multi_dim_per_core_factor then shrinks the output block (M first here)
-    until its CBs fit, which ``budget`` stands for (the L1 left to the op). CBs: in0 2 x block_h
-    x in0_block_w, in1 2 x in0_block_w x block_w, out block_h x block_w tiles. An estimate from
-    the program config's shape: ttnn 0.81.1's figures on convnext_tiny differ by -30 % to +500 %
-    (docs/layouts.md), not a measured model."""
-    m_c = max(1, -(-(-(-rows // TILE)) // 8))
-    n_c = max(1, -(-(-(-n // TILE)) // 8))
-    k_t = -(-k // TILE)
-    in0_bw = next(d for d in (4, 3, 2, 1) if k_t % d == 0)
+    """A per-pixel interleaved ttnn.linear (many rows: ConvNeXt's pwconv) with ttnn's automatic
+    program config (matmul_program_config.cpp create_matmul_program_config):
+
+    * a narrow problem (rows / N > 8 in integer division, is_narrow_shape) gets the 1D
+      systolic config: tall, per-core M = Mt / 64 cores, in0_block_w = 1, the whole N per core
+      (convnext_tiny's pwconv1 at batch 2 and 4: 309 / 561 KB against ttnn 0.81.1's 313 / 569
+      KB on the mock device);
+    * otherwise a 2D multicast over the 8x8 grid: per-core M = Mt / 8, per-core N = Nt / 8,
+      in0_block_w the largest of 4, 3, 2, 1 dividing Kt. Not matched to 0.81.1: its figures on
+      convnext_tiny at batch 1 are 0.6x to 6.6x this (pwconv1 at 28x28: 772 KB).
+
+    get_multi_dim_per_core_factor shrinks the output block (M first here) until the CBs fit,
+    which ``budget`` (the L1 left to the op) stands for. CBs: in0 2 x block_h x in0_block_w, in1
+    2 x in0_block_w x block_w, out block_h x block_w tiles; the bias add's output besides."""
+    m_t, n_t, k_t = -(-rows // TILE), -(-n // TILE), -(-k // TILE)
+    if rows // max(n, 1) > 8:
+        m_c, n_c, in0_bw = -(-m_t // num_cores), n_t, 1
+    else:
+        m_c, n_c = max(1, -(-m_t // 8)), max(1, -(-n_t // 8))
+        in0_bw = next(d for d in (4, 3, 2, 1) if k_t % d == 0)
     t_in = tile_bytes(in_layout.dtype if in_layout.layout == "tile" else "bfloat16")
     t_w, t_out = tile_bytes(weights_dtype), tile_bytes(out_layout.dtype)
     out = per_core_bytes(out_layout, rows, n, num_cores)
