@@ -419,8 +419,8 @@ def pixel_linear_l1(*, in_layout: TensorLayout, out_layout: TensorLayout, rows: 
 
     * a narrow problem (rows / N > 8 in integer division, is_narrow_shape) gets the 1D
       systolic config: tall, per-core M = Mt / 64 cores, in0_block_w = 1, the whole N per core
-      (convnext_tiny's pwconv1 at batch 2 and 4: 309 / 561 KB against ttnn 0.81.1's 313 / 569
-      KB on the mock device);
+      (convnext_tiny's pwconv1 at batch 2 and 4: 312,832 / 568,832 B, ttnn 0.81.1's figures
+      on the mock device to the byte);
     * otherwise a 2D multicast over the 8x8 grid: per-core M = Mt / 8, per-core N = Nt / 8,
       in0_block_w the largest of 4, 3, 2, 1 dividing Kt. Not matched to 0.81.1: its figures on
       convnext_tiny at batch 1 are 0.6x to 6.6x this (pwconv1 at 28x28: 772 KB).

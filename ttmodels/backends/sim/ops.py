@@ -983,8 +983,9 @@ def layer_norm(input_tensor, *, epsilon=1e-12, weight=None, bias=None, residual_
     modelled (float32 Dest assumed)."""
     op = "layer_norm"
     x = _on_device(input_tensor, op)
-    ts = [x] + [_on_device(t, op, k) for t, k in ((weight, "weight"), (bias, "bias"))
-                if t is not None]
+    for t, k in ((weight, "weight"), (bias, "bias")):
+        if t is not None:
+            _on_device(t, op, k)
     _check(op, [x], {"program_config": program_config},
            memspec(memory_config) if memory_config is not None else None)
     xv = x._data.to(torch.float32)
@@ -995,7 +996,6 @@ def layer_norm(input_tensor, *, epsilon=1e-12, weight=None, bias=None, residual_
     b = bias._data.reshape(-1)[:c] if bias is not None else None
     y = F.layer_norm(xv, (c,), w, b, float(epsilon))
     lay = _out_layout(op, [x], {}, memory_config, [x._flat4()])
-    del ts
     return _emit(y, x.dtype, x.layout, lay.memory, x._device, op, owned=True)
 
 
