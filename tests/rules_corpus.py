@@ -550,6 +550,39 @@ def adapter_cases():
         yield _adapter(f"to_layout/{mk}/tile->rm-bf8", "to_layout", T(mt), T(mr, ROW_MAJOR, "bfloat8_b"), s)
 
 
+def issue23_cases():
+    """layer_norm (interleaved, height / width / block shards: a height-sharded input is
+    refused), layer_scale (x * a [1, 1, 1, C] constant), softmax, and the reshape/permute
+    lowerings of flatten, reshape, permute and channel_shuffle (on interleaved inputs, as
+    planned)."""
+    s = SHAPES["even"]
+    mems = dict(memories(s.rows, s.c, TILE_LAYOUT, bad=False))
+    for mk in ("dram", "l1", "h8", "w2", "b2x2"):
+        x = T(mems[mk])
+        cfg = {"constant_memory": DRAM, "constant_dtype": "bfloat16"}
+        yield Case(f"layer_norm/{mk}", "layer_norm", [x], [s], s,
+                   R.output_layout("layer_norm", [x], {}, None, [s.flat]),
+                   {"eps": 1e-6, "affine": True}, cfg)
+        yield Case(f"softmax/{mk}", "softmax", [x], [s], s,
+                   R.output_layout("softmax", [x], {}, None, [s.flat]))
+    for mk, ck in itertools.product(("l1", "dram", "h8"), ("l1", "dram")):
+        x, cm = T(mems[mk]), {"l1": L1, "dram": DRAM}[ck]
+        out = R.output_layout("layer_scale", [x, T(cm)], {"dtype": "bfloat16",
+                                                          "out_shape": s.flat}, None,
+                              [s.flat, (1, 1, 1, s.c)])
+        yield Case(f"layer_scale/{mk}/const-{ck}", "layer_scale", [x], [s], s, out,
+                   {"param_shape": "vector"},
+                   {"dtype": "bfloat16", "constant_memory": cm, "constant_dtype": "bfloat16"})
+    reshapes = (("flatten", {}, TensorShape(s.n, 1, 1, s.c * s.h * s.w)),
+                ("reshape", {"shape": (32, 32, 16)}, TensorShape(s.n, 32, 16, 32)),
+                ("permute", {"dims": (0, 2, 3, 1)}, TensorShape(s.n, s.w, s.c, s.h)),
+                ("channel_shuffle", {"groups": 4}, s))
+    for (op, attrs, o), mk in itertools.product(reshapes, ("l1", "dram")):
+        x = T(mems[mk])
+        yield Case(f"{op}/{mk}", op, [x], [s], o,
+                   R.output_layout(op, [x], {}, None, [s.flat]), attrs)
+
+
 def _adapter(cid, kind, before, after, s):
     return Case(cid, kind, [before], [s], s, after)
 
@@ -557,7 +590,7 @@ def _adapter(cid, kind, before, after, s):
 GENERATORS = (relu_cases, unary_cases, batch_norm_cases, slice_cases, split_cases,
               conv_transpose_cases, adaptive_pool_cases,
               binary_cases, conv_cases, matmul_conv_cases, pool_cases, linear_cases, upsample_cases,
-              concat_cases, pad_cases, adapter_cases)
+              concat_cases, pad_cases, adapter_cases, issue23_cases)
 
 
 def cases() -> list[Case]:
@@ -595,6 +628,11 @@ def _params(case: Case):
     if case.op == "batch_norm":
         c = case.out_shape.c
         return {"scale": torch.full((c,), 0.5), "shift": torch.zeros(c)}
+    if case.op == "layer_norm":
+        c = case.out_shape.c
+        return {"weight": torch.ones(c), "bias": torch.zeros(c)}
+    if case.op == "layer_scale":
+        return {"scale": torch.full((case.out_shape.c,), 0.5)}
     if case.op == "linear":
         return {"weight": torch.zeros(case.attrs["out_features"], case.attrs["in_features"]),
                 "bias": torch.zeros(case.attrs["out_features"])}

@@ -141,7 +141,8 @@ _OPS = {"conv2d", "max_pool2d", "avg_pool2d", "global_avg_pool2d", "add", "multi
         "prepare_conv_weights", "prepare_conv_bias", "subtract", "relu6", "leaky_relu", "sigmoid",
         "hardsigmoid", "hardswish", "silu", "gelu", "tanh", "identity", "slice",
         "adaptive_avg_pool2d", "grid_sample", "prepare_grid_sample_grid", "conv_transpose2d",
-        "prepare_conv_transpose2d_weights", "prepare_conv_transpose2d_bias"}
+        "prepare_conv_transpose2d_weights", "prepare_conv_transpose2d_bias", "layer_norm",
+        "softmax", "permute"}
 # every row of the activation table enrols its standalone op
 _OPS |= {d.ttnn_function for d in ACTIVATIONS.values()}
 # Host-side builders that run for real (they need no device).
@@ -616,3 +617,37 @@ def test_conv_transpose2d_and_split_calls_bind_to_real_ttnn():
     assert [c.kwargs["output_padding"] for c in ct] == [[0, 0], [1, 1]]
     prep = [c for c in calls if c.name == "prepare_conv_transpose2d_weights"]
     assert {c.kwargs["weights_format"] for c in prep} == {"IOHW"}
+
+
+def test_issue23_ops_calls_bind_to_real_ttnn():
+    """layer_norm (weight/bias as [1, 1, 1, C] TILE tensors), the per-pixel linear, layer_scale,
+    softmax and the reshape/permute lowerings of flatten, reshape, permute and channel_shuffle:
+    every call binds to ttnn 0.81.1's signatures with real configs."""
+    from ttmodels.spec import load_graph
+    from ttmodels.weights import prepare_parameters, random_state_dict
+    g = load_graph({"inputs": {"x": {"channels": 8, "size": 8}}, "layers": [
+        {"name": "c", "op": "conv2d", "out": 32, "kernel": 3, "padding": 1},
+        {"name": "ln", "op": "layer_norm", "eps": 1e-6},
+        {"name": "pw", "op": "linear", "out": 64, "act": "gelu"},
+        {"name": "ls", "op": "layer_scale"},
+        {"name": "sh", "op": "channel_shuffle", "groups": 2},
+        {"name": "pm", "op": "permute", "dims": [0, 2, 1, 3]},
+        {"name": "rs", "op": "reshape", "shape": [16, 16, 16]},
+        {"name": "sm", "op": "softmax"},
+        {"name": "fl", "op": "flatten"}]}, batch_size=2)
+    params = prepare_parameters(g, random_state_dict(g, calibrate=False))
+    be = realtypes_backend()
+    Executor(_plan(g), params, be).run({"x": torch.randn(2, 8, 8, 8)})
+    calls = recorded(be)
+    names = [c.name for c in calls]
+    assert {"layer_norm", "softmax", "permute", "reshape", "linear", "multiply"} <= set(names)
+    _assert_all_bind(calls)
+    (ln,) = [c for c in calls if c.name == "layer_norm"]
+    assert ln.kwargs["epsilon"] == 1e-6
+    assert isinstance(ln.kwargs["compute_kernel_config"], ttnn.WormholeComputeKernelConfig)
+    (sm,) = [c for c in calls if c.name == "softmax"]
+    assert sm.args[1] == -1
+    perms = [c.args[1] for c in calls if c.name == "permute"]
+    assert [0, 1, 3, 2] in perms and [0, 3, 1, 2] in perms      # shuffle; flatten's NHWC->NCHW
+    assert all(isinstance(c.kwargs["memory_config"], ttnn.MemoryConfig)
+               for c in calls if c.name == "permute")

@@ -82,10 +82,18 @@ def test_plans_carry_each_ops_typed_config():
         {"name": "cat", "op": "concat", "in": ["up", "s"]},
         {"name": "pd", "op": "pad", "padding": 1},
         {"name": "gp", "op": "global_avg_pool"},
-        {"name": "fc", "op": "linear", "out": 10}], "outputs": ["fc", "ub", "h"]})
+        {"name": "fc", "op": "linear", "out": 10},
+        # issue 23's ops
+        {"name": "ln", "op": "layer_norm", "in": "a"},
+        {"name": "ls", "op": "layer_scale"},
+        {"name": "sm", "op": "softmax"},
+        {"name": "sh", "op": "channel_shuffle", "groups": 2},
+        {"name": "fl", "op": "flatten"}], "outputs": ["fc", "ub", "h", "fl"]})
     plan = plan_graph(g)
     assert {l.node.op for l in plan.layers} >= {"conv2d", "add", "batch_norm", "slice", "concat",
-                                                "max_pool2d", "upsample", "pad", "linear"}
+                                                "max_pool2d", "upsample", "pad", "linear",
+                                                "layer_norm", "layer_scale", "softmax",
+                                                "channel_shuffle", "flatten"}
     for l in plan.layers:
         want = GridSamplePlan if l.name == "ub" else ops.get(l.node.op).config
         assert type(l.config) is want, (l.name, type(l.config))
@@ -104,7 +112,8 @@ def test_parametric_ops_schema_and_prepared_shapes():
         {"name": "b", "op": "batch_norm"},
         {"name": "p", "op": "global_avg_pool"},
         {"name": "fc", "op": "linear", "out": 4}]})
-    assert ops.PARAMETRIC == ("conv2d", "conv_transpose2d", "linear", "batch_norm")
+    assert ops.PARAMETRIC == ("conv2d", "conv_transpose2d", "linear", "batch_norm",
+                              "layer_norm", "layer_scale")
     assert node_parameters(g.node("c"))["c.weight"] == (16, 4, 3, 3)
     assert node_parameters(g.node("fc")) == {"fc.weight": (4, 16), "fc.bias": (4,)}
     assert node_parameters(g.node("p")) == {}

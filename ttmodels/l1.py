@@ -410,6 +410,64 @@ def linear_l1(*, in_layout: TensorLayout, out_layout: TensorLayout, rows: int, k
     return L1Estimate(sum(parts.values()), parts)
 
 
+def pixel_linear_l1(*, in_layout: TensorLayout, out_layout: TensorLayout, rows: int, k: int,
+                    n: int, weights_dtype: str = "bfloat8_b", num_cores: int = 64,
+                    bias: bool = True, budget: int | None = None) -> L1Estimate:
+    """A per-pixel interleaved ttnn.linear (many rows: ConvNeXt's pwconv) with ttnn's automatic
+    program config (matmul_program_config.cpp create_matmul_program_config):
+
+    * a narrow problem (rows / N > 8 in integer division, is_narrow_shape) gets the 1D
+      systolic config: tall, per-core M = Mt / 64 cores, in0_block_w = 1, the whole N per core
+      (convnext_tiny's pwconv1 at batch 2 and 4: 312,832 / 568,832 B, ttnn 0.81.1's figures
+      on the mock device to the byte);
+    * otherwise a 2D multicast over the 8x8 grid: per-core M = Mt / 8, per-core N = Nt / 8,
+      in0_block_w the largest of 4, 3, 2, 1 dividing Kt. Not matched to 0.81.1: its figures on
+      convnext_tiny at batch 1 are 0.6x to 6.6x this (pwconv1 at 28x28: 772 KB).
+
+    get_multi_dim_per_core_factor shrinks the output block (M first here) until the CBs fit,
+    which ``budget`` (the L1 left to the op) stands for. CBs: in0 2 x block_h x in0_block_w, in1
+    2 x in0_block_w x block_w, out block_h x block_w tiles; the bias add's output besides."""
+    m_t, n_t, k_t = -(-rows // TILE), -(-n // TILE), -(-k // TILE)
+    if rows // max(n, 1) > 8:
+        m_c, n_c, in0_bw = -(-m_t // num_cores), n_t, 1
+    else:
+        m_c, n_c = max(1, -(-m_t // 8)), max(1, -(-n_t // 8))
+        in0_bw = next(d for d in (4, 3, 2, 1) if k_t % d == 0)
+    t_in = tile_bytes(in_layout.dtype if in_layout.layout == "tile" else "bfloat16")
+    t_w, t_out = tile_bytes(weights_dtype), tile_bytes(out_layout.dtype)
+    out = per_core_bytes(out_layout, rows, n, num_cores)
+    inp = per_core_bytes(in_layout, rows, k, num_cores)
+
+    def cbs(m: int) -> tuple[int, int, int]:
+        return 2 * m * in0_bw * t_in, 2 * in0_bw * n_c * t_w, m * n_c * t_out
+
+    block_h = m_c
+    if budget is not None:
+        room = budget - inp - out * (2 if bias else 1)
+        for m in sorted((d for d in range(1, m_c + 1) if m_c % d == 0), reverse=True):
+            block_h = m
+            if sum(cbs(m)) <= room:
+                break
+    in0_cb, in1_cb, out_cb = cbs(block_h)
+    parts = {"input": inp, "output": out, "in0_cb": in0_cb, "in1_cb": in1_cb, "out_cb": out_cb}
+    if bias:
+        parts["bias_add_output"] = out
+    return L1Estimate(sum(parts.values()), parts)
+
+
+def layer_norm_l1(in_layout: TensorLayout, out_layout: TensorLayout, rows: int, c: int,
+                  num_cores: int = 64) -> L1Estimate:
+    """An interleaved ttnn.layer_norm: each core normalizes whole rows of ``Wt`` = C/32 tiles,
+    so its CBs grow with the width. Fitted to ttnn 0.81.1's figures on the mock device
+    (convnext_tiny at 224: 200,704 B at C = 96, 192,512 at 192, 270,336 at 384, 348,160 at 768,
+    inputs and outputs included): 160 KiB plus four bfloat16 tiles per Wt, 0-22 % above them."""
+    wt = -(-c // TILE)
+    parts = {"input": per_core_bytes(in_layout, rows, c, num_cores),
+             "output": per_core_bytes(out_layout, rows, c, num_cores),
+             "cbs": 160 * 1024 + 4 * wt * tile_bytes("bfloat16")}
+    return L1Estimate(sum(parts.values()), parts)
+
+
 # ---- the estimate against ttnn's own figure ----------------------------------------------------
 # ``ttmodels verify`` puts each layer's estimate next to ttnn 0.81.1's figure for the same step on
 # the mock device (``ttnn_op_peak_total``: the step's L1 buffers and circular buffers plus its L1

@@ -1150,6 +1150,71 @@ class _Planner:
                                           activation=node.attrs.get("activation"),
                                           l1_parts=est.parts))
 
+    # ---- issue 23's ops: layer_norm, layer_scale, softmax, reshape/permute --------------------
+    def interleaved_tile_input(self, node: Node, why: str, dtype: str | None = None) -> TensorLayout:
+        """Input 0 interleaved (same buffer) and TILE, and in ``dtype`` when given (adapters)."""
+        x = self.layouts[node.inputs[0]]
+        if not self.with_adapters:
+            return x
+        if x.memory.sharded:
+            x = self.to_interleaved(node, 0, x, why)
+        if x.layout != TILE_LAYOUT:
+            x = self.to_tile(node, 0, x, f"{node.op} runs on TILE tensors")
+        if dtype is not None and x.dtype != dtype:
+            x = self.adapt(node, 0, x, "typecast", replace(x, dtype=dtype),
+                           f"{node.op} has no dtype argument: {x.dtype} -> {dtype} before it")
+        return x
+
+    def plan_layer_norm(self, node: Node) -> PlannedLayer:
+        """ttnn.layer_norm on an interleaved TILE input (rule layer_norm.interleaved), output in
+        the input's memory config and dtype; weight and bias [1, 1, 1, C] TILE in DRAM."""
+        from .ops.layer_norm import LayerNormPlan
+        x = self.interleaved_tile_input(node, "layer_norm without a sharded program config",
+                                        node.precision.activations)
+        rows, c = self.rc(node.inputs[0])
+        out = R.output_layout("layer_norm", [x], {}, None, [self.flat[node.inputs[0]]])
+        est = l1m.layer_norm_l1(x, out, rows, c)
+        return PlannedLayer(node, [x], out, est.total,
+                            LayerNormPlan(constant_memory=MemSpec(INTERLEAVED, "dram"),
+                                          l1_parts=est.parts))
+
+    def plan_layer_scale(self, node: Node) -> PlannedLayer:
+        """x * gamma, gamma a [1, 1, 1, C] TILE constant in L1 (as batch_norm's scale)."""
+        from .ops.layer_scale import LayerScalePlan
+        x = self.layouts[node.inputs[0]]
+        if self.with_adapters and x.layout != TILE_LAYOUT:
+            x = self.to_tile(node, 0, x, "binary operands in TILE (the scale is TILE)")
+        rows, c = self.rc(node.inputs[0])
+        const = TensorLayout(MemSpec(INTERLEAVED, "l1"), TILE_LAYOUT, "bfloat16")
+        dtype = node.precision.activations if self.with_adapters else x.dtype
+        out = R.output_layout("layer_scale", [x, const], {"dtype": dtype, "out_shape": _flat(node.shape)},
+                              None, [self.flat[node.inputs[0]], (1, 1, 1, c)])
+        est = l1m.eltwise_l1(inputs=[(x, rows, c), (const, 1, c)], out_layout=out, out_rows=rows,
+                             c=c)
+        return PlannedLayer(node, [x], out, est.total,
+                            LayerScalePlan(dtype=dtype, constant_memory=const.memory,
+                                           constant_dtype=const.dtype, l1_parts=est.parts))
+
+    def plan_softmax(self, node: Node) -> PlannedLayer:
+        from .ops.softmax import SoftmaxPlan
+        x = self.interleaved_tile_input(node, "softmax: interleaved input (no sharded program "
+                                        "config is planned)", node.precision.activations)
+        rows, c = self.rc(node.inputs[0])
+        out = R.output_layout("softmax", [x], {}, None, [self.flat[node.inputs[0]]])
+        est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=rows, c=c)
+        return PlannedLayer(node, [x], out, est.total, SoftmaxPlan(l1_parts=est.parts))
+
+    def plan_reshape(self, node: Node) -> PlannedLayer:
+        """flatten / reshape / permute / channel_shuffle: ttnn.reshape and ttnn.permute on an
+        interleaved bfloat16 TILE input (rule reshape.interleaved); the output in its memory."""
+        x = self.interleaved_tile_input(node, f"{node.op} runs on interleaved tensors",
+                                        "bfloat16")
+        rows, c = self.rc(node.inputs[0])
+        out = R.output_layout(node.op, [x], {}, None, [self.flat[node.inputs[0]]])
+        est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=node.shape.rows,
+                             c=node.shape.c)
+        return PlannedLayer(node, [x], out, est.total, PlanConfig(l1_parts=est.parts))
+
     def plan_slice(self, node: Node) -> PlannedLayer:
         x = self.layouts[node.inputs[0]]
         if self.with_adapters and x.memory.sharded:
@@ -1267,9 +1332,18 @@ class _Planner:
                 x = self.to_tile(node, 0, x, "matmul inputs must be tilized")
         dtype = node.precision.activations
         out = TensorLayout(MemSpec(INTERLEAVED, "l1"), TILE_LAYOUT, dtype)
-        est = l1m.linear_l1(in_layout=x, out_layout=out, rows=rows, k=k, n=node.shape.c,
-                            weights_dtype=node.precision.weights,
-                            bias=bool(node.attrs.get("bias", True)))
+        per_pixel = node.shape.h * node.shape.w > 1
+        estimate = l1m.pixel_linear_l1 if per_pixel else l1m.linear_l1
+        kw = dict(in_layout=x, rows=rows, k=k, n=node.shape.c,
+                  weights_dtype=node.precision.weights, bias=bool(node.attrs.get("bias", True)))
+        if per_pixel:
+            kw["budget"] = self.op_budget
+        est = estimate(out_layout=out, **kw)
+        if per_pixel and self.with_adapters and est.total > self.op_budget:
+            # a per-pixel linear's output too large for L1 (ConvNeXt's pwconv1 at batch 8)
+            # goes to DRAM interleaved: ttnn.linear takes any interleaved output memory config
+            out = replace(out, memory=MemSpec(INTERLEAVED, "dram"))
+            est = estimate(out_layout=out, **kw)
         return PlannedLayer(node, [x], out, est.total,
                             LinearPlan(dtype=dtype, memory_config=out.memory, program_config=None,
                                        # what the matmul fuses (the rest runs after it)

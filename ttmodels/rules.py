@@ -79,6 +79,9 @@ _SLICE = "ttnn/cpp/ttnn/operations/data_movement/slice/device/slice_device_opera
 _CONVT = "ttnn/cpp/ttnn/operations/conv/conv_transpose2d/conv_transpose2d.cpp"
 _SW = "ttnn/cpp/ttnn/operations/sliding_window/sliding_window.cpp"
 _BN = "ttnn/cpp/ttnn/operations/normalization/batch_norm/device/batch_norm_device_operation.cpp"
+_LN = "ttnn/cpp/ttnn/operations/normalization/layernorm/device/layernorm_device_operation.cpp"
+_SOFTMAX = "ttnn/cpp/ttnn/operations/normalization/softmax/softmax.cpp"
+_PERMUTE = "ttnn/cpp/ttnn/operations/data_movement/permute/permute.cpp"
 _BIN_OPS = "|".join(BINARY)
 _UN_OPS = "|".join(UNARY)
 
@@ -273,6 +276,34 @@ _RULE_LIST = [
          "tile-aligned or padded path); sharded inputs are moved to interleaved first",
          f"{_SLICE}: SliceDeviceOperation::validate (sharded slice only for specific row-major "
          "height-sharded cases)"),
+    # --- layer_norm, layer_scale, softmax, reshape/permute (issue 23) ---------------------------
+    Rule("layer_norm.interleaved", "layer_norm",
+         "ttnn.layer_norm without a LayerNormShardedMultiCoreProgramConfig (none is planned) "
+         "refuses a HEIGHT_SHARDED input, and a WIDTH/BLOCK-sharded input with an interleaved "
+         "output memory config (seen on the 0.81.1 mock device); interleaved inputs in L1 or "
+         "DRAM, TILE or ROW_MAJOR, bfloat16 or bfloat8_b are taken, the output keeping the "
+         "input's memory config, layout and dtype; weight and bias as [1, 1, 1, C] TILE. The "
+         "planner gives it an interleaved input",
+         f"{_LN}: validate ('a.memory_config().memory_layout() != "
+         "TensorMemoryLayout::HEIGHT_SHARDED', 0.81.1 wheel: line 227; 'output_mem_config."
+         "is_sharded() && ... != HEIGHT_SHARDED', line 231; gamma TILE with the input's padded "
+         "width, or ROW_MAJOR [C/32, 32])"),
+    Rule("layer_scale.as_binary", "layer_scale",
+         "a layer scale runs as x * gamma with a per-channel [1,1,1,C] TILE constant, so it "
+         "follows the binary_ng rules (as batch_norm.as_binary)",
+         f"{_BNG}: validate_on_program_cache_miss / broadcast rules (as binary.*)"),
+    Rule("softmax.tile", "softmax",
+         "ttnn.softmax(x, -1) takes interleaved or sharded inputs without a program config and "
+         "returns TILE (a ROW_MAJOR input is tilized), the input's dtype, the argument's or the "
+         "input's memory config (seen on the 0.81.1 mock device); the planner gives it TILE",
+         f"{_SOFTMAX}: softmax (dim -1 on a 4-D input: SoftmaxDeviceOperation)"),
+    Rule("reshape.interleaved", "flatten|reshape|permute|channel_shuffle",
+         "flatten/reshape/permute/channel_shuffle run as ttnn.reshape and ttnn.permute on an "
+         "interleaved bfloat16 TILE input (the sharded and block-float paths are not planned: a "
+         "permute re-tiles the data, which changes a bfloat8_b tensor's shared exponents); "
+         "ttnn.reshape of a TILE tensor whose padding changes copies, ttnn.permute takes the "
+         "memory config of its output",
+         f"{_RESHAPE}: reshape; {_PERMUTE}: permute", kind="perf"),
     # --- pools ------------------------------------------------------------------------------
     Rule("pool.memory", "max_pool2d|avg_pool2d|global_avg_pool",
          "the input is HEIGHT/WIDTH/BLOCK sharded in L1, or interleaved (pool2d then shards it "
@@ -1429,6 +1460,31 @@ def _c_batch_norm(inputs, attrs, output, shapes):
     return _c_binary(inputs, attrs, output, shapes)
 
 
+def _c_layer_norm(inputs, attrs, output, shapes):
+    x = inputs[0]
+    if x is None or not x.memory.sharded or attrs.get("program_config") is not None:
+        return []
+    if x.memory.memory_layout == HEIGHT:
+        return [_v("layer_norm.interleaved", "layer_norm of a HEIGHT_SHARDED input needs a "
+                   "sharded program config")]
+    if output is not None and not output.sharded:
+        return [_v("layer_norm.interleaved", f"layer_norm of a {x.memory.memory_layout} input "
+                   f"with an interleaved output memory config ({output.short()})")]
+    return []
+
+
+def _c_layer_scale(inputs, attrs, output, shapes):
+    return _c_binary(inputs, attrs, output, shapes)
+
+
+def _c_softmax(inputs, attrs, output, shapes):
+    return []
+
+
+def _c_reshape(inputs, attrs, output, shapes):
+    return []
+
+
 # The checks of ttnn ops that are not spec ops (a spec op's check is named by its registry entry,
 # ``ttmodels/ops/<op>.py``: ``OpDef.rules``).
 _CHECKS = {
@@ -1636,6 +1692,12 @@ def _out_same_memory(q: OutputQuery) -> TensorLayout:
     memory_config that covers them."""
     x = q.x
     return TensorLayout(q.requested if q.requested is not None else x.memory, x.layout, q.dtype_in)
+
+
+def _out_softmax(q: OutputQuery) -> TensorLayout:
+    """softmax: the argument's or the input's memory config, TILE, the input's dtype."""
+    return TensorLayout(q.requested if q.requested is not None else q.x.memory, TILE_LAYOUT,
+                        q.dtype_in)
 
 
 def _out_grid_sample(q: OutputQuery) -> TensorLayout:

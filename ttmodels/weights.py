@@ -446,7 +446,8 @@ def load_state_dict(source, graph: Graph, *, key_map=None, seed: int = 0,
     filtered = _Renamed(raw)           # tensors are looked up only for the expected keys
     ignored = list(dropped)
     for k, uk in mapped.items():
-        if (keep and not k.startswith(keep)) or (drop and k.startswith(drop)):
+        # k + ".": a top-level key without a dot (a layer_scale named "gamma") is its own prefix
+        if (keep and not (k + ".").startswith(keep)) or (drop and k.startswith(drop)):
             ignored.append(k)
         elif k in optional and k not in expected:
             report.skipped_optional.append(k)

@@ -16,7 +16,8 @@ from __future__ import annotations
 from .base import REGISTRY, Field, OpDef, OpInput, Parsed, Ref, get, register, window_out
 # Registration order is the docs' (and the error messages') order of ops.
 from . import (conv2d, conv_transpose2d, binary, unary, pool, linear, upsample,  # noqa: E402,F401
-               concat, pad, batch_norm, slice, split)
+               concat, pad, batch_norm, slice, split, layer_norm, layer_scale, softmax,
+               reshape)
 from .unary import unary_activation  # noqa: E402
 
 OPS: tuple[str, ...] = tuple(REGISTRY)

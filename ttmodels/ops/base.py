@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: field types of the spec language (docs/spec.md)
 FIELD_TYPES = ("int", "pair", "pad4", "bool", "number", "choice", "act", "name", "bn", "range",
-               "tensor")
+               "tensor", "ints")
 
 
 @dataclass(frozen=True)

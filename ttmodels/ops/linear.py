@@ -1,5 +1,7 @@
-"""linear: a fully connected layer on a per-image vector ``[N, 1, 1, C]`` (after a global pool),
-torch's ``[out, in]`` weight, an activation fused."""
+"""linear: a fully connected layer on the channels, torch's ``[out, in]`` weight, an activation
+fused: on a per-image vector ``[N, 1, 1, C]`` (the head after a global pool or a flatten) or on
+every pixel of ``[N, H, W, C]`` (ConvNeXt's pwconv1/pwconv2, torch's ``nn.Linear`` on a
+channels-last map): both are one ``ttnn.linear`` on ``[1, 1, N*H*W, C]``."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,16 +16,13 @@ from .conv2d import need_prefix
 
 def parse(x) -> Parsed:
     f, s = x.f, x.shape(0)
-    if s.h != 1 or s.w != 1:
-        raise f.fail(f"linear needs a vector input ([N, 1, 1, C]), '{x.ins[0]}' is {s}; "
-                     "add a global_avg_pool first", "in")
     out = f.int("out")
     if "in_features" in f.src and f.int("in_features") != s.c:
         raise f.fail(f"channel mismatch: in_features is {f.int('in_features')} but "
                      f"'{x.ins[0]}' has {s.c} channels", "in_features")
     attrs = dict(in_features=s.c, out_features=out, bias=f.bool("bias", True),
                  activation=f.act(fused_in="matmul"))
-    return Parsed(attrs, TensorShape(s.n, 1, 1, out), weights=x.key("weights"))
+    return Parsed(attrs, TensorShape(s.n, s.h, s.w, out), weights=x.key("weights"))
 
 
 def params(node: Node) -> dict[str, tuple[int, ...]]:
@@ -39,8 +38,8 @@ def reference(model, node: Node, env):
     x, p, a = model.operand(node.inputs[0], env), node.weights, node.attrs
     w = model.params[f"{p}.weight"]
     b = model.params.get(f"{p}.bias") if a.get("bias") else None
-    y = F.linear(x.flatten(1), w, b)
-    return activation(y, a.get("activation"), node)[:, :, None, None]
+    y = F.linear(x.permute(0, 2, 3, 1), w, b)           # per pixel (H = W = 1: per image)
+    return activation(y, a.get("activation"), node).permute(0, 3, 1, 2)
 
 
 def init_random(node: Node, r) -> dict:
@@ -57,8 +56,11 @@ def init_random(node: Node, r) -> dict:
 
 
 def calibrate(model, node: Node, env):
-    """Weights rescaled so that the logits are O(1) on the calibration batch."""
+    """Weights rescaled so that the logits are O(1) on the calibration batch (a head; a
+    per-pixel linear keeps its N(0, 1/in) weights)."""
     import math
+    if node.shape.h * node.shape.w > 1:
+        return reference(model, node, env)
     x = model.operand(node.inputs[0], env).flatten(1)
     rms = float(x.pow(2).sum(dim=1).mean().sqrt())
     if rms > 0:
@@ -93,6 +95,6 @@ register(OpDef(
     sim_ops=("linear",), tile_input=True, config=LinearPlan, init_random=init_random,
     calibrate=calibrate, params=params, prepare=prepare_weight_bias, prepared_shapes=prepared_shapes,
     follows_input="linear runs interleaved (no sharded program config is planned)",
-    doc="fully connected on [N, 1, 1, C]",
+    doc="fully connected on the channels: [N, 1, 1, C] or every pixel of [N, H, W, C]",
     attrs_doc="in_features, out_features, bias (bool), activation",
 ))

@@ -28,6 +28,7 @@ from .ops import (adaptive_avg_pool2d, add, avg_pool2d, concat, conv2d, gelu, gl
                   max_pool2d, mish,
                   multiply, pad, prepare_conv_bias, prepare_conv_weights, prepare_grid_sample_grid, relu,
                   relu6, sigmoid, silu, slice, subtract, tanh, upsample)
+from .ops import layer_norm, softmax  # noqa: F401,E402
 from .ops import mark_prequantized  # noqa: F401,E402  (sim only: prequantize.py)
 from .conv_transpose import (conv_transpose2d, prepare_conv_transpose2d_bias,  # noqa: F401,E402
                              prepare_conv_transpose2d_weights)
@@ -47,7 +48,7 @@ TTNN_FUNCTIONS = ("conv2d", "prepare_conv_weights", "prepare_conv_bias", "conv_t
                   "prepare_conv_transpose2d_weights", "prepare_conv_transpose2d_bias", "max_pool2d", "avg_pool2d",
                   "global_avg_pool2d", "adaptive_avg_pool2d", "add", "multiply", "subtract", "relu", "relu6",
                   "leaky_relu", "sigmoid", "hardsigmoid", "hardswish", "silu", "gelu", "tanh", "identity", "slice",
-                  "linear", "matmul", "upsample", "grid_sample", "prepare_grid_sample_grid", "concat", "pad",
+                  "layer_norm", "softmax", "linear", "matmul", "upsample", "grid_sample", "prepare_grid_sample_grid", "concat", "pad",
                   "to_memory_config", "reallocate", "sharded_to_interleaved", "interleaved_to_sharded", "reshard",
                   "to_layout", "typecast", "reshape", "permute",
                   "from_torch", "to_torch", "to_device", "from_device", "deallocate", "open_device",
