@@ -19,10 +19,13 @@ RESNETS = {"resnet18": 512, "resnet34": 512, "resnet50": 2048, "resnet101": 2048
 
 # issue 11's torchvision classifiers (tests/test_model_zoo.py)
 ZOO = {"mobilenet_v2", "efficientnet_b0", "resnext50_32x4d", "wide_resnet50_2"}
+# issue 23's detection and segmentation models (tests/test_yolo.py, tests/test_unet.py)
+DENSE = {"yolov8n", "yolov8s", "unet_resnet34"}
 
 
 def test_shipped_configs_are_listed():
-    assert set(CONFIGS) == set(RESNETS) | {"bevdet_r50_encoder", "bevdet_r50_bev_encoder"} | ZOO
+    assert set(CONFIGS) == set(RESNETS) | {"bevdet_r50_encoder", "bevdet_r50_bev_encoder"} | ZOO \
+        | DENSE
     assert set(CONFIGS) <= set(registry.list_models())
 
 
