@@ -37,7 +37,8 @@ def main(argv=None) -> int:
     ap.add_argument("--iou", type=float, default=0.45, help="NMS IoU threshold (default: %(default)s)")
     ap.add_argument("--max-det", type=int, default=100, help="at most this many boxes")
     ap.add_argument("--backend", default="sim", choices=("auto", "sim", "ttnn"))
-    ap.add_argument("--profile", default=None, help="precision profile (default, tt-perf, float32)")
+    ap.add_argument("--profile", default=None,
+                    help="precision profile: bfp8_weights, tt-perf, float32 (default: the spec's)")
     args = ap.parse_args(argv)
     if args.size < 32 or args.size % 32:
         print(f"error: --size {args.size}: give a positive multiple of 32", file=sys.stderr)
