@@ -70,6 +70,13 @@ def test_sim_matches_the_torch_reference(reference, profile):
         assert 0.99 <= p < 0.9995        # the default formats apply, and hold
 
 
+def test_plans_at_the_shipped_256(capsys):
+    from ttmodels.cli import main as cli_main
+    assert cli_main(["plan", "unet_resnet34"]) == 0
+    out = capsys.readouterr().out
+    assert "decoder.blocks.4.conv2.0" in out and "every step placed" in out
+
+
 def test_unet_resnet34_runs_for_real_on_the_mock_device(real_run):
     # (at 128x128 ttnn 0.81.1 picks a conv kernel for the encoder's layer2 1x1 downsample whose
     # source the wheel does not ship; 256x256, the spec's size, runs to the end)

@@ -128,6 +128,15 @@ def test_sim_matches_the_torch_reference(setups, name, profile):
         assert max(pccs.values()) < 0.9995
 
 
+@pytest.mark.parametrize("name", list(PARAMS))
+def test_plans_at_the_shipped_640(name, capsys):
+    from ttmodels.cli import main as cli_main
+    assert cli_main(["plan", name]) == 0
+    out = capsys.readouterr().out
+    assert "model.22.cv3.2.2" in out or "cls_p5" in out
+    assert "every step placed" in out
+
+
 def test_yolov8n_runs_for_real_on_the_mock_device(real_run):
     _, r = real_run("yolov8n", input_size=(SIZE, SIZE))
     rejected = [(s.name, s.error) for s in r.steps if not s.accepted]
