@@ -19,11 +19,13 @@ RESNETS = {"resnet18": 512, "resnet34": 512, "resnet50": 2048, "resnet101": 2048
 
 # issue 11's torchvision classifiers (tests/test_model_zoo.py)
 ZOO = {"mobilenet_v2", "efficientnet_b0", "resnext50_32x4d", "wide_resnet50_2"}
+# issue 23's detection and segmentation models (tests/test_yolo.py, tests/test_unet.py)
+DENSE = {"yolov8n", "yolov8s", "unet_resnet34"}
 
 
 def test_shipped_configs_are_listed():
     assert set(CONFIGS) == set(RESNETS) | {"bevdet_r50_encoder", "bevdet_r50_bev_encoder"} | ZOO \
-        | {"convnext_tiny"}      # issue 23 (tests/test_convnext.py)
+        | DENSE | {"convnext_tiny"}      # issue 23 (tests/test_convnext.py)
     assert set(CONFIGS) <= set(registry.list_models())
 
 
@@ -51,6 +53,9 @@ def test_config_loads_with_unique_names_and_weights(name, profile):
     assert all(n.weights is None for n in g.nodes if n.op not in ops.PARAMETRIC)
     want = Precision("bfloat8_b", "bfloat8_b", "LoFi") if profile else \
         Precision("bfloat8_b", "bfloat16", "HiFi2")
+    if name.startswith("yolov8") and not profile:
+        # YOLO keeps bfloat16 weights by default (bfloat8_b: profile bfp8_weights; README)
+        want = Precision("bfloat16", "bfloat16", "HiFi2")
     assert {n.precision for n in g.nodes} == {want}
     assert {n.layout for n in g.nodes} == {LayoutPolicy("auto")}
 

@@ -43,9 +43,10 @@ def build(spec, *, weights=None, backend: str = "auto", batch_size: int = 1, inp
     """Build a runnable Model: spec -> plan -> prepared weights -> layers on a backend.
 
     ``weights``: None or "random" (seeded, BatchNorm calibrated), "pretrained", a state dict, an
-    ``nn.Module``, or a path to ``.safetensors`` / ``.pth``. ``key_map`` renames the weights' keys
-    (a dict or a callable, see ``ttmodels.weights``); ``ignore`` (a key prefix or a list of them,
-    e.g. ``["model.22.dfl."]``) drops the keys under those. ``cache``: True (the default
+    ``nn.Module``, or a path to ``.safetensors`` / ``.pth``. ``key_map`` renames, reshapes or drops
+    the weights' keys (a dict or a callable, see ``ttmodels.weights``); ``ignore`` (a key prefix
+    or a list of them, e.g. ``["aux_head."]``) drops the keys under those (a spec's own
+    ``ignore_weights:`` prefixes are always dropped). ``cache``: True (the default
     directory), False, or a directory for prepared weights; one that cannot be used means no
     cache, with a warning. ``backend``: "auto", "sim" or "ttnn".
     ``mesh``: None (one chip), "n150", "n300", "t3000" or (rows, cols): one replica per chip, the

@@ -123,8 +123,9 @@ def key_map_identity(graph: "Graph", source, key_map) -> Any:
     if isinstance(source, str) and source == "pretrained":
         return None
     raw = read_source(source)                    # a .pth is read here; a safetensors' header only
-    mapped, dropped, *_ = apply_key_map(raw, key_map, expected_parameters(graph))
-    pairs = [[repr(u), s] for s, u in mapped.items()] + [[repr(u), None] for u in dropped]
+    mapped, dropped, *_, reshape = apply_key_map(raw, key_map, expected_parameters(graph))
+    pairs = [[repr(u), s] + ([list(reshape[s])] if s in reshape else [])
+             for s, u in mapped.items()] + [[repr(u), None] for u in dropped]
     return sorted(pairs, key=lambda p: (p[0], str(p[1])))
 
 

@@ -72,6 +72,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="random | pretrained | FILE (default: %(default)s)")
     p.add_argument("--ignore", action="append", metavar="PREFIX",
                    help="drop the weights' keys under PREFIX (e.g. model.22.dfl.); repeatable")
+    p.add_argument("--key-map", metavar="FILE",
+                   help="YAML or JSON mapping that renames, reshapes or drops the weights' keys "
+                        "(build()'s key_map= dict form; null drops; see weights/README.md)")
+    p.add_argument("--input", metavar="NPY",
+                   help="saved input (.npy, float, NCHW or CHW; its H x W is the input size "
+                        "unless --input-size is given) instead of --image")
     p.add_argument("--threshold", type=_threshold, default=0.99,
                    help="PCC below this is marked, and makes the exit status 1 "
                         "(default: %(default)s)")
@@ -224,7 +230,8 @@ def _run(args) -> int:
         from .compare import run_compare
         return run_compare(args.spec, batch_size=args.batch, input_size=size, profile=args.profile,
                            image=args.image, weights=args.weights, threshold=args.threshold,
-                           plot=args.plot, ignore=args.ignore)
+                           plot=args.plot, ignore=args.ignore, key_map=args.key_map,
+                           input_npy=args.input)
     if args.cmd == "verify":
         from .verify import verify
         if args.mesh and args.system not in ("n150", args.mesh):

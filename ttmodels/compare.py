@@ -20,12 +20,13 @@ class LayerDiff:
 
 
 def compare_layers(spec, *, weights="random", image=None, batch_size=1, input_size=None,
-                   profile=None, backend="sim", x=None, ignore=None) -> list[LayerDiff]:
+                   profile=None, backend="sim", x=None, ignore=None,
+                   key_map=None) -> list[LayerDiff]:
     """Run ``spec`` on ``backend`` and on the torch reference; one LayerDiff per layer, plan order.
 
     ``x`` (NCHW float) overrides ``image``; without either the input is matplotlib's sample photo
     preprocessed like ImageNet (resized to the graph's input size). ``ignore``: key prefixes
-    of ``weights`` to drop (``load_state_dict``)."""
+    of ``weights`` to drop, ``key_map``: renames, reshapes and drops (``load_state_dict``)."""
     import torch
 
     from .backends import open_backend
@@ -42,7 +43,11 @@ def compare_layers(spec, *, weights="random", image=None, batch_size=1, input_si
     (name, shape), = graph.inputs.items()
     if x is None:
         x = _image_batch(image, shape)
-    sd = load_state_dict(weights, graph, ignore=ignore)
+    elif tuple(x.shape) != (shape.n, shape.c, shape.h, shape.w):
+        from .errors import Error
+        raise Error(f"the input has shape {list(x.shape)}; '{graph.name}' takes "
+                    f"[{shape.n}, {shape.c}, {shape.h}, {shape.w}] (NCHW) here")
+    sd = load_state_dict(weights, graph, ignore=ignore, key_map=key_map)
     ref = ReferenceModel(graph, sd).run({name: x}, return_all=True)
     plan = plan_graph(graph)
     be = open_backend(backend)
@@ -113,9 +118,10 @@ def plot_pcc(rows: list[LayerDiff], path: str, threshold: float) -> None:
 
 
 def run_compare(spec, *, batch_size=1, input_size=None, profile=None, image=None, weights="random",
-                threshold=0.99, plot=None, ignore=None) -> int:
+                threshold=0.99, plot=None, ignore=None, key_map=None, input_npy=None) -> int:
     """Print the table (and draw the plot); exit status 0 when every layer's PCC is at or above
-    ``threshold``, 1 when one falls below it, 2 for bad input."""
+    ``threshold``, 1 when one falls below it, 2 for bad input. ``key_map``: a dict or the path of
+    a YAML / JSON file holding one; ``input_npy``: a saved input (``.npy``) instead of ``image``."""
     from .images import ImageError
 
     if plot:
@@ -124,9 +130,20 @@ def run_compare(spec, *, batch_size=1, input_size=None, profile=None, image=None
         if problem:      # say so before minutes of comparison, not after
             print(f"error: --plot {plot}: {problem}", file=sys.stderr)
             return 2
+    if image and input_npy:
+        print("error: give --image or --input, not both", file=sys.stderr)
+        return 2
+    if isinstance(key_map, (str, bytes)) or hasattr(key_map, "__fspath__"):
+        key_map = read_key_map(key_map)
+    x = None
+    if input_npy is not None:
+        x = read_input(input_npy, batch_size)
+        if input_size is None:
+            input_size = tuple(x.shape[-2:])
     try:
         rows = compare_layers(spec, weights=weights, image=image, batch_size=batch_size,
-                              input_size=input_size, profile=profile, ignore=ignore)
+                              input_size=input_size, profile=profile, ignore=ignore, x=x,
+                              key_map=key_map)
     except ImageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -135,6 +152,63 @@ def run_compare(spec, *, batch_size=1, input_size=None, profile=None, image=None
         plot_pcc(rows, plot, threshold)
         print(f"wrote {plot}")
     return 1 if any(r.pcc < threshold for r in rows) else 0
+
+
+def read_key_map(path) -> dict:
+    """A key map file (YAML or JSON, which YAML reads too): a mapping whose values are key names,
+    ``null`` (drop) or ``{from: key, reshape: [sizes]}`` (``load_state_dict``'s dict form)."""
+    import yaml
+
+    from .errors import Error
+    from .files import irregular
+    p = _path(path)
+    what = irregular(p) if p.exists() else None
+    if not p.is_file() or what is not None:
+        raise Error(f"--key-map {path}: " + (what or "no such file"))
+    try:
+        data = yaml.safe_load(p.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise Error(f"--key-map {path}: not a YAML or JSON file "
+                    f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+    if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
+        raise Error(f"--key-map {path}: expected a mapping of key names (user key or prefix: "
+                    f"spec key, null, or {{from: key, reshape: [sizes]}}), got "
+                    f"{type(data).__name__}")
+    return data
+
+
+def read_input(path, batch_size: int):
+    """A saved input (``.npy``, no pickles): float, ``[N, C, H, W]`` or ``[C, H, W]`` (repeated
+    over the batch), as an NCHW float32 tensor."""
+    import numpy as np
+    import torch
+
+    from .errors import Error
+    from .files import irregular
+    p = _path(path)
+    what = irregular(p) if p.exists() else None
+    if not p.is_file() or what is not None:
+        raise Error(f"--input {path}: " + (what or "no such file"))
+    try:
+        a = np.load(p, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise Error(f"--input {path}: not a .npy array ({e})") from None
+    if not isinstance(a, np.ndarray) or a.dtype.kind not in "fiu" or a.ndim not in (3, 4):
+        raise Error(f"--input {path}: expected a float array [N, C, H, W] or [C, H, W], got "
+                    f"{getattr(a, 'dtype', type(a).__name__)} of shape {list(getattr(a, 'shape', []))}")
+    t = torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32))
+    if t.ndim == 3:
+        t = t.unsqueeze(0).repeat(batch_size, 1, 1, 1)
+    elif t.shape[0] != batch_size:
+        raise Error(f"--input {path}: holds {t.shape[0]} images, --batch is {batch_size}")
+    if not bool(torch.isfinite(t).all()):
+        raise Error(f"--input {path}: contains NaN or Inf")
+    return t
+
+
+def _path(path):
+    from pathlib import Path
+    return Path(path)
 
 
 def plot_path(plot: str) -> str:

@@ -130,6 +130,8 @@ class Graph:
     outputs: list[str]               # names of nodes (or inputs) that are model outputs
     source: str = "<string>"
     input_precision: Precision = field(default_factory=Precision)
+    # key prefixes checkpoints carry that no layer reads (spec ``ignore_weights:``)
+    ignore_weights: tuple[str, ...] = ()
 
     # Name -> node and name -> consumers indexes, built on first use so planning stays linear
     # in the number of layers (a linear scan per lookup made it quadratic). Rebuilt when the

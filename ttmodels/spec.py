@@ -37,7 +37,7 @@ REQUIRED = "required"       # block parameter default meaning "must be given"
 _NAME_RE = re.compile(r"^[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)*$")
 
 TOP_FIELDS = ("name", "doc", "extends", "imports", "params", "inputs", "constants", "defaults",
-              "profiles", "blocks", "layers", "outputs")
+              "profiles", "blocks", "layers", "outputs", "ignore_weights")
 IMPORTED_FIELDS = ("name", "doc", "imports", "blocks")
 BLOCK_FIELDS = ("doc", "params", "inputs", "layers", "outputs")
 INPUT_FIELDS = ("channels", "size", "divisible_by", "doc")
@@ -538,8 +538,28 @@ class _Compiler:
         if name is None:
             name = Path(self.source).stem if not self.source.startswith("<") else "model"
         input_precision = Precision(**ctx.precision)
+        ignore_weights = self.parse_ignore_weights(top.get("ignore_weights"), tm)
         return Graph(name=name, inputs=self.inputs, nodes=self.nodes, constants=self.constants,
-                     outputs=outputs, source=self.source, input_precision=input_precision)
+                     outputs=outputs, source=self.source, input_precision=input_precision,
+                     ignore_weights=ignore_weights)
+
+    def parse_ignore_weights(self, value, tm: YMap) -> tuple[str, ...]:
+        """Key prefixes that checkpoints for this spec carry and no layer reads (Ultralytics'
+        fixed DFL buffer ``model.22.dfl.``): skipped when present, never required."""
+        if value is None:
+            return ()
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, YList) and not isinstance(value, str):
+            raise _err("'ignore_weights' must be a key prefix or a list of them, got "
+                       f"{_typename(value)}", tm, "ignore_weights")
+        out = []
+        for i, p in enumerate(items):
+            where = (items, i) if isinstance(items, YList) else (tm, "ignore_weights")
+            if not isinstance(p, str) or not p.strip(".") or not _NAME_RE.match(p.rstrip(".")):
+                raise _err(f"'ignore_weights' entries are key prefixes like 'model.22.dfl.', got "
+                           f"{p!r}", *where)
+            out.append(p if p.endswith(".") else p + ".")
+        return tuple(dict.fromkeys(out))
 
     # ---- top-level sections ---------------------------------------------------------------
     def parse_params(self, ctx: _Ctx, params, m) -> dict:

@@ -13,9 +13,10 @@ Sources (``load_state_dict``):
   * ``"pretrained"``: torchvision's weights for the graph's model name (``ResNet50_Weights.IMAGENET1K_V2``
     for resnet50), downloaded through torchvision's weights API.
 
-``key_map`` (renaming the user's keys to the spec's keys; applied before prefix filtering):
-  * callable ``f(user_key) -> spec_key | None``: every user key goes through ``f``; ``None`` drops
-    the key (it is counted as ignored, never an error).
+``key_map`` (renaming, reshaping or dropping the user's keys; applied before prefix filtering):
+  * callable ``f(user_key) -> spec_key | (spec_key, shape) | None``: every user key goes through
+    ``f``; a ``(spec_key, shape)`` pair also reshapes the tensor (``torch.reshape``: one ``-1``
+    allowed); ``None`` drops the key (it is counted as ignored, never an error).
   * dict: each entry is either
       - a *prefix rename* ``{user_prefix: spec_prefix}`` when the entry's key is ``""`` or ends
         with ``"."``: a user key starting with ``user_prefix`` gets it replaced by ``spec_prefix``
@@ -23,10 +24,17 @@ Sources (``load_state_dict``):
         renames a stage). The longest matching prefix wins; ``""`` matches every key;
       - an *exact rename* ``{spec_key: user_key}``: the spec's ``spec_key`` is read from the user's
         ``user_key``. The reverse direction ``{user_key: spec_key}`` is accepted when unambiguous
-        (left side is a user key and right side a spec key).
-    Exact renames are applied first; a key taken by one is not prefix-renamed. Keys no entry
-    matches keep their name. Entries that match nothing are listed in the report (and in the error
-    message if loading fails), keys that still fit no spec key are reported as unexpected.
+        (left side is a user key and right side a spec key);
+      - a *drop* ``{user_key_or_prefix: None}``: the key (or every key under the prefix, a key
+        ending with ``"."``) is dropped (counted as ignored);
+      - a *reshape* ``{spec_key: {"from": user_key, "reshape": [d0, d1, ...]}}``: the spec's key
+        is read from ``user_key`` (default: ``spec_key`` itself) reshaped (one ``-1`` allowed).
+        A tensor whose element count does not fit the shape is a WeightsError naming both keys.
+    Exact renames, drops and reshapes are applied first; a key taken by one is not prefix-renamed.
+    Keys no entry matches keep their name. Entries that match nothing are listed in the report
+    (and in the error message if loading fails), keys that still fit no spec key are reported as
+    unexpected. ``ttmodels compare --key-map FILE`` reads the dict form from a YAML or JSON file
+    (``null`` drops).
 
 Filtering (after key_map, on spec-side names): ``select_prefix`` (a prefix or a list of them;
 ``"auto"`` = the top-level names the graph uses, e.g. ``img_backbone.``/``img_neck.`` for BEVDet's
@@ -237,13 +245,25 @@ def _is_prefix_entry(k: str) -> bool:
     return k == "" or k.endswith(".")
 
 
+def _reshape_target(shape, where: str) -> tuple[int, ...]:
+    """A key_map reshape: a list of ints, each >= 1 or one -1."""
+    if isinstance(shape, (str, bytes)) or not isinstance(shape, Sequence) or not shape or \
+            not all(isinstance(d, int) and not isinstance(d, bool) and (d >= 1 or d == -1)
+                    for d in shape) or list(shape).count(-1) > 1:
+        raise WeightsError(f"key_map {where}: 'reshape' must be a list of sizes >= 1 (at most one "
+                           f"-1), got {shape!r}")
+    return tuple(shape)
+
+
 def apply_key_map(raw: Mapping[str, Any], key_map, expected: Mapping[str, Any]
-                  ) -> tuple[dict[str, str], list[str], list[str], list[str], int]:
+                  ) -> tuple[dict[str, str], list[str], list[str], list[str], int,
+                             dict[str, tuple[int, ...]]]:
     """-> (spec key -> user key, dropped user keys, unused key_map entries, conflicts, renamed
-    count). Only names: no tensor of ``raw`` is looked up."""
+    count, spec key -> reshape target). Only names: no tensor of ``raw`` is looked up."""
     if key_map is None:
-        return {k: k for k in raw}, [], [], [], 0
+        return {k: k for k in raw}, [], [], [], 0, {}
     out: dict[str, str] = {}
+    reshape: dict[str, tuple[int, ...]] = {}
     dropped, unused, conflicts = [], [], []
     renamed = 0
 
@@ -263,16 +283,43 @@ def apply_key_map(raw: Mapping[str, Any], key_map, expected: Mapping[str, Any]
                 raise WeightsError(f"key_map raised on key '{uk}': {type(e).__name__}: {e}") from e
             if sk is None:
                 dropped.append(uk)
-            else:
-                put(str(sk), uk)
-        return out, dropped, unused, conflicts, renamed
+                continue
+            if isinstance(sk, tuple):
+                if len(sk) != 2 or not isinstance(sk[0], str):
+                    raise WeightsError(f"key_map returned {sk!r} for key '{uk}': give a spec key, "
+                                       "(spec key, shape) or None")
+                sk, shape = sk
+                reshape[sk] = _reshape_target(shape, f"on key '{uk}'")
+            put(str(sk), uk)
+        return out, dropped, unused, conflicts, renamed, reshape
     if not isinstance(key_map, Mapping):
         raise WeightsError(f"key_map must be a dict or a callable, got {type(key_map).__name__}")
 
     exact: dict[str, str] = {}        # user key -> spec key
     prefixes: list[tuple[str, str]] = []
+    drop_keys: set[str] = set()
+    drop_prefixes: list[str] = []
+    used_drop: set[str] = set()
     for k, v in key_map.items():
-        k, v = str(k), str(v)
+        k = str(k)
+        if v is None:
+            (drop_prefixes.append(k) if _is_prefix_entry(k) else drop_keys.add(k))
+            continue
+        if isinstance(v, Mapping):
+            bad = [f for f in v if f not in ("from", "reshape")]
+            if bad or "reshape" not in v:
+                raise WeightsError(f"key_map entry {k!r}: a mapping value is "
+                                   "{'from': user key, 'reshape': [sizes]} ('from' optional), got "
+                                   f"{dict(v)!r}")
+            uk = str(v.get("from", k))
+            shape = _reshape_target(v["reshape"], f"entry {k!r}")
+            if uk in raw:
+                exact[uk] = k
+                reshape[k] = shape
+            else:
+                unused.append(f"{k!r}: {dict(v)!r}")
+            continue
+        v = str(v)
         if _is_prefix_entry(k):
             prefixes.append((k, v))
         elif k in expected and v in raw:
@@ -282,10 +329,20 @@ def apply_key_map(raw: Mapping[str, Any], key_map, expected: Mapping[str, Any]
         else:
             unused.append(f"{k!r}: {v!r}")
     prefixes.sort(key=lambda kv: -len(kv[0]))
+    drop_prefixes.sort(key=len, reverse=True)
     used_prefix = set()
     for uk in raw:
         if uk in exact:
             put(exact[uk], uk)
+            continue
+        if uk in drop_keys:
+            used_drop.add(uk)
+            dropped.append(uk)
+            continue
+        dp = next((p for p in drop_prefixes if uk.startswith(p)), None)
+        if dp is not None:
+            used_drop.add(dp)
+            dropped.append(uk)
             continue
         for up, sp in prefixes:
             if uk.startswith(up):
@@ -295,7 +352,8 @@ def apply_key_map(raw: Mapping[str, Any], key_map, expected: Mapping[str, Any]
         else:
             put(uk, uk)
     unused += [f"{up!r}: {sp!r}" for up, sp in prefixes if up not in used_prefix]
-    return out, dropped, unused, conflicts, renamed
+    unused += [f"{d!r}: None" for d in sorted(drop_keys) + drop_prefixes if d not in used_drop]
+    return out, dropped, unused, conflicts, renamed, reshape
 
 
 def _as_prefixes(p) -> tuple[str, ...]:
@@ -438,23 +496,32 @@ def load_state_dict(source, graph: Graph, *, key_map=None, seed: int = 0,
     expected = expected_parameters(graph)
     optional = optional_keys(graph)
     check_key_types(raw, desc, key_map)
-    mapped, dropped, unused, conflicts, renamed = apply_key_map(raw, key_map, expected)
+    mapped, dropped, unused, conflicts, renamed, reshape = apply_key_map(raw, key_map, expected)
 
     report = LoadReport(source=desc, renamed=renamed, unused_key_map=unused)
     keep = _as_prefixes(graph_prefixes(graph) if select_prefix == "auto" else select_prefix)
     drop = _as_prefixes(ignore)
+    unused_by_spec = tuple(graph.ignore_weights)
     filtered = _Renamed(raw)           # tensors are looked up only for the expected keys
     ignored = list(dropped)
+    spec_skipped = False
     for k, uk in mapped.items():
+        if unused_by_spec and k.startswith(unused_by_spec) and k not in expected:
+            ignored.append(k)
+            spec_skipped = True
         # k + ".": a top-level key without a dot (a layer_scale named "gamma") is its own prefix
-        if (keep and not (k + ".").startswith(keep)) or (drop and k.startswith(drop)):
+        elif (keep and not (k + ".").startswith(keep)) or (drop and k.startswith(drop)):
             ignored.append(k)
         elif k in optional and k not in expected:
             report.skipped_optional.append(k)
         else:
             filtered.names[k] = uk
+            if k in reshape:
+                filtered.reshape[k] = reshape[k]
     report.ignored = ignored
     reasons = []
+    if spec_skipped:
+        reasons.append("under the spec's ignore_weights " + "/".join(unused_by_spec))
     if keep:
         reasons.append("outside " + "/".join(keep))
     if drop:
@@ -494,11 +561,29 @@ class _Renamed(Mapping):
 
     def __init__(self, raw: Mapping):
         self.raw, self.names, self._got = raw, {}, {}
+        self.reshape: dict[str, tuple[int, ...]] = {}     # spec key -> key_map reshape target
 
     def __getitem__(self, k):
         if k not in self._got:
-            self._got[k] = self.raw[self.names[k]]
+            t = self.raw[self.names[k]]
+            if k in self.reshape:
+                t = self._reshaped(k, t)
+            self._got[k] = t
         return self._got[k]
+
+    def _reshaped(self, k, t):
+        shape, uk = self.reshape[k], self.names[k]
+        src = f"'{uk}'" if uk == k else f"'{uk}' (for spec key '{k}')"
+        if not hasattr(t, "reshape") or not hasattr(t, "shape"):
+            raise WeightsError(f"key_map: cannot reshape {src}: not a tensor "
+                               f"({type(t).__name__})", mismatched=[(k, shape, type(t).__name__)])
+        try:
+            return t.reshape(shape)               # a view where it can be: the source is untouched
+        except RuntimeError:
+            n = t.numel()
+            raise WeightsError(f"key_map: cannot reshape {src} of shape {list(t.shape)} ({n:,} "
+                               f"values) to {list(shape)}", mismatched=[(k, shape, tuple(t.shape))]
+                               ) from None
 
     def __iter__(self):
         return iter(self.names)
@@ -659,7 +744,8 @@ def calibration_batch_size(graph: Graph) -> int:
 
 
 def random_state_dict(graph: Graph, *, seed: int = 0, calibrate: bool = True,
-                      calibration_batch: int | None = None) -> dict[str, "torch.Tensor"]:
+                      calibration_batch: int | None = None,
+                      bn_shift: Mapping[str, float] | None = None) -> dict[str, "torch.Tensor"]:
     """Seeded random parameters with realistic activation scales.
 
     1. Convs: He-normal (std sqrt(2 / fan_in)), small biases. BatchNorm: weight ~ U(0.5, 1.0)
@@ -671,13 +757,24 @@ def random_state_dict(graph: Graph, *, seed: int = 0, calibrate: bool = True,
        the batch sets the BN's running_mean / running_var (biased) to the batch statistics, so the
        BN output has per-channel mean = bias and std = weight. Convs without BN and linears are
        rescaled so their output RMS is 1 (logits O(1)). Later layers see the calibrated earlier ones.
+
+    ``bn_shift`` ``{node-name prefix: shift}`` replaces ``_bn_shift`` for the BNs of nodes under
+    a prefix (the longest wins): e.g. ``{"decoder.": 1.0}`` for a plain conv-BN-ReLU chain, which
+    at beta ~ 0 is as chaotic as any deep random BN net (a UNet decoder), unlike trained ones.
     """
     import torch
     g = torch.Generator().manual_seed(seed)
     expected = expected_parameters(graph)
     sd: dict[str, torch.Tensor] = {}
     ends = _residual_branch_ends(graph)
-    init = RandomInit(g, expected, ends, _bn_shift)
+    shift = _bn_shift
+    if bn_shift:
+        prefixes = sorted(bn_shift, key=len, reverse=True)
+
+        def shift(node):
+            p = next((p for p in prefixes if node.name.startswith(p)), None)
+            return _bn_shift(node) if p is None else float(bn_shift[p])
+    init = RandomInit(g, expected, ends, shift)
     for node in graph.nodes:
         fn = ops.get(node.op).init_random        # the op's module: its parameters' distribution
         if fn is not None:
