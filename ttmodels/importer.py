@@ -596,6 +596,11 @@ def _shape(node):
     return tuple(int(s) for s in tm.shape) if tm is not None and hasattr(tm, "shape") else None
 
 
+def _is_bad(v) -> bool:
+    return isinstance(v, _Val) and (v.kind == "bad" or (v.kind == "tuple" and any(
+        _is_bad(x) for x in v.items)))
+
+
 def _kind(node, mods) -> str:
     if node.op == "call_module":
         return f"module {type(mods[node.target]).__name__}"
@@ -685,7 +690,7 @@ def trace(module, example_input, *, partial: bool = False) -> Traced:
             row = None
         args = [val(a) for a in node.args]
         kwargs = {k: val(v) for k, v in node.kwargs.items()}
-        if any(isinstance(a, _Val) and a.kind == "bad" for a in list(args) + list(kwargs.values())):
+        if row is not None and any(_is_bad(a) for a in list(args) + list(kwargs.values())):
             env[node.name] = _Val("bad")          # downstream of an unsupported node
             continue
         try:
@@ -998,7 +1003,7 @@ class _Emitter:
         order = _merge_orders([t[1] for t in temps.values()])
         if order is None:
             return None
-        # values per (row, key) across instances; None = the row is absent there
+        # values per (row, key) across instances; _ABSENT = the row is absent there
         slots: dict[tuple, list] = {}
         ins_lit: dict[str, list] = {}
         for r in order:
@@ -1011,18 +1016,18 @@ class _Emitter:
                     if k not in keys:
                         keys.append(k)
             for k in keys:
-                vals = [h[1].get(k, _Missing) if h else None for h in here]
+                vals = [h[1].get(k, _Missing) if h else _ABSENT for h in here]
                 if any(v is _Missing for v in vals):
                     return None          # a field some instances leave out
                 slots[(r, k)] = vals
-            ins = [tuple(h[2]) if h else None for h in here]
-            known = [v for v in ins if v is not None]
+            ins = [tuple(h[2]) if h else _ABSENT for h in here]
+            known = [v for v in ins if v is not _ABSENT]
             if len({len(v) for v in known}) != 1:
                 return None
             lit = list(known[0])
             for i in range(len(lit)):
-                col = [v[i] if v is not None else None for v in ins]
-                if len({c for c in col if c is not None}) > 1:
+                col = [v[i] if v is not _ABSENT else _ABSENT for v in ins]
+                if len({c for c in col if c is not _ABSENT}) > 1:
                     slots[(r, f"in{i}")] = col
                     lit[i] = None
             ins_lit[r] = lit
@@ -1030,24 +1035,24 @@ class _Emitter:
         slot_param: dict[tuple, str] = {}
         by_values: dict[str, tuple] = {}
         for key, vals in slots.items():
-            known = [v for v in vals if v is not None]
+            known = [v for v in vals if v is not _ABSENT]
             if key[1] != "when" and len({_hashable(v) for v in known}) <= 1:
                 continue
             vt = tuple(_hashable(v) for v in vals)
-            # an existing parameter that agrees wherever both are known (None: row absent)
+            # an existing parameter that agrees wherever both are known
             pname = next((n for n, t in by_values.items() if all(
-                a is None or b is None or (a == b and type(a) is type(b))
+                a is _ABSENT or b is _ABSENT or (a == b and type(a) is type(b))
                 for a, b in zip(t, vt))), None)
             if pname is None:
                 pname = self._param_name(key, params)
                 by_values[pname] = vt
             else:
-                by_values[pname] = tuple(a if a is not None else b
+                by_values[pname] = tuple(a if a is not _ABSENT else b
                                          for a, b in zip(by_values[pname], vt))
-            common = Counter(v for v in by_values[pname] if v is not None).most_common(1)
+            common = Counter(v for v in by_values[pname] if v is not _ABSENT).most_common(1)
             params[pname] = _unhash(common[0][0]) if common else None
             slot_param[key] = pname
-        inst_params = {p: {n: (_unhash(by_values[n][j]) if by_values[n][j] is not None
+        inst_params = {p: {n: (_unhash(by_values[n][j]) if by_values[n][j] is not _ABSENT
                                else params[n]) for n in params}
                        for j, p in enumerate(paths)}
         rows_out = []
@@ -1095,6 +1100,7 @@ class _MissingT:
 
 
 _Missing = _MissingT()
+_ABSENT = _MissingT()
 
 
 def _hashable(v):
@@ -1255,7 +1261,8 @@ class _Spec:
                 "  precision: {activations: bfloat16, weights: bfloat8_b, math_fidelity: HiFi2}",
                 "profiles:",
                 "  tt-perf: {activations: bfloat8_b, weights: bfloat8_b, math_fidelity: LoFi}",
-                "  float32: {activations: float32, weights: float32, math_fidelity: HiFi4}"]
+                "  float32: {activations: float32, weights: float32, math_fidelity: HiFi4, "
+                "fp32_accum: true}"]
         if self.em.blocks and not self.flat:
             out.append("blocks:")
             for bd in self.em.blocks.values():

@@ -62,7 +62,7 @@ PTH_SUFFIXES = (".pth", ".pt", ".bin", ".ckpt")
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 # Bump when random_state_dict's procedure changes: it is part of the prepared-weight cache key.
-RANDOM_INIT_VERSION = 3
+RANDOM_INIT_VERSION = 4
 # torchvision's weights for a graph name; the rest of the family uses the enum's DEFAULT.
 PRETRAINED = {"resnet50": "ResNet50_Weights.IMAGENET1K_V2"}
 
@@ -644,9 +644,19 @@ def _is_projection(graph: Graph, conv) -> bool:
 _PRE_ACT_BN_SHIFT = 1.0
 
 
-def _bn_shift(node) -> float:
+def _bn_shift(node, graph: Graph | None = None) -> float:
     act = node.attrs.get("activation")
+    if act is None and graph is not None:
+        # the activation as a layer of its own right after (e.g. hardswish, which fuses nowhere)
+        users = graph.consumers(node.name)
+        if len(users) == 1 and users[0].op in activation_names():
+            act = users[0].op
     return _PRE_ACT_BN_SHIFT if act is not None and act != "relu" else 0.0
+
+
+def activation_names() -> tuple[str, ...]:
+    from .activations import NAMES
+    return NAMES
 
 
 def calibration_batch_size(graph: Graph) -> int:
@@ -675,7 +685,7 @@ def random_state_dict(graph: Graph, *, seed: int = 0, calibrate: bool = True,
     expected = expected_parameters(graph)
     sd: dict[str, torch.Tensor] = {}
     ends = _residual_branch_ends(graph)
-    init = RandomInit(g, expected, ends, _bn_shift)
+    init = RandomInit(g, expected, ends, lambda node: _bn_shift(node, graph))
     for node in graph.nodes:
         fn = ops.get(node.op).init_random        # the op's module: its parameters' distribution
         if fn is not None:
