@@ -690,12 +690,30 @@ def trace(module, example_input, *, partial: bool = False) -> Traced:
             row = None
         args = [val(a) for a in node.args]
         kwargs = {k: val(v) for k, v in node.kwargs.items()}
-        if row is not None and any(_is_bad(a) for a in list(args) + list(kwargs.values())):
-            env[node.name] = _Val("bad")          # downstream of an unsupported node
-            continue
+        poisoned = any(_is_bad(a) for a in list(args) + list(kwargs.values()))
         try:
             if row is None:
                 _unsupported("no spec op for it yet")
+            if poisoned:
+                # downstream of an unsupported node: only what this node itself lacks is said,
+                # by its row on stand-in inputs in a throwaway context
+                dry = _Ctx(gm, mods)
+                dry._renamed = {}
+                stand = lambda a: _Val("tensor", "?", shape=_shape(a)) if (  # noqa: E731
+                    isinstance(a, fx.Node) and _is_bad(env[a.name])) else val(a)
+                try:
+                    dargs = [stand(a) for a in node.args]
+                    dkw = {k: stand(v) for k, v in node.kwargs.items()}
+                    if node.op == "call_module":
+                        row(dry, node, mods[node.target], *dargs, **dkw)
+                    else:
+                        row(dry, node, *dargs, **dkw)
+                except _Skip:
+                    raise
+                except Exception:          # noqa: BLE001 (stand-ins can upset a row: no verdict)
+                    pass
+                env[node.name] = _Val("bad")
+                continue
             if node.op == "call_module":
                 v = row(cx, node, mods[node.target], *args, **kwargs)
             else:
@@ -717,9 +735,7 @@ def trace(module, example_input, *, partial: bool = False) -> Traced:
             continue
         env[node.name] = v if isinstance(v, _Val) else _Val("const", const=v)
 
-    used = {n.target.split(".")[0] for n in gm.graph.nodes if n.op == "call_module"}
-    unused = tuple(sorted(f"{k}." for k, m in module.named_children()
-                          if k not in used and any(True for _ in m.parameters())))
+    unused = _unused_prefixes(module, cx.layers)
     # tensor renames (an add named after its activation module) in later layers' inputs
     ren = cx._renamed
     if ren:
@@ -728,6 +744,35 @@ def trace(module, example_input, *, partial: bool = False) -> Traced:
         outputs = [ren.get(t, t) for t in outputs]
     return Traced(cx.layers, input_name or "input", tuple(example_input.shape), outputs, out_fx,
                   bad, f"{type(module).__module__}.{type(module).__qualname__}", unused, stop, gm)
+
+
+def _unused_prefixes(module, layers: list[Layer]) -> tuple[str, ...]:
+    """Key prefixes of the modules holding parameters that no layer reads (GoogLeNet's aux
+    heads, everything after a --partial stop): the highest such module of each subtree."""
+    used = set()
+    for lay in layers:
+        if lay.op in ("conv2d", "conv_transpose2d", "linear", "batch_norm"):
+            used.add(lay.name if lay.op != "batch_norm" or not lay.fields.get("weights")
+                     else lay.fields["weights"])
+        if lay.fields.get("bn"):
+            used.add(lay.fields["bn"]["name"])
+    holders = [p for p, m in module.named_modules() if p and
+               (any(True for _ in m.parameters(recurse=False)) or
+                any(True for _ in m.buffers(recurse=False)))]
+    unused = [p for p in holders if p not in used]
+    if not unused:
+        return ()
+    out = set()
+    for p in unused:
+        parts = p.split(".")
+        best = p
+        for k in range(1, len(parts)):
+            anc = ".".join(parts[:k])
+            if not any(h == anc or h.startswith(anc + ".") for h in holders if h in used):
+                best = anc
+                break
+        out.add(best + ".")
+    return tuple(sorted(out))
 
 
 def format_unsupported(bad: list[Unsupported]) -> str:
