@@ -77,6 +77,7 @@ class Layer:
     fx: str                       # the fx node whose value is this layer's output
     fx_node: Any = None
     outputs: list[str] | None = None   # split: named outputs (full tensor names)
+    in_channels: int | None = None     # of the first input
 
 
 @dataclass
@@ -470,7 +471,9 @@ class _Ctx:
         cls = type(self.mods[node.target]).__name__ if node.op == "call_module" else (
             f"{getattr(node.target, '__name__', node.target)}()")
         lay = Layer(self._unique(name or self.name_for(node)), op, fields,
-                    [v.tensor for v in inputs], stack, [cls], _source_of(node), node.name, node)
+                    [v.tensor for v in inputs], stack, [cls], _source_of(node), node.name, node,
+                    in_channels=(inputs[0].shape[1] if inputs and inputs[0].shape and
+                                 len(inputs[0].shape) > 1 else None))
         self.layers.append(lay)
         return _Val("tensor", lay.name, layer=lay, shape=_shape(node))
 
@@ -643,6 +646,7 @@ def trace(module, example_input, *, partial: bool = False) -> Traced:
     cx = _Ctx(gm, mods)
     cx._renamed = {}
     env: dict[str, _Val] = {}
+    dry_env: dict[str, _Val] = {}      # what poisoned nodes would be (to judge their users)
     bad: list[Unsupported] = []
     input_name, outputs, out_fx = None, [], []
     stop = None
@@ -699,15 +703,26 @@ def trace(module, example_input, *, partial: bool = False) -> Traced:
                 # by its row on stand-in inputs in a throwaway context
                 dry = _Ctx(gm, mods)
                 dry._renamed = {}
-                stand = lambda a: _Val("tensor", "?", shape=_shape(a)) if (  # noqa: E731
-                    isinstance(a, fx.Node) and _is_bad(env[a.name])) else val(a)
+
+                def stand(a):
+                    if isinstance(a, fx.Node):
+                        if not _is_bad(env[a.name]):
+                            return env[a.name]
+                        return dry_env.get(a.name) or _Val("tensor", "?", shape=_shape(a))
+                    if isinstance(a, (list, tuple)):
+                        vs = [stand(x) for x in a]
+                        return _Val("tuple", items=vs) if any(isinstance(v, _Val) for v in vs) \
+                            else type(a)(vs)
+                    return a
                 try:
                     dargs = [stand(a) for a in node.args]
                     dkw = {k: stand(v) for k, v in node.kwargs.items()}
                     if node.op == "call_module":
-                        row(dry, node, mods[node.target], *dargs, **dkw)
+                        r = row(dry, node, mods[node.target], *dargs, **dkw)
                     else:
-                        row(dry, node, *dargs, **dkw)
+                        r = row(dry, node, *dargs, **dkw)
+                    if isinstance(r, _Val):
+                        dry_env[node.name] = r
                 except _Skip:
                     raise
                 except Exception:          # noqa: BLE001 (stand-ins can upset a row: no verdict)
@@ -835,6 +850,7 @@ class _BlockDef:
     output: str                  # rel name of the output
     comment: str
     instance_params: dict        # instance path -> {param: value}
+    library: bool = False        # one of the library's blocks (ttmodels/<file>/<block>)
 
 
 def _snake(name: str) -> str:
@@ -855,7 +871,8 @@ def _rel(name: str, scope: str) -> str | None:
 
 
 class _Emitter:
-    def __init__(self, tr: Traced, module):
+    def __init__(self, tr: Traced, module, use_library: bool = True):
+        self.use_library = use_library
         self.tr = tr
         self.layers = tr.layers
         self.index = {id(l): i for i, l in enumerate(self.layers)}
@@ -939,10 +956,33 @@ class _Emitter:
                 while name in used_names:
                     name, k = f"{short}_{k}", k + 1
                 bd.name = name
+                lib = self._library(c, g) if self.use_library else None
+                if lib is not None:
+                    bd.name, bd.params, bd.instance_params, bd.library = lib
+                    name = bd.name
                 used_names.add(name)
                 self.blocks[name] = bd
                 for p in g:
                     self.block_of[p] = bd
+
+    def _library(self, cls: str, paths: list[str]):
+        """The library's block for these instances (``LIBRARY_BLOCKS``), when its parameters
+        can be read off every instance: (name, defaults, per-instance params, True)."""
+        row = LIBRARY_BLOCKS.get(cls)
+        if row is None:
+            return None
+        block, defaults, read = row
+        inst = {}
+        for p in paths:
+            by_rel = {_rel(l.name, p): l for l in self.members[p]}
+            try:
+                params = read(by_rel)
+            except (KeyError, TypeError, ZeroDivisionError, AttributeError):
+                params = None
+            if params is None:
+                return None
+            inst[p] = params
+        return block, dict(defaults), inst, True
 
     def _rows(self, path: str) -> list[str]:
         if path not in self._temps:
@@ -1308,10 +1348,11 @@ class _Spec:
                 "  tt-perf: {activations: bfloat8_b, weights: bfloat8_b, math_fidelity: LoFi}",
                 "  float32: {activations: float32, weights: float32, math_fidelity: HiFi4, "
                 "fp32_accum: true}"]
-        if self.em.blocks and not self.flat:
+        if any(not b.library for b in self.em.blocks.values()) and not self.flat:
             out.append("blocks:")
             for bd in self.em.blocks.values():
-                out += self._block_text(bd)
+                if not bd.library:
+                    out += self._block_text(bd)
         out.append("layers:")
         ents = self.em.entries("", self.tr.layers) if not self.flat else \
             [self.em._op_entry(l) for l in self.tr.layers]
@@ -1414,14 +1455,69 @@ def _find_repeats(ents: list[_Entry], em: _Emitter) -> list[_Entry]:
     return out
 
 
-def emit_spec(tr: Traced, module, *, name: str | None = None, flat: bool = False) -> str:
-    """The spec text of a traced module: blocks and repeats (``flat``: one line per layer)."""
+def emit_spec(tr: Traced, module, *, name: str | None = None, flat: bool = False,
+              library: bool = True) -> str:
+    """The spec text of a traced module: blocks and repeats (``flat``: one line per layer;
+    ``library``: the library's blocks where they match)."""
     if not tr.layers:
         raise ImportError_(f"{tr.module_class}: nothing to import (no layers before the first "
                            "unsupported node)")
-    em = _Emitter(tr, module)
+    em = _Emitter(tr, module, use_library=library)
     nm = name or _snake(tr.module_class.rsplit(".", 1)[-1])
     return _Spec(em, tr, nm, flat).text()
+
+
+_REQUIRED = _MissingT()
+
+
+def _eps(lay: Layer) -> float:
+    return lay.fields["bn"]["eps"]
+
+
+def _lib_basic(L):
+    c1, c2 = L["conv1"], L["conv2"]
+    if set(L) - {"conv1", "conv2", "downsample.0", "relu"}:
+        return None
+    return {"planes": c1.fields["out"], "stride": c1.fields["stride"],
+            "downsample": "downsample.0" in L, "bn_eps": _eps(c1)}
+
+
+def _lib_bottleneck(L):
+    c1, c2, c3 = L["conv1"], L["conv2"], L["conv3"]
+    if set(L) - {"conv1", "conv2", "conv3", "downsample.0", "relu"}:
+        return None
+    planes, groups = c3.fields["out"] // 4, c2.fields["groups"]
+    return {"planes": planes, "stride": c2.fields["stride"], "downsample": "downsample.0" in L,
+            "groups": groups, "width_per_group": c1.fields["out"] // groups * 64 // planes,
+            "bn_eps": _eps(c1)}
+
+
+def _lib_inverted_residual(L):
+    first = L["conv.0.0"]
+    expand = "conv.1.0" in L
+    dw = L["conv.1.0"] if expand else first
+    proj = L["conv.2"] if expand else L["conv.1"]
+    inp = first.in_channels
+    return {"inp": inp, "out": proj.fields["out"], "stride": dw.fields["stride"],
+            "expand": dw.fields["out"] // inp if expand else 1, "bn_eps": _eps(first)}
+
+
+#: module class -> (library block, its parameters' defaults, reader of an instance's params from
+#: its layers by relative name). Used only when the blocked spec then still expands to exactly
+#: the traced layers (checked); otherwise the importer's own block stands.
+LIBRARY_BLOCKS: dict[str, tuple] = {
+    "torchvision.models.resnet.BasicBlock": (
+        "ttmodels/resnet/basic_block",
+        {"planes": _REQUIRED, "stride": 1, "downsample": False, "bn_eps": 1e-5}, _lib_basic),
+    "torchvision.models.resnet.Bottleneck": (
+        "ttmodels/resnet/bottleneck",
+        {"planes": _REQUIRED, "stride": 1, "downsample": False, "groups": 1,
+         "width_per_group": 64, "bn_eps": 1e-5}, _lib_bottleneck),
+    "torchvision.models.mobilenetv2.InvertedResidual": (
+        "ttmodels/mobilenet/inverted_residual",
+        {"inp": _REQUIRED, "out": _REQUIRED, "stride": 1, "expand": 6, "bn_eps": 1e-5},
+        _lib_inverted_residual),
+}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1429,7 +1525,13 @@ def emit_spec(tr: Traced, module, *, name: str | None = None, flat: bool = False
 # ---------------------------------------------------------------------------------------------
 
 def _graph_key(g) -> list:
-    return [(n.name, n.op, tuple(n.inputs), repr(sorted(n.attrs.items())), n.weights, n.bn,
+    # an add of two equal shapes is the same either way round (the library's
+    # inverted_residual adds [conv, x], torchvision x + conv)
+    def ins(n):
+        if n.op == "add" and len({str(g.shape_of(i)) for i in n.inputs}) == 1:
+            return tuple(sorted(n.inputs))
+        return tuple(n.inputs)
+    return [(n.name, n.op, ins(n), repr(sorted(n.attrs.items())), n.weights, n.bn,
              tuple(n.outputs)) for n in g.nodes]
 
 
@@ -1554,6 +1656,9 @@ def import_module(module, example_input, *, name: str | None = None, partial: bo
     flat = emit_spec(tr, module, name=name, flat=True)
     diff = _same_graph(text, flat, n, (h, w))
     note = ""
+    if diff is not None:              # a library block that does not fit after all: own blocks
+        text = emit_spec(tr, module, name=name, library=False)
+        diff = _same_graph(text, flat, n, (h, w))
     if diff is not None:              # the block finder got it wrong: the flat spec is exact
         text, note = flat, f"blocks dropped (they did not expand to the traced layers: {diff})"
     out = ImportedSpec(text)
