@@ -77,7 +77,7 @@ def one(name: str, size: int, batch: int, do_verify: bool) -> dict:
         row.update(stage="import", error=f"{type(e).__name__}: {str(e).splitlines()[0][:300]}")
         return row
     row["layers"] = text.layers
-    row["blocks"] = text.count("\n    layers:")
+    row["blocks"] = len(text.blocks)
     row["t_import"] = round(time.time() - t0, 1)
     ignore = list(text.ignored_prefixes) or None
 

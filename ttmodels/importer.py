@@ -58,6 +58,7 @@ class ImportedSpec(str):
     max_abs: float | None = None
     report: str = ""
     layers: int = 0
+    blocks: tuple[str, ...] = ()      # the blocks it uses (its own and the library's)
     ignored_prefixes: tuple[str, ...] = ()
 
 
@@ -1277,7 +1278,7 @@ def _yaml_scalar(v) -> str:
     if isinstance(v, dict):
         return "{" + ", ".join(f"{k}: {_yaml_scalar(x)}" for k, x in v.items()) + "}"
     s = str(v)
-    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-]*", s) and s.lower() not in (
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_./\-]*", s) and s.lower() not in (
             "true", "false", "null", "yes", "no", "on", "off", "y", "n", "none", "~"):
         return s
     return json.dumps(s)
@@ -1663,6 +1664,7 @@ def import_module(module, example_input, *, name: str | None = None, partial: bo
         text, note = flat, f"blocks dropped (they did not expand to the traced layers: {diff})"
     out = ImportedSpec(text)
     out.layers = len(tr.layers)
+    out.blocks = tuple(sorted(set(re.findall(r"block: \"?([A-Za-z0-9_/]+)", text))))
     out.ignored_prefixes = tr.unused_prefixes
     out.report = note
     if check:
@@ -1761,9 +1763,8 @@ def run_import(ref: str, output: str, *, batch: int = 1, input_size=(224, 224), 
         return 2
     with open(output, "w") as f:
         f.write(text)
-    blocks = text.count("\n  # ") and len(re.findall(r"^  [a-z_0-9]+:\n    (?:params|inputs|layers)",
-                                                     text, re.M))
-    print(f"wrote {output}: {text.layers} layers, {blocks} block(s)")
+    print(f"wrote {output}: {text.layers} layers, {len(text.blocks)} block(s)"
+          + (f" ({', '.join(text.blocks)})" if text.blocks else ""))
     if text.ignored_prefixes:
         print(f"  modules unused by forward (build with ignore={list(text.ignored_prefixes)}): "
               + ", ".join(text.ignored_prefixes))
