@@ -126,6 +126,14 @@ def test_every_layer_has_a_comment_with_module_and_source_line(net_spec):
     assert "layout: auto" in text
 
 
+def test_the_users_module_is_left_as_it_was():
+    m = _net().train()
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    ttmodels.import_module(m, X)
+    assert m.training and all(mod.training for mod in m.modules())
+    assert all(torch.equal(before[k], v) for k, v in m.state_dict().items())
+
+
 def test_self_check_passes_and_reports(net_spec):
     _, text = net_spec
     assert text.pcc >= importer.PCC_MIN and text.max_abs < 1e-3

@@ -410,12 +410,11 @@ def _short_path(path: str) -> str:
 
 def _source_of(node) -> str:
     """The innermost frame of the node's stack outside torch itself: the model's own line."""
+    import torch
+    torch_dir = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
     frames = _FRAME.findall(node.stack_trace or "")
     for f, line, _fn in reversed(frames):
-        fp = f.replace(os.sep, "/")
-        if "/torch/" in fp and "/site-packages/torch/" in fp or fp.endswith("/torch/fx/proxy.py"):
-            continue
-        if "/torch/nn/" in fp or "/torch/fx/" in fp:
+        if os.path.abspath(f).startswith(torch_dir):
             continue
         return f"{_short_path(f)}:{line}"
     return "?"
@@ -633,16 +632,19 @@ def trace(module, example_input, *, partial: bool = False) -> Traced:
             return type(m).__name__ in MODULE_OPS and not list(m.children()) or \
                 super().is_leaf_module(m, qualname)
 
-    module = module.eval()
+    was_training = module.training
+    module.eval()                        # traced as in inference; the user's flag is restored
     tracer = Tracer()
     try:
         graph = tracer.trace(module)
+        gm = fx.GraphModule(tracer.root, graph)
+        with torch.no_grad():
+            ShapeProp(gm).propagate(example_input)
     except Exception as e:               # data-dependent control flow, etc.
         raise ImportError_(f"torch.fx cannot trace {type(module).__name__}: "
-                           f"{type(e).__name__}: {e}") from e
-    gm = fx.GraphModule(tracer.root, graph)
-    with torch.no_grad():
-        ShapeProp(gm).propagate(example_input)
+                           f"{type(e).__name__}: {str(e).strip()[:2000]}") from e
+    finally:
+        module.train(was_training)
     mods = dict(gm.named_modules())
     cx = _Ctx(gm, mods)
     cx._renamed = {}
@@ -1561,8 +1563,14 @@ def _module_values(gm, x, wanted: set[str]) -> dict:
                 got[n.name] = v.detach().clone()
             return v
 
-    with torch.no_grad():
-        Rec(gm).run(x)
+    flags = [(m, m.training) for m in gm.modules()]
+    gm.eval()                    # shares the user's submodules: their flags are put back
+    try:
+        with torch.no_grad():
+            Rec(gm).run(x)
+    finally:
+        for m, f in flags:
+            m.training = f
     return got
 
 
