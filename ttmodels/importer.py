@@ -1122,6 +1122,11 @@ class _Emitter:
         params: dict[str, Any] = {}
         slot_param: dict[tuple, str] = {}
         by_values: dict[str, tuple] = {}
+        # a field that varies in one layer only gives its bare name ("stride"), else the
+        # layer's too ("branch2_0_conv_out")
+        varying = Counter(key[1] for key, vals in slots.items() if key[1] != "when" and len(
+            {_hashable(v) for v in vals if v is not _ABSENT}) > 1)
+        self._varying = varying
         for key, vals in slots.items():
             known = [v for v in vals if v is not _ABSENT]
             if key[1] != "when" and len({_hashable(v) for v in known}) <= 1:
@@ -1174,7 +1179,7 @@ class _Emitter:
             base = _ident(f"{r}_in")
         else:
             base = _ident(k)
-            if base in params:
+            if base in params or self._varying.get(k, 0) > 1:
                 base = _ident(f"{r}_{k}")
         name, i = base, 2
         while name in params or name in ("x",):
