@@ -651,7 +651,22 @@ def _bn_shift(node, graph: Graph | None = None) -> float:
         users = graph.consumers(node.name)
         if len(users) == 1 and users[0].op in activation_names():
             act = users[0].op
+    if act == "relu" and graph is not None and _in_depthwise_chain(node, graph):
+        # MobileNet-style chains with ReLU (MNASNet): as tame as the ReLU6 ones only when
+        # shifted too; ResNets (no depthwise convs) keep beta ~ 0
+        return _PRE_ACT_BN_SHIFT
     return _PRE_ACT_BN_SHIFT if act is not None and act != "relu" else 0.0
+
+
+def _is_depthwise(node) -> bool:
+    a = node.attrs
+    return node.op == "conv2d" and a.get("groups", 1) > 1 and \
+        a.get("groups") == a.get("out_channels") == a.get("in_channels")
+
+
+def _in_depthwise_chain(node, graph: Graph) -> bool:
+    """A depthwise conv, or a conv feeding one (an inverted residual's expansion)."""
+    return _is_depthwise(node) or any(_is_depthwise(c) for c in graph.consumers(node.name))
 
 
 def activation_names() -> tuple[str, ...]:
