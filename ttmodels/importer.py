@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import math
 import os
 import re
 from collections import Counter, defaultdict
@@ -439,7 +438,7 @@ class _Ctx:
         self.mods = mods
         self.layers: list[Layer] = []
         self.taken: set[str] = set()
-        self.local_count: Counter = Counter()
+        self._renamed: dict[str, str] = {}     # an add renamed after its activation module
 
     # -- names
     def _unique(self, name: str) -> str:
@@ -647,7 +646,6 @@ def trace(module, example_input, *, partial: bool = False) -> Traced:
         module.train(was_training)
     mods = dict(gm.named_modules())
     cx = _Ctx(gm, mods)
-    cx._renamed = {}
     env: dict[str, _Val] = {}
     dry_env: dict[str, _Val] = {}      # what poisoned nodes would be (to judge their users)
     bad: list[Unsupported] = []
@@ -705,7 +703,6 @@ def trace(module, example_input, *, partial: bool = False) -> Traced:
                 # downstream of an unsupported node: only what this node itself lacks is said,
                 # by its row on stand-in inputs in a throwaway context
                 dry = _Ctx(gm, mods)
-                dry._renamed = {}
 
                 def stand(a):
                     if isinstance(a, fx.Node):
