@@ -125,15 +125,23 @@ def one(name: str, size: int, batch: int, do_verify: bool) -> dict:
             msd[k].copy_(v)
     module.eval()
     tr = importer.trace(module, x)
-    res = importer.check_spec(text, module, tr, x)
+    try:
+        res = importer.check_spec(text, module, tr, x)
+    except Exception as e:        # noqa: BLE001 (e.g. the float32 profile does not plan)
+        row.update(stage="float32", error=f"{type(e).__name__}: {str(e).splitlines()[0][:300]}")
+        return row
     row["pcc_float32"], row["max_abs_float32"] = res.pcc, res.max_abs
     if res.first_bad:
         row["first_bad"] = res.first_bad
     with torch.no_grad():
         ref = module(x)
-    with ttmodels.build(text, weights=module, backend="sim", batch_size=batch,
-                        input_size=(size, size), ignore=ignore) as m:
-        out = m(x)
+    try:
+        with ttmodels.build(text, weights=module, backend="sim", batch_size=batch,
+                            input_size=(size, size), ignore=ignore) as m:
+            out = m(x)
+    except Exception as e:        # noqa: BLE001
+        row.update(stage="default", error=f"{type(e).__name__}: {str(e).splitlines()[0][:300]}")
+        return row
     row["pcc_default"] = float(pcc(ref.reshape(out.shape), out))
     row["t_pcc"] = round(time.time() - t, 1)
     ok = row["pcc_float32"] >= PCC_F32 and row["pcc_default"] >= PCC_DEFAULT
@@ -169,7 +177,8 @@ def run_children(names, size, batch, do_verify, timeout):
 def verdict(r: dict) -> str:
     if r.get("stage") == "done":
         return "ok"
-    if r.get("stage") in ("import", "plan", "weights", "timeout", "crash"):
+    if r.get("stage") in ("import", "plan", "weights", "timeout", "crash", "float32", "default",
+                          "not run"):
         return f"{r['stage']}: {r.get('error', '')}"
     if r.get("verify_ok") is False:
         return f"verify: {r.get('verify_error', '')}"
