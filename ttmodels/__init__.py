@@ -13,7 +13,8 @@ from __future__ import annotations
 from .errors import DeviceError, Error, LayoutError, SpecError, WeightsError
 
 __version__ = "0.1.0"
-__all__ = ["plan", "build", "register", "list_models", "load_graph", "Error", "SpecError",
+__all__ = ["plan", "build", "register", "list_models", "load_graph", "import_module", "Error",
+           "SpecError",
            "LayoutError", "WeightsError", "DeviceError", "formats", "__version__"]
 
 
@@ -58,6 +59,16 @@ def build(spec, *, weights=None, backend: str = "auto", batch_size: int = 1, inp
     return _build(spec, weights=weights, backend=backend, batch_size=batch_size,
                   input_size=input_size, profile=profile, key_map=key_map, ignore=ignore, cache=cache, mesh=mesh,
                   keep_params=keep_params)
+
+
+def import_module(module, example_input, *, name: str | None = None, partial: bool = False,
+                  check: bool = True):
+    """The spec (YAML text) a person would write for a PyTorch ``module``, traced with torch.fx
+    on ``example_input`` (NCHW): layer names are the module's state-dict prefixes, repeated
+    structures blocks, BatchNorm and activations fused. Checks itself in the float32 profile
+    against the module (``ttmodels.importer``; docs/import.md)."""
+    from .importer import import_module as _import
+    return _import(module, example_input, name=name, partial=partial, check=check)
 
 
 def register(name: str, spec) -> None:

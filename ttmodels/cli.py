@@ -1,4 +1,4 @@
-"""Command line: ``ttmodels plan|validate|list|compare|verify|probe-1x1``.
+"""Command line: ``ttmodels plan|validate|list|compare|verify|import|probe-1x1``.
 
 Errors in what the user gave (spec, weights, layouts) print one clear line and exit 2.
 """
@@ -105,6 +105,22 @@ def _parser() -> argparse.ArgumentParser:
                         "recorded step where ttnn contradicts rules.py; clear: delete the cache")
     p.add_argument("--format", choices=("table", "json"), default="table",
                    help="output format of contradictions (default: %(default)s)")
+    p = sub.add_parser("import", help="turn a PyTorch module into a spec (torch.fx trace; "
+                       "checks itself against the module in the float32 profile)")
+    p.add_argument("module", metavar="MODULE_REF",
+                   help="package.module:callable (torchvision.models:mobilenet_v3_small), "
+                        "package:callable(args) (timm:create_model(resnet50d)) or "
+                        "path/to/file.py:callable")
+    p.add_argument("-o", "--output", required=True, metavar="SPEC.yaml", help="spec file to write")
+    p.add_argument("--input-size", type=int, nargs=2, metavar=("H", "W"), default=(224, 224),
+                   help="example input height and width (default: 224 224)")
+    p.add_argument("--batch", type=int, default=1, help="example batch size (default 1)")
+    p.add_argument("--channels", type=int, default=3, help="input channels (default 3)")
+    p.add_argument("--name", help="the spec's name (default: the callable's)")
+    p.add_argument("--partial", action="store_true",
+                   help="write the spec up to the first unsupported node (named as its output)")
+    p.add_argument("--no-check", action="store_true",
+                   help="skip the float32 self-check against the module")
 
     p = sub.add_parser("probe-1x1", help="time 1x1-conv lowerings on a card (device only)")
     p.add_argument("spec", help=SPEC_HELP)
@@ -257,6 +273,11 @@ def _run(args) -> int:
         # enforced the bank itself; the capture's summed figures are diagnostics, and on a mesh
         # they add up every chip's buffers)
         return 0 if report.ok and (report.real or report.fits) else 1
+    if args.cmd == "import":
+        from .importer import run_import
+        return run_import(args.module, args.output, batch=args.batch, input_size=args.input_size,
+                          channels=args.channels, name=args.name, partial=args.partial,
+                          check=not args.no_check)
     if args.cmd == "probe-1x1":
         from .probe import run_probe
         return run_probe(args.spec, batch_size=args.batch, input_size=size, profile=args.profile,

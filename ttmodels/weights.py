@@ -71,7 +71,7 @@ PTH_SUFFIXES = (".pth", ".pt", ".bin", ".ckpt")
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 # Bump when random_state_dict's procedure changes: it is part of the prepared-weight cache key.
-RANDOM_INIT_VERSION = 3
+RANDOM_INIT_VERSION = 4
 # torchvision's weights for a graph name; the rest of the family uses the enum's DEFAULT.
 PRETRAINED = {"resnet50": "ResNet50_Weights.IMAGENET1K_V2"}
 
@@ -731,9 +731,34 @@ def _is_projection(graph: Graph, conv) -> bool:
 _PRE_ACT_BN_SHIFT = 1.0
 
 
-def _bn_shift(node) -> float:
+def _bn_shift(node, graph: Graph | None = None) -> float:
     act = node.attrs.get("activation")
+    if act is None and graph is not None:
+        # the activation as a layer of its own right after (e.g. hardswish, which fuses nowhere)
+        users = graph.consumers(node.name)
+        if len(users) == 1 and users[0].op in activation_names():
+            act = users[0].op
+    if act == "relu" and graph is not None and _in_depthwise_chain(node, graph):
+        # MobileNet-style chains with ReLU (MNASNet): as tame as the ReLU6 ones only when
+        # shifted too; ResNets (no depthwise convs) keep beta ~ 0
+        return _PRE_ACT_BN_SHIFT
     return _PRE_ACT_BN_SHIFT if act is not None and act != "relu" else 0.0
+
+
+def _is_depthwise(node) -> bool:
+    a = node.attrs
+    return node.op == "conv2d" and a.get("groups", 1) > 1 and \
+        a.get("groups") == a.get("out_channels") == a.get("in_channels")
+
+
+def _in_depthwise_chain(node, graph: Graph) -> bool:
+    """A depthwise conv, or a conv feeding one (an inverted residual's expansion)."""
+    return _is_depthwise(node) or any(_is_depthwise(c) for c in graph.consumers(node.name))
+
+
+def activation_names() -> tuple[str, ...]:
+    from .activations import NAMES
+    return NAMES
 
 
 def calibration_batch_size(graph: Graph) -> int:
@@ -767,13 +792,11 @@ def random_state_dict(graph: Graph, *, seed: int = 0, calibrate: bool = True,
     expected = expected_parameters(graph)
     sd: dict[str, torch.Tensor] = {}
     ends = _residual_branch_ends(graph)
-    shift = _bn_shift
-    if bn_shift:
-        prefixes = sorted(bn_shift, key=len, reverse=True)
+    prefixes = sorted(bn_shift or (), key=len, reverse=True)
 
-        def shift(node):
-            p = next((p for p in prefixes if node.name.startswith(p)), None)
-            return _bn_shift(node) if p is None else float(bn_shift[p])
+    def shift(node):        # bn_shift's prefixes first, else the default rule
+        p = next((p for p in prefixes if node.name.startswith(p)), None)
+        return _bn_shift(node, graph) if p is None else float(bn_shift[p])
     init = RandomInit(g, expected, ends, shift)
     for node in graph.nodes:
         fn = ops.get(node.op).init_random        # the op's module: its parameters' distribution

@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+"""Import torchvision's CNN classifiers with `ttmodels import` and check each one (issue 24).
+
+    python scripts/import_coverage.py                         # every model of the issue, 224x224
+    python scripts/import_coverage.py resnet18 mobilenet_v3_small --size 96
+    python scripts/import_coverage.py --json coverage.json --markdown coverage.md
+
+Per model, each in its own process (tt-metal holds one mock system per process, and a ttnn
+crash then costs one row):
+
+1. import: `ttmodels.import_module` on a synthetic batch (no spec when a node is unsupported:
+   the row names the kinds);
+2. plan: `ttmodels.plan` of the imported spec;
+3. verify: `ttmodels verify`'s real run on the mock n150, exit 0 = every step accepted with the
+   planned memory config;
+4. PCC with BatchNorm-calibrated random weights (`load_state_dict("random", graph)`, loaded into
+   the torchvision module itself, so both sides hold the same weights): the float32 profile
+   against the module (>= 0.9999, the import's own self-check) and the default profile
+   (>= 0.99), logits, sim backend.
+
+A model counts as imported when step 1 succeeds, verified when 1-3 do, passing when all do.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+MODELS = [                       # cheap ones first: a long run reports them early
+    "resnet18", "mobilenet_v3_small", "mobilenet_v2", "mobilenet_v3_large",
+    "shufflenet_v2_x0_5", "shufflenet_v2_x1_0", "shufflenet_v2_x1_5", "shufflenet_v2_x2_0",
+    "convnext_tiny", "vgg11_bn",
+    "squeezenet1_0", "squeezenet1_1",
+    "mnasnet0_5", "mnasnet0_75", "mnasnet1_0", "mnasnet1_3",
+    "regnet_x_400mf", "regnet_y_400mf", "regnet_x_800mf", "regnet_y_800mf",
+    "efficientnet_b0", "efficientnet_b1", "resnet34", "googlenet", "resnet50",
+    "efficientnet_b2", "efficientnet_b3", "densenet121",
+    "resnext50_32x4d", "wide_resnet50_2", "resnet101", "resnet152",
+    "resnext101_32x8d", "resnext101_64x4d", "wide_resnet101_2",
+]
+PCC_F32, PCC_DEFAULT = 0.9999, 0.99
+
+
+def one(name: str, size: int, batch: int, do_verify: bool) -> dict:
+    """Every step for one model; the row as a dict (a step that fails ends the row)."""
+    import warnings
+    warnings.filterwarnings("ignore")
+    from ttmodels import mock_device
+    mock_device.prepare("n150")
+    import torch
+    import torchvision
+
+    import ttmodels
+    from ttmodels import importer
+    from ttmodels.reference import pcc
+    from ttmodels.spec import load_graph
+    from ttmodels.weights import synthetic_images
+
+    torch.manual_seed(0)
+    row: dict = {"model": name, "size": size, "batch": batch}
+    t0 = time.time()
+    module = getattr(torchvision.models, name)().eval()
+    x = synthetic_images(batch, 3, size, size, seed=1)
+    try:
+        text = importer.import_module(module, x, name=name, check=False)
+    except importer.UnsupportedError as e:
+        kinds = sorted({u.kind for u in e.unsupported})
+        row.update(stage="import", error="unsupported: " + ", ".join(kinds),
+                   detail=str(e).splitlines()[:8])
+        return row
+    except Exception as e:        # noqa: BLE001 (the row says what)
+        row.update(stage="import", error=f"{type(e).__name__}: {str(e).splitlines()[0][:300]}")
+        return row
+    row["layers"] = text.layers
+    row["blocks"] = len(text.blocks)
+    row["t_import"] = round(time.time() - t0, 1)
+    ignore = list(text.ignored_prefixes) or None
+
+    t = time.time()
+    try:
+        plan = ttmodels.plan(text, batch_size=batch, input_size=(size, size))
+        row["adapters"] = len(plan.adapters)
+    except Exception as e:        # noqa: BLE001
+        row.update(stage="plan", error=f"{type(e).__name__}: {str(e).splitlines()[0][:300]}")
+        return row
+    row["t_plan"] = round(time.time() - t, 1)
+
+    if do_verify:
+        from ttmodels.verify import verify
+        t = time.time()
+        try:
+            rep = verify(text, batch_size=batch, input_size=(size, size), diagnostics=False)
+            row["verify_ok"] = bool(rep.ok and (rep.real or rep.fits))
+            if not row["verify_ok"]:
+                bad = [s for s in rep.steps if not getattr(s, "accepted", True) or
+                       not getattr(s, "memory_match", True)]
+                row["verify_error"] = (f"{getattr(bad[0], 'name', '?')}: "
+                                       f"{str(getattr(bad[0], 'error', '') or 'memory config differs')[:200]}"
+                                       if bad else "did not reach the end")
+        except Exception as e:    # noqa: BLE001
+            row["verify_ok"] = False
+            row["verify_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
+        row["t_verify"] = round(time.time() - t, 1)
+
+    t = time.time()
+    graph = load_graph(text, batch_size=batch, input_size=(size, size))
+    # BN calibrated on 4 synthetic images (the BEV tests' count; 8 at 224 by default: time)
+    from ttmodels.weights import random_state_dict
+    sd = random_state_dict(graph, seed=0, calibration_batch=4)   # torchvision's keys
+    # into the module's own tensors (MNASNet's load_state_dict wants its version metadata)
+    msd = module.state_dict()
+    unexpected = [k for k in sd if k not in msd]
+    missing = [k for k in msd if k not in sd and not k.endswith("num_batches_tracked")
+               and not any(k.startswith(p) for p in (ignore or []))]
+    if missing or unexpected:
+        row.update(stage="weights", error=f"keys: missing {missing[:3]}, unexpected {unexpected[:3]}")
+        return row
+    with torch.no_grad():
+        for k, v in sd.items():
+            msd[k].copy_(v)
+    module.eval()
+    tr = importer.trace(module, x)
+    try:
+        res = importer.check_spec(text, module, tr, x)
+    except Exception as e:        # noqa: BLE001 (e.g. the float32 profile does not plan)
+        row.update(stage="float32", error=f"{type(e).__name__}: {str(e).splitlines()[0][:300]}")
+        return row
+    row["pcc_float32"], row["max_abs_float32"] = res.pcc, res.max_abs
+    if res.first_bad:
+        row["first_bad"] = res.first_bad
+    with torch.no_grad():
+        ref = module(x)
+    try:
+        with ttmodels.build(text, weights=module, backend="sim", batch_size=batch,
+                            input_size=(size, size), ignore=ignore) as m:
+            out = m(x)
+    except Exception as e:        # noqa: BLE001
+        row.update(stage="default", error=f"{type(e).__name__}: {str(e).splitlines()[0][:300]}")
+        return row
+    row["pcc_default"] = float(pcc(ref.reshape(out.shape), out))
+    row["t_pcc"] = round(time.time() - t, 1)
+    ok = row["pcc_float32"] >= PCC_F32 and row["pcc_default"] >= PCC_DEFAULT
+    row["stage"] = "done" if ok and row.get("verify_ok", True) else (
+        "verify" if not row.get("verify_ok", True) else "pcc")
+    return row
+
+
+def run_children(names, size, batch, do_verify, timeout):
+    """Rows of ``names``, several models per child process (its imports cost ~10-60 s); a
+    child that crashes or hangs costs its current model's row, the next child goes on."""
+    todo = list(names)
+    while todo:
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--many", ",".join(todo),
+               "--size", str(size), "--batch", str(batch)] + ([] if do_verify else ["--no-verify"])
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             cwd=REPO)
+        t = time.time()
+        for line in p.stdout:
+            if line.startswith("{"):
+                row = json.loads(line)
+                row["t_total"] = round(time.time() - t, 1)
+                t = time.time()
+                todo.remove(row["model"])
+                yield row
+        p.wait()
+        if todo and p.returncode is not None:
+            tail = (p.stderr.read().strip().splitlines() or ["no output"])[-1]
+            yield {"model": todo.pop(0), "stage": "crash",
+                   "error": f"exit {p.returncode}: {tail[:300]}"}
+
+
+def verdict(r: dict) -> str:
+    if r.get("stage") == "done":
+        return "ok"
+    if r.get("stage") in ("import", "plan", "weights", "timeout", "crash", "float32", "default",
+                          "not run"):
+        return f"{r['stage']}: {r.get('error', '')}"
+    if r.get("verify_ok") is False:
+        return f"verify: {r.get('verify_error', '')}"
+    bits = []
+    if r.get("pcc_float32", 1) < PCC_F32:
+        bits.append(f"float32 PCC {r['pcc_float32']:.6f} < {PCC_F32}"
+                    + (f" (first layer {r['first_bad']})" if r.get("first_bad") else ""))
+    if r.get("pcc_default", 1) < PCC_DEFAULT:
+        bits.append(f"default PCC {r['pcc_default']:.4f} < {PCC_DEFAULT}")
+    return "; ".join(bits) or r.get("stage", "?")
+
+
+def markdown(rows: list[dict]) -> str:
+    imported = sum(1 for r in rows if r.get("stage") not in ("import", "crash", "timeout"))
+    verified = sum(1 for r in rows if r.get("verify_ok"))
+    passing = sum(1 for r in rows if r.get("stage") == "done")
+    out = [f"imported {imported} / verified {verified} / total {len(rows)} "
+           f"({passing} also at both PCCs)", "",
+           "| model | layers | blocks | verify | PCC float32 | PCC default | result |",
+           "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        v = {True: "ok", False: "no", None: ""}[r.get("verify_ok")]
+        f32 = f"{r['pcc_float32']:.6f}" if "pcc_float32" in r else ""
+        dft = f"{r['pcc_default']:.4f}" if "pcc_default" in r else ""
+        out.append(f"| {r['model']} | {r.get('layers', '')} | {r.get('blocks', '')} | {v} | {f32} "
+                   f"| {dft} | {verdict(r)} |")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("models", nargs="*", help="torchvision model names (default: the issue's list)")
+    ap.add_argument("--size", type=int, default=224)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--no-verify", action="store_true")
+    ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--markdown", help="write the table here")
+    ap.add_argument("--many", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.many:
+        for name in a.many.split(","):
+            try:
+                row = one(name, a.size, a.batch, not a.no_verify)
+            except Exception as e:      # noqa: BLE001 (one row says what; the others go on)
+                row = {"model": name, "stage": "crash",
+                       "error": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"}
+            print(json.dumps(row), flush=True)
+        return 0
+    rows = []
+    for r in run_children(a.models or MODELS, a.size, a.batch, not a.no_verify, None):
+        name = r["model"]
+        rows.append(r)
+        print(f"{name:22} {verdict(r)}  [{r.get('t_total', '?')} s]", flush=True)
+        if a.json:
+            Path(a.json).write_text(json.dumps(rows, indent=1))
+    md = markdown(rows)
+    print(md)
+    if a.markdown:
+        Path(a.markdown).write_text(md + "\n")
+    return 0 if all(r.get("stage") == "done" for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
