@@ -266,3 +266,32 @@ def test_import_ttmodels_stays_light():
     code = "import ttmodels, sys; print('torch' in sys.modules, 'torch.fx' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
     assert out.split() == ["False", "False"]
+
+
+class _Newer(nn.Module):
+    """A Hardtanh that is not relu6, Mish (fuses nowhere), LeakyReLU and a flatten of a map
+    into a classifier (VGG's head): the rows enrolled after issue 23's ops landed."""
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 16, 3, padding=1)
+        self.a1 = nn.Hardtanh(-2.0, 2.0)
+        self.c2 = nn.Conv2d(16, 16, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(16)
+        self.m = nn.Mish()
+        self.pool = nn.MaxPool2d(2)
+        self.fc = nn.Linear(16 * 4 * 4, 10)
+
+    def forward(self, x):
+        x = self.m(self.bn(self.c2(self.a1(self.c1(x)))))
+        return self.fc(torch.flatten(self.pool(x), 1))
+
+
+def test_hardtanh_mish_and_a_flattened_map():
+    torch.manual_seed(0)
+    text = ttmodels.import_module(_Newer().eval(), torch.randn(1, 3, 8, 8))
+    g = load_graph(text)
+    by = {n.name: n for n in g.nodes}
+    assert by["c1"].attrs["activation"] == "hardtanh(-2.0, 2.0)"     # fused: it fuses in conv2d
+    assert by["m"].op == "mish" and by["c2"].attrs.get("activation") is None
+    assert by["flatten"].op == "flatten" and by["fc"].inputs == ["flatten"]
+    assert text.pcc >= importer.PCC_MIN

@@ -134,10 +134,11 @@ def _pair(v):
 
 
 _ACT_MODULES = {"ReLU": "relu", "ReLU6": "relu6", "SiLU": "silu", "Sigmoid": "sigmoid",
-                "Hardsigmoid": "hardsigmoid", "Hardswish": "hardswish", "Tanh": "tanh"}
+                "Hardsigmoid": "hardsigmoid", "Hardswish": "hardswish", "Tanh": "tanh",
+                "Mish": "mish"}
 _ACT_FUNCTIONS = {"relu": "relu", "relu_": "relu", "relu6": "relu6", "silu": "silu",
                   "sigmoid": "sigmoid", "hardsigmoid": "hardsigmoid", "hardswish": "hardswish",
-                  "tanh": "tanh", "gelu": "gelu", "leaky_relu": "leaky_relu"}
+                  "tanh": "tanh", "gelu": "gelu", "leaky_relu": "leaky_relu", "mish": "mish"}
 
 
 def _m_conv2d(cx, node, mod, x):
@@ -188,9 +189,9 @@ def _m_act(cx, node, mod, x):
 
 
 def _m_hardtanh(cx, node, mod, x):
-    if (mod.min_val, mod.max_val) != (0.0, 6.0):
-        _unsupported(f"Hardtanh({mod.min_val}, {mod.max_val}) (only 0, 6 = relu6)")
-    return cx.activation(node, "relu6", x)
+    if (mod.min_val, mod.max_val) == (0.0, 6.0):
+        return cx.activation(node, "relu6", x)
+    return cx.activation(node, f"hardtanh({float(mod.min_val)!r}, {float(mod.max_val)!r})", x)
 
 
 def _m_leaky_relu(cx, node, mod, x):
@@ -518,10 +519,9 @@ class _Ctx:
                     return v
                 return self._absorb(x, node, f"+ {what}" + (
                     f" {node.target}" if node.op == "call_module" else ""))
-        op, fields = (act.split("(")[0], {})
-        if op == "leaky_relu":
-            fields = {"slope": activations.split(act)[1]}
-        return self.layer(node, op, fields, [x])
+        # standalone: the table's parameters become the op's fields
+        d, params = activations.split(act)
+        return self.layer(node, d.name, {p.name: v for p, v in zip(d.params, params)}, [x])
 
     def binary(self, node, op, a, b):
         if not isinstance(a, _Val) or not isinstance(b, _Val) or a.kind != "tensor" or \
@@ -562,8 +562,11 @@ class _Ctx:
             return _Val("tensor", x.tensor, layer=x.layer, shape=(s[0], s[1]))
         if len(s) == 2 and start == 1:
             return x
-        _unsupported(f"flatten of a {list(s)} tensor (only a [N, C, 1, 1] vector: flattening a "
-                     "map is a reshape)")
+        if len(s) == 4 and start == 1 and end in (-1, 3):
+            # a map: the spec's flatten keeps torch's C, H, W order (VGG's classifier)
+            return self.layer(node, "flatten", {}, [x])
+        _unsupported(f"flatten of a {list(s)} tensor from dim {start} to {end} (only "
+                     "flatten(1) of an NCHW map)")
 
     def upsample(self, node, size, scale, mode, align_corners, x):
         if mode not in ("nearest", "bilinear"):
