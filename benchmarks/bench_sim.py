@@ -8,10 +8,12 @@ build times. Not a test: it prints figures (the README's benchmark table is its 
 latency  sim/torch median latency, the two called alternately (sim, torch, sim, ...) in this
          process so that machine load hits both alike: every shipped model at batch 1 in the
          default profile and in tt-perf (bfloat8_b activations, LoFi) -- resnet18/34/50/101/152,
-         resnext50_32x4d, wide_resnet50_2, mobilenet_v2, efficientnet_b0 (224x224), the BEVDet-R50
+         resnext50_32x4d, wide_resnet50_2, mobilenet_v2, efficientnet_b0, convnext_tiny
+         (224x224), yolov8n/s (320x320), unet_resnet34 (256x256), the BEVDet-R50
          image encoder (256x704) and BEV encoder (64x128x128) --, plus resnet50 at batch 2/8 and
          at 320/448, and the image encoder at batch 6. Torch: torchvision's modules / the
-         tests/bevdet_reference.py and bevdet_bev_reference.py encoders, float32, eval, no_grad.
+         tests/bevdet_reference.py and bevdet_bev_reference.py encoders, tests/yolo_reference.py and
+         unet_resnet34's tests/unet_reference.py, float32, eval, no_grad.
          CPU-time ratios (process time of all threads) are printed too: they move less with load
          than wall-clock ones. Each row prints its target (issue 26: every shipped model <= 1.3 at
          batch 1 in the default profile and <= 1.5 in tt-perf, resnet50 tt-perf <= 1.3; issue 12:
@@ -67,9 +69,13 @@ def _shipped(spec: str, size=(224, 224), channels: int = 3) -> tuple[Case, ...]:
 
 
 SHIPPED = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152", "resnext50_32x4d",
-           "wide_resnet50_2", "mobilenet_v2", "efficientnet_b0")
+           "wide_resnet50_2", "mobilenet_v2", "efficientnet_b0", "convnext_tiny")
+# issue 23's detection and segmentation models, with the tests' pure-torch references (YOLOv8 at
+# 320 and the UNet at 256 keep a run short; their README rows say so)
+DENSE = {"yolov8n": (320, 320), "yolov8s": (320, 320), "unet_resnet34": (256, 256)}
 LATENCY = (
     *(c for spec in SHIPPED for c in _shipped(spec)),
+    *(c for spec, size in DENSE.items() for c in _shipped(spec, size)),
     *_shipped(BEVDET, (256, 704)),
     *_shipped(BEV, (128, 128), channels=64),
     Case("resnet50-b2", "resnet50", 2, (224, 224)),
@@ -96,6 +102,16 @@ def torch_model(case: Case, sd):
     if case.spec == BEV:
         from bevdet_bev_reference import BEVEncoderReference, load_into
         return load_into(BEVEncoderReference(), sd)
+    if case.spec.startswith("yolov8"):
+        from yolo_reference import YOLOv8
+        m = YOLOv8(case.spec)
+        m.load_state_dict(sd, strict=False)          # + the DFL buffer, which it makes itself
+        return m.eval()
+    if case.spec == "unet_resnet34":
+        from unet_reference import UnetResNet34
+        m = UnetResNet34()
+        m.load_state_dict(sd)
+        return m.eval()
     import torchvision
     m = getattr(torchvision.models, case.spec)()
     m.load_state_dict(sd)
@@ -117,7 +133,7 @@ def weights_file(spec: str, tmp: str) -> str:
 
         import ttmodels
         from ttmodels.weights import random_state_dict
-        size = {BEVDET: (256, 704), BEV: (128, 128)}.get(spec, (224, 224))
+        size = {BEVDET: (256, 704), BEV: (128, 128), **DENSE}.get(spec, (224, 224))
         graph = ttmodels.load_graph(spec, batch_size=1, input_size=size)
         # the BEV encoder's tests calibrate on 4 maps (the default scales to 25 at 128x128)
         sd = random_state_dict(graph, seed=0, calibration_batch=4 if spec == BEV else None)
