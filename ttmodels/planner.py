@@ -1130,20 +1130,27 @@ class _Planner:
         est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=rows, c=c)
         return PlannedLayer(node, [x], out, est.total, PlanConfig(l1_parts=est.parts))
 
-    def plan_batch_norm(self, node: Node) -> PlannedLayer:
-        """x * scale + shift with [1, 1, 1, C] TILE constants in L1 (rules batch_norm.as_binary):
-        binary_ng broadcasts them over x's rows whatever x's sharding (binary.broadcast)."""
+    def per_channel_constant(self, node: Node, why: str):
+        """x times (plus) [1, 1, 1, C] TILE constants in L1, as batch_norm and layer_scale run:
+        binary_ng broadcasts them over x's rows whatever x's sharding (binary.broadcast).
+        ``(x as fed, the constants' layout, output dtype, output layout, L1 estimate)``."""
         x = self.layouts[node.inputs[0]]
         if self.with_adapters and x.layout != TILE_LAYOUT:
-            x = self.to_tile(node, 0, x, "binary operands in TILE (the constants are TILE)")
+            x = self.to_tile(node, 0, x, why)
         rows, c = self.rc(node.inputs[0])
         const = TensorLayout(MemSpec(INTERLEAVED, "l1"), TILE_LAYOUT, "bfloat16")
         dtype = node.precision.activations if self.with_adapters else x.dtype
-        attrs = {"dtype": dtype, "out_shape": _flat(node.shape)}
-        out = R.output_layout("batch_norm", [x, const], attrs, None,
-                              [self.flat[node.inputs[0]], (1, 1, 1, c)])
+        out = R.output_layout(node.op, [x, const], {"dtype": dtype, "out_shape": _flat(node.shape)},
+                              None, [self.flat[node.inputs[0]], (1, 1, 1, c)])
         est = l1m.eltwise_l1(inputs=[(x, rows, c), (const, 1, c)], out_layout=out, out_rows=rows,
                              c=c)
+        return x, const, dtype, out, est
+
+    def plan_batch_norm(self, node: Node) -> PlannedLayer:
+        """x * scale + shift with [1, 1, 1, C] TILE constants in L1 (rules batch_norm.as_binary):
+        binary_ng broadcasts them over x's rows whatever x's sharding (binary.broadcast)."""
+        x, const, dtype, out, est = self.per_channel_constant(
+            node, "binary operands in TILE (the constants are TILE)")
         return PlannedLayer(node, [x], out, est.total,
                             BatchNormPlan(dtype=dtype, constant_memory=const.memory,
                                           constant_dtype=const.dtype,
@@ -1181,16 +1188,8 @@ class _Planner:
     def plan_layer_scale(self, node: Node) -> PlannedLayer:
         """x * gamma, gamma a [1, 1, 1, C] TILE constant in L1 (as batch_norm's scale)."""
         from .ops.layer_scale import LayerScalePlan
-        x = self.layouts[node.inputs[0]]
-        if self.with_adapters and x.layout != TILE_LAYOUT:
-            x = self.to_tile(node, 0, x, "binary operands in TILE (the scale is TILE)")
-        rows, c = self.rc(node.inputs[0])
-        const = TensorLayout(MemSpec(INTERLEAVED, "l1"), TILE_LAYOUT, "bfloat16")
-        dtype = node.precision.activations if self.with_adapters else x.dtype
-        out = R.output_layout("layer_scale", [x, const], {"dtype": dtype, "out_shape": _flat(node.shape)},
-                              None, [self.flat[node.inputs[0]], (1, 1, 1, c)])
-        est = l1m.eltwise_l1(inputs=[(x, rows, c), (const, 1, c)], out_layout=out, out_rows=rows,
-                             c=c)
+        x, const, dtype, out, est = self.per_channel_constant(
+            node, "binary operands in TILE (the scale is TILE)")
         return PlannedLayer(node, [x], out, est.total,
                             LayerScalePlan(dtype=dtype, constant_memory=const.memory,
                                            constant_dtype=const.dtype, l1_parts=est.parts))
