@@ -146,3 +146,23 @@ def test_sim_unary_op_types_mirror_ttnn(device):
     with pytest.raises(Exception, match="softcap.*not modelled"):
         sim.add(t, t, activations=[sim.UnaryWithParam(sim.UnaryOpType.SOFTCAP, 1.0)])
 
+
+
+def test_hardtanh_and_mish_run_for_real_on_the_mock_device(real_run):
+    """Fused hardtanh (conv, matmul-free), standalone hardtanh and mish, and mish after an add
+    and a linear (where it cannot fuse): ttnn's allocator runs every step as planned."""
+    spec = {"name": "acts", "inputs": {"x": {"channels": 32, "size": 16}}, "layers": [
+        {"name": "c1", "op": "conv2d", "out": 64, "kernel": 3, "padding": 1, "bn": "bn1",
+         "act": "mish"},
+        {"name": "c2", "op": "conv2d", "out": 64, "kernel": 1, "act": {"hardtanh": [-2, 2]}},
+        {"name": "h", "op": "hardtanh", "min_val": 0, "max_val": 6},
+        {"name": "m", "op": "mish"},
+        {"name": "a", "op": "add", "in": ["m", "c1"], "act": "mish"},
+        {"name": "p", "op": "global_avg_pool"},
+        {"name": "fc", "op": "linear", "out": 10, "act": "mish"}]}
+    plan, report = real_run(spec)
+    assert report.real and report.completed, report
+    bad = [(s.name, s.error) for s in report.steps if not s.ok]
+    assert not bad and len(report.steps) >= len(plan.layers)
+    ops = {c.name for c in report.steps}
+    assert {"c1", "c2", "h", "m", "a", "fc"} <= ops
