@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..graph import Node
-from ..layout import MemSpec
-from ..plan_config import PlanConfig, optional
-from .base import Field, OpDef, Parsed, Ref, activation, register
+from ...graph import Node
+from ...layout import MemSpec
+from ...plan_config import PlanConfig, optional
+from ..base import Field, OpDef, Parsed, Ref, activation, register
 
 
 def parse(x) -> Parsed:
@@ -46,7 +46,7 @@ _MATH = {"add": lambda a, b: a + b, "multiply": lambda a, b: a * b,
 
 
 def reference(model, node: Node, env):
-    from ..errors import Error
+    from ...errors import Error
     if len(node.inputs) != 2:
         raise Error(f"layer '{node.name}': {node.op} takes 2 inputs, got {len(node.inputs)}")
     n0, n1 = node.inputs

@@ -1,8 +1,8 @@
 """slice: the channels ``[start, stop)`` of a tensor (ttnn.slice on the last dim)."""
 from __future__ import annotations
 
-from ..graph import Node, TensorShape
-from .base import Field, OpDef, Parsed, Ref, register
+from ...graph import Node, TensorShape
+from ..base import Field, OpDef, Parsed, Ref, register
 
 
 def parse(x) -> Parsed:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..graph import Node, TensorShape
-from ..layout import MemSpec
-from ..plan_config import PlanConfig, SliceConfig, optional
-from .base import (Field, OpDef, Parsed, Ref, activation, pads, prepare_weight_bias,
+from ...graph import Node, TensorShape
+from ...layout import MemSpec
+from ...plan_config import PlanConfig, SliceConfig, optional
+from ..base import (Field, OpDef, Parsed, Ref, activation, pads, prepare_weight_bias,
                    register, window_out)
 
 BN_EPS = 1e-5
@@ -88,7 +88,7 @@ def params(node: Node) -> dict[str, tuple[int, ...]]:
 
 def need_prefix(node: Node) -> str:
     if not node.weights:
-        from ..errors import WeightsError
+        from ...errors import WeightsError
         raise WeightsError(f"layer '{node.name}' ({node.op}) has no weights key prefix in the "
                            "graph")
     return node.weights

@@ -7,8 +7,8 @@ flatten: ``[N, H, W, C] -> permute (0, 3, 1, 2) -> [1, 1, N, C*H*W]`` (torch's C
 the classifier's weights load as they are)."""
 from __future__ import annotations
 
-from ..graph import Node, TensorShape
-from .base import Field, OpDef, Parsed, Ref, register
+from ...graph import Node, TensorShape
+from ..base import Field, OpDef, Parsed, Ref, register
 
 _NHWC_TO_NCHW = (0, 3, 1, 2)
 _NCHW_TO_NHWC = (0, 2, 3, 1)

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..graph import Node, TensorShape
-from ..plan_config import PlanConfig
-from .base import OpDef, Parsed, Ref, register
+from ...graph import Node, TensorShape
+from ...plan_config import PlanConfig
+from ..base import OpDef, Parsed, Ref, register
 
 
 def parse(x) -> Parsed:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..graph import Node
-from ..layout import MemSpec
-from ..plan_config import PlanConfig
-from .base import Field, OpDef, Parsed, Ref, register
-from .conv2d import need_prefix
+from ...graph import Node
+from ...layout import MemSpec
+from ...plan_config import PlanConfig
+from ..base import Field, OpDef, Parsed, Ref, register
+from ..conv2d import need_prefix
 
 LN_EPS = 1e-5     # torch.nn.LayerNorm's default; torchvision's ConvNeXt uses 1e-6
 

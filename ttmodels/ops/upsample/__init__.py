@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..graph import Node, TensorShape
-from ..layout import MemSpec, TensorLayout
-from ..plan_config import PlanConfig, optional
-from .base import Field, OpDef, Parsed, Ref, register
+from ...graph import Node, TensorShape
+from ...layout import MemSpec, TensorLayout
+from ...plan_config import PlanConfig, optional
+from ..base import Field, OpDef, Parsed, Ref, register
 
 
 def parse(x) -> Parsed:
@@ -33,7 +33,7 @@ def parse(x) -> Parsed:
 
 def reference(model, node: Node, env):
     import torch.nn.functional as F
-    from ..errors import Error
+    from ...errors import Error
     x, a = model.operand(node.inputs[0], env), node.attrs
     mode = a.get("mode", "nearest")
     size = (node.shape.h, node.shape.w)

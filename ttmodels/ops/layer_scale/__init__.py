@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..graph import Node
-from ..layout import MemSpec
-from ..plan_config import PlanConfig
-from .base import Field, OpDef, Parsed, Ref, register
-from .conv2d import need_prefix
+from ...graph import Node
+from ...layout import MemSpec
+from ...plan_config import PlanConfig
+from ..base import Field, OpDef, Parsed, Ref, register
+from ..conv2d import need_prefix
 
 PARAM_SHAPES = ("vector", "chw")
 

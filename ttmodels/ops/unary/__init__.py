@@ -3,9 +3,9 @@
 ttnn's unary ops take no dtype and keep their input's memory config."""
 from __future__ import annotations
 
-from .. import activations as A
-from ..graph import Node
-from .base import Field, OpDef, Parsed, Ref, activation, register
+from ... import activations as A
+from ...graph import Node
+from ..base import Field, OpDef, Parsed, Ref, activation, register
 
 
 def unary_activation(op: str, attrs: dict) -> str | None:

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..graph import Node, TensorShape
-from ..layout import MemSpec
-from ..plan_config import PlanConfig
-from .base import Field, OpDef, Parsed, Ref, pads, register
+from ...graph import Node, TensorShape
+from ...layout import MemSpec
+from ...plan_config import PlanConfig
+from ..base import Field, OpDef, Parsed, Ref, pads, register
 
 
 def parse(x) -> Parsed:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..graph import Node
-from ..layout import MemSpec
-from ..plan_config import PlanConfig
-from .base import Field, OpDef, Parsed, Ref, activation, register
-from .conv2d import BN_EPS, BN_PARAMS, batch_norm, batchnorm_scale_shift, bn_eps, need_prefix
+from ...graph import Node
+from ...layout import MemSpec
+from ...plan_config import PlanConfig
+from ..base import Field, OpDef, Parsed, Ref, activation, register
+from ..conv2d import BN_EPS, BN_PARAMS, batch_norm, batchnorm_scale_shift, bn_eps, need_prefix
 
 
 def parse(x) -> Parsed:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from ..graph import Node, TensorShape
-from .base import Field, OpDef, Parsed, Ref, activation, prepare_weight_bias, register
-from .conv2d import Conv2dPlan, _rescale_to_unit_rms, need_prefix
+from ...graph import Node, TensorShape
+from ..base import Field, OpDef, Parsed, Ref, activation, prepare_weight_bias, register
+from ..conv2d import Conv2dPlan, _rescale_to_unit_rms, need_prefix
 
 
 def parse(x) -> Parsed:

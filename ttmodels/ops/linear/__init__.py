@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..graph import Node, TensorShape
-from ..layout import MemSpec
-from ..plan_config import PlanConfig
-from .base import Field, OpDef, Parsed, Ref, activation, prepare_weight_bias, register
-from .conv2d import need_prefix
+from ...graph import Node, TensorShape
+from ...layout import MemSpec
+from ...plan_config import PlanConfig
+from ..base import Field, OpDef, Parsed, Ref, activation, prepare_weight_bias, register
+from ..conv2d import need_prefix
 
 
 def parse(x) -> Parsed:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..graph import Node, TensorShape
-from ..layout import MemSpec
-from ..plan_config import PlanConfig, SliceConfig, optional
-from .base import Field, OpDef, Parsed, Ref, pads, register, window_out
+from ...graph import Node, TensorShape
+from ...layout import MemSpec
+from ...plan_config import PlanConfig, SliceConfig, optional
+from ..base import Field, OpDef, Parsed, Ref, pads, register, window_out
 
 
 def parse_window(x) -> Parsed:

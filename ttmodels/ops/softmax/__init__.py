@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..graph import Node
-from ..layout import MemSpec
-from ..plan_config import PlanConfig
-from .base import OpDef, Parsed, Ref, register
+from ...graph import Node
+from ...layout import MemSpec
+from ...plan_config import PlanConfig
+from ..base import OpDef, Parsed, Ref, register
 
 
 def parse(x) -> Parsed:
