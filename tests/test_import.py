@@ -11,6 +11,8 @@ from torch import nn
 
 import ttmodels
 from ttmodels import importer
+from ttmodels.importer.entry import _parse_args
+from ttmodels.importer.selfcheck import _same_graph
 from ttmodels.spec import load_graph
 from ttmodels.weights import load_state_dict
 
@@ -111,7 +113,7 @@ def test_repeated_blocks_become_a_block_with_repeat_and_first(net_spec):
     assert re.search(r"name: down\.0, when: \"\$\{has_down_0\}\"", text)
     # the blocked spec expands to exactly the traced layers
     flat = importer.emit_spec(importer.trace(_net(), X), _net(), name="net", flat=True)
-    assert importer._same_graph(text, flat, 1, (32, 32)) is None
+    assert _same_graph(text, flat, 1, (32, 32)) is None
     assert "block:" not in flat
 
 
@@ -226,7 +228,7 @@ def test_module_references(tmp_path):
     assert isinstance(m, nn.Module) and name == "build"
     m, _ = importer.resolve_module_ref(f"{f}:build(width=6)")
     assert m[0].out_channels == 6
-    assert importer._parse_args("resnet50d, pretrained=False") == (["resnet50d"],
+    assert _parse_args("resnet50d, pretrained=False") == (["resnet50d"],
                                                                    {"pretrained": False})
     for bad, what in [("nocolon", "use package.module:callable"),
                       (f"{tmp_path}/none.py:build", "no file"),

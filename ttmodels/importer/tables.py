@@ -1,0 +1,269 @@
+"""The tables: one row per kind of module (``MODULE_OPS``), function (``FUNCTION_OPS``) or tensor
+method (``METHOD_OPS``), each turning an fx node into a spec layer, an alias, or a reason it
+cannot (enrolling an op is one row here).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from .intermediate import _Val, _unsupported
+
+
+def _pair(v):
+    if isinstance(v, (tuple, list)):
+        a, b = (int(v[0]), int(v[1])) if len(v) == 2 else (int(v[0]), int(v[0]))
+        return a if a == b else [a, b]
+    return int(v)
+
+
+_ACT_MODULES = {"ReLU": "relu", "ReLU6": "relu6", "SiLU": "silu", "Sigmoid": "sigmoid",
+                "Hardsigmoid": "hardsigmoid", "Hardswish": "hardswish", "Tanh": "tanh",
+                "Mish": "mish"}
+_ACT_FUNCTIONS = {"relu": "relu", "relu_": "relu", "relu6": "relu6", "silu": "silu",
+                  "sigmoid": "sigmoid", "hardsigmoid": "hardsigmoid", "hardswish": "hardswish",
+                  "tanh": "tanh", "gelu": "gelu", "leaky_relu": "leaky_relu", "mish": "mish"}
+
+
+def _m_conv2d(cx, node, mod, x):
+    if mod.padding_mode != "zeros":
+        _unsupported(f"padding_mode={mod.padding_mode!r} (only zeros)")
+    pad = mod.padding
+    if isinstance(pad, str):
+        if pad == "valid":
+            pad = (0, 0)
+        else:                                  # "same", stride 1
+            pad = tuple(d * (k - 1) // 2 for d, k in zip(mod.dilation, mod.kernel_size))
+            if any(d * (k - 1) % 2 for d, k in zip(mod.dilation, mod.kernel_size)):
+                _unsupported("padding='same' with an even kernel (asymmetric)")
+    return cx.layer(node, "conv2d", {
+        "out": mod.out_channels, "kernel": _pair(mod.kernel_size), "stride": _pair(mod.stride),
+        "padding": _pair(pad), "dilation": _pair(mod.dilation), "groups": mod.groups,
+        "bias": mod.bias is not None, "bn": None, "act": None}, [x])
+
+
+def _m_conv_transpose2d(cx, node, mod, x, *rest):
+    if rest:
+        _unsupported("an output_size argument")
+    if mod.padding_mode != "zeros":
+        _unsupported(f"padding_mode={mod.padding_mode!r}")
+    return cx.layer(node, "conv_transpose2d", {
+        "out": mod.out_channels, "kernel": _pair(mod.kernel_size), "stride": _pair(mod.stride),
+        "padding": _pair(mod.padding), "output_padding": _pair(mod.output_padding),
+        "dilation": _pair(mod.dilation), "groups": mod.groups, "bias": mod.bias is not None,
+        "act": None}, [x])
+
+
+def _m_batch_norm(cx, node, mod, x):
+    if not (mod.affine and mod.track_running_stats):
+        _unsupported("BatchNorm without affine parameters or running statistics")
+    return cx.batch_norm(node, mod, x)
+
+
+def _m_linear(cx, node, mod, x):
+    if x.kind != "tensor" or x.shape is None or len(x.shape) != 2:
+        _unsupported(f"a linear over a {list(x.shape or [])} tensor (only [N, C] after a global "
+                     "pool: per-pixel linear is another op)")
+    return cx.layer(node, "linear", {"out": mod.out_features, "bias": mod.bias is not None,
+                                     "act": None}, [x])
+
+
+def _m_act(cx, node, mod, x):
+    return cx.activation(node, _ACT_MODULES[type(mod).__name__], x)
+
+
+def _m_hardtanh(cx, node, mod, x):
+    if (mod.min_val, mod.max_val) == (0.0, 6.0):
+        return cx.activation(node, "relu6", x)
+    return cx.activation(node, f"hardtanh({float(mod.min_val)!r}, {float(mod.max_val)!r})", x)
+
+
+def _m_leaky_relu(cx, node, mod, x):
+    return cx.activation(node, f"leaky_relu({float(mod.negative_slope)!r})", x)
+
+
+def _m_gelu(cx, node, mod, x):
+    if mod.approximate != "none":
+        _unsupported(f"GELU(approximate={mod.approximate!r})")
+    return cx.activation(node, "gelu", x)
+
+
+def _m_max_pool(cx, node, mod, x):
+    if mod.return_indices:
+        _unsupported("return_indices=True")
+    return cx.pool(node, "max_pool2d", mod.kernel_size, mod.stride, mod.padding,
+                   {"dilation": _pair(mod.dilation), "ceil_mode": bool(mod.ceil_mode)}, x)
+
+
+def _m_avg_pool(cx, node, mod, x):
+    if mod.divisor_override:
+        _unsupported("divisor_override")
+    return cx.pool(node, "avg_pool2d", mod.kernel_size, mod.stride, mod.padding,
+                   {"ceil_mode": bool(mod.ceil_mode),
+                    "count_include_pad": bool(mod.count_include_pad)}, x)
+
+
+def _m_adaptive_avg(cx, node, mod, x):
+    return cx.adaptive(node, mod.output_size, x)
+
+
+def _m_identity(cx, node, mod, x, *rest):
+    return x
+
+
+def _m_flatten(cx, node, mod, x):
+    return cx.flatten(node, mod.start_dim, mod.end_dim, x)
+
+
+def _m_upsample(cx, node, mod, x):
+    return cx.upsample(node, mod.size, mod.scale_factor, mod.mode, mod.align_corners, x)
+
+
+#: leaf module class name -> row. Not listed = unsupported (reported with its class name).
+MODULE_OPS: dict[str, Callable] = {
+    "Conv2d": _m_conv2d,
+    "ConvTranspose2d": _m_conv_transpose2d,
+    "BatchNorm2d": _m_batch_norm,
+    "Linear": _m_linear,
+    **{k: _m_act for k in _ACT_MODULES},
+    "Hardtanh": _m_hardtanh,
+    "LeakyReLU": _m_leaky_relu,
+    "GELU": _m_gelu,
+    "MaxPool2d": _m_max_pool,
+    "AvgPool2d": _m_avg_pool,
+    "AdaptiveAvgPool2d": _m_adaptive_avg,
+    "Dropout": _m_identity, "Dropout2d": _m_identity, "AlphaDropout": _m_identity,
+    "Identity": _m_identity, "StochasticDepth": _m_identity,
+    "Flatten": _m_flatten,
+    "Upsample": _m_upsample,
+    # enrolled when the spec language has them (h23ops): "ChannelShuffle", "LayerNorm", ...
+}
+
+
+def _f_binary(op):
+    def row(cx, node, a, b, *rest, **kw):
+        if rest or kw.get("alpha", 1) != 1:
+            _unsupported("an alpha / out argument")
+        return cx.binary(node, op, a, b)
+    return row
+
+
+def _f_act(name):
+    def row(cx, node, x, *rest, **kw):
+        act = _ACT_FUNCTIONS[name]
+        if act == "leaky_relu":
+            slope = rest[0] if rest and not isinstance(rest[0], bool) else kw.get(
+                "negative_slope", 0.01)
+            act = f"leaky_relu({float(slope)!r})"
+        if act == "gelu" and kw.get("approximate", "none") != "none":
+            _unsupported(f"gelu(approximate={kw['approximate']!r})")
+        return cx.activation(node, act, x)
+    return row
+
+
+def _f_cat(cx, node, xs, dim=0, **kw):
+    dim = kw.get("dim", dim)
+    if xs.kind != "tuple":
+        _unsupported("cat of a non-list")
+    nd = len(xs.items[0].shape or ())
+    if dim % max(nd, 1) != 1 or nd != 4:
+        _unsupported(f"cat along dim {dim} (only channels, dim 1, of NCHW maps)")
+    if len(xs.items) == 1:
+        return xs.items[0]
+    return cx.layer(node, "concat", {}, list(xs.items))
+
+
+def _f_flatten(cx, node, x, start_dim=0, end_dim=-1):
+    return cx.flatten(node, start_dim, end_dim, x)
+
+
+def _f_adaptive_avg(cx, node, x, size):
+    return cx.adaptive(node, size, x)
+
+
+def _f_max_pool(cx, node, x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+                return_indices=False):
+    if return_indices:
+        _unsupported("return_indices=True")
+    return cx.pool(node, "max_pool2d", kernel_size, stride, padding,
+                   {"dilation": _pair(dilation), "ceil_mode": bool(ceil_mode)}, x)
+
+
+def _f_avg_pool(cx, node, x, kernel_size, stride=None, padding=0, ceil_mode=False,
+                count_include_pad=True, divisor_override=None):
+    if divisor_override:
+        _unsupported("divisor_override")
+    return cx.pool(node, "avg_pool2d", kernel_size, stride, padding,
+                   {"ceil_mode": bool(ceil_mode), "count_include_pad": bool(count_include_pad)}, x)
+
+
+def _f_interpolate(cx, node, x, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                   *rest, **kw):
+    return cx.upsample(node, size, scale_factor, mode, align_corners, x)
+
+
+def _f_getitem(cx, node, seq, idx):
+    if seq.kind == "tuple" and isinstance(idx, int):
+        return seq.items[idx]
+    if seq.kind == "shape":
+        return _Val("shape")
+    _unsupported("indexing or slicing a tensor")
+
+
+def _f_dropout(cx, node, x, *rest, **kw):
+    return x
+
+
+def _f_chunk(cx, node, x, chunks, dim=0):
+    nd = len(x.shape or ())
+    if nd != 4 or dim % nd != 1:
+        _unsupported(f"chunk along dim {dim} (only channels)")
+    c = x.shape[1]
+    if c % chunks:
+        _unsupported(f"chunk of {c} channels into {chunks} unequal parts")
+    return cx.split(node, [c // chunks] * chunks, x)
+
+
+def _f_mean(cx, node, x, dim=None, keepdim=False, **kw):
+    dims = sorted(d % 4 for d in (dim if isinstance(dim, (list, tuple)) else [dim])) \
+        if dim is not None else None
+    if dims != [2, 3] or len(x.shape or ()) != 4:
+        _unsupported(f"mean over dims {dim} (only the spatial dims 2, 3)")
+    return cx.adaptive(node, 1, x)
+
+
+def _shape_op(cx, node, *args, **kw):
+    return _Val("shape")
+
+
+#: function name (torch.*, torch.nn.functional.*, operator.*) -> row
+FUNCTION_OPS: dict[str, Callable] = {
+    "add": _f_binary("add"), "iadd": _f_binary("add"),
+    "mul": _f_binary("multiply"), "imul": _f_binary("multiply"),
+    "sub": _f_binary("subtract"), "isub": _f_binary("subtract"),
+    **{k: _f_act(k) for k in _ACT_FUNCTIONS},
+    "cat": _f_cat, "concat": _f_cat,
+    "flatten": _f_flatten,
+    "adaptive_avg_pool2d": _f_adaptive_avg,
+    "max_pool2d": _f_max_pool, "avg_pool2d": _f_avg_pool,
+    "interpolate": _f_interpolate,
+    "getitem": _f_getitem,
+    "dropout": _f_dropout,
+    "chunk": _f_chunk,
+    "mean": _f_mean,
+    "getattr": _shape_op, "floordiv": _shape_op,
+    # enrolled when the spec language has them (h23ops): "permute", "reshape", "transpose",
+    # "channel_shuffle", "layer_norm", "softmax", ...
+}
+
+#: tensor method name -> row (rows of FUNCTION_OPS where the method means the same)
+METHOD_OPS: dict[str, Callable] = {
+    "add": FUNCTION_OPS["add"], "add_": FUNCTION_OPS["add"], "mul": FUNCTION_OPS["mul"],
+    "mul_": FUNCTION_OPS["mul"], "sub": FUNCTION_OPS["sub"],
+    "relu": _f_act("relu"), "relu_": _f_act("relu"), "sigmoid": _f_act("sigmoid"),
+    "tanh": _f_act("tanh"),
+    "flatten": _f_flatten,
+    "chunk": _f_chunk,
+    "mean": _f_mean,
+    "contiguous": _f_dropout,
+    "size": _shape_op, "dim": _shape_op,
+}
