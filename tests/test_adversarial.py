@@ -418,7 +418,7 @@ layers:
 
 # ---- spec.py no longer re-labels its own bugs as the user's mistakes --------------------------
 def test_internal_bug_in_the_compiler_is_not_reported_as_a_spec_error(monkeypatch):
-    from ttmodels import spec as S
+    from ttmodels.spec import compiler as S
 
     def bug(self, *a, **k):
         raise KeyError("an internal key")
