@@ -6,7 +6,9 @@ Procedure (see docs/layouts.md):
 2. Layers in topological order. Each op first receives its producers' layouts; the op's own
    decisions (conv shard scheme, pool shard scheme, output layout/dtype arguments) are made so
    that the op converts on its own wherever ttnn lets it (conv2d shards an interleaved input,
-   pools take ``dtype``/``output_layout``, binary ops take ``dtype``).
+   pools take ``dtype``/``output_layout``, binary ops take ``dtype``). Those decisions are the
+   op's own: ``plan(ctx, node)`` in ``ops/<op>/plan.py`` (``OpDef.plan``), given this planner as
+   its ``plan_context.PlanContext``; this module is the op-agnostic core around them.
 3. ``rules.check`` is run on the op with its inputs; each violation is repaired by one adapter on
    the offending edge (``to_layout``, ``typecast``, ``sharded_to_interleaved``, ``reshard``, ...).
    ``rules.advise`` (perf rules) adds a reshard only for binary ops with two sharded operands
