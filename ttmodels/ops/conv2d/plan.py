@@ -167,7 +167,7 @@ def ttnn_first(ctx: PlanContext, node: Node, x: TensorLayout, cands: list[ConvCa
             return c
         note = (f"{node.name}: {c.kind} on {c.pc.num_cores} cores, act_block_h "
                 f"{c.act_block_h or 'auto'}: " + (ans.error if not ans.accepted else
-                                                      f"ttnn gives {ans.memory} {ans.layout}"))
+                                                  f"ttnn gives {ans.memory} {ans.layout}"))
         if note not in ctx.ttnn_rejected:
             ctx.ttnn_rejected.append(note)
     return cands[0]

@@ -9,8 +9,8 @@ from . import LayerScalePlan
 
 def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
     """x * gamma, gamma a [1, 1, 1, C] TILE constant in L1 (as batch_norm's scale)."""
-    x, const, dtype, out, est = per_channel_constant(ctx, 
-        node, "binary operands in TILE (the scale is TILE)")
+    x, const, dtype, out, est = per_channel_constant(
+        ctx, node, "binary operands in TILE (the scale is TILE)")
     return PlannedLayer(node, [x], out, est.total,
                         LayerScalePlan(dtype=dtype, constant_memory=const.memory,
                                        constant_dtype=const.dtype, l1_parts=est.parts))

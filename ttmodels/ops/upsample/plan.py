@@ -23,8 +23,8 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
     if ctx.with_adapters:
         if mode == "bilinear":
             rows, c = ctx.rc(node.inputs[0])
-            x = to_row_major_height(ctx, 
-                node, 0, x, R.bilinear_upsample_memspec(rows, c, ctx.grid), "bfloat16",
+            x = to_row_major_height(
+                ctx, node, 0, x, R.bilinear_upsample_memspec(rows, c, ctx.grid), "bfloat16",
                 "bilinear upsample needs bfloat16 ROW_MAJOR height shards (ttnn's autoshard)")
         else:
             if x.memory.memory_layout == WIDTH:
@@ -78,7 +78,8 @@ def plan_grid_sample(ctx: PlanContext, node: Node) -> PlannedLayer:
                           "grid_sample takes bfloat16 or float32")
         if x.memory.memory_layout not in (INTERLEAVED, HEIGHT) or (
                 x.memory.sharded and x.layout == TILE_LAYOUT and c % TILE):
-            x = ctx.to_interleaved(node, 0, x, "grid_sample takes interleaved or height-sharded input")
+            x = ctx.to_interleaved(node, 0, x,
+                                   "grid_sample takes interleaved or height-sharded input")
         if x.layout != ROW_MAJOR:
             x = ctx.to_row_major(node, 0, x, "grid_sample takes ROW_MAJOR input")
     p = node.layout
