@@ -65,14 +65,14 @@ def _one_conv(hw: int, c_in: int = 16) -> dict:
 
 
 def _count_slice_candidates(monkeypatch):
-    from ttmodels import planner
+    from ttmodels.ops.conv2d import plan as conv2d_plan
     calls = []
-    real = planner._Planner.slice_candidate
+    real = conv2d_plan.slice_candidate
 
     def counted(self, *a, **k):
         calls.append(a[2])
         return real(self, *a, **k)
-    monkeypatch.setattr(planner._Planner, "slice_candidate", counted)
+    monkeypatch.setattr(conv2d_plan, "slice_candidate", counted)
     return calls
 
 
@@ -93,18 +93,20 @@ def test_bounded_slice_search_finds_the_fewest_slices(monkeypatch):
     """Past the one-by-one range the search doubles and bisects; it still returns the smallest
     slice count that fits (checked against trying every count)."""
     from ttmodels import planner
+    from ttmodels.ops.conv2d import plan as conv2d_plan
     g = load_graph(_one_conv(6144))
     sl = plan_graph(g).layers[0].config.slice
-    assert sl.num_slices > planner._Planner.LINEAR_SLICES
+    assert sl.num_slices > conv2d_plan.LINEAR_SLICES
     pl = planner._Planner(g, "wormhole_b0", True)
     pl.seed()
     x, node = pl.layouts["x"], g.nodes[0]
     calls = _count_slice_candidates(monkeypatch)
-    st, k, _ = pl.fewest_slices(node, x, sl.type)
+    st, k, _ = conv2d_plan.fewest_slices(pl, node, x, sl.type)
     assert (st, k) == (sl.type, sl.num_slices)
     assert len(calls) < k - 2, len(calls)          # not one probe per slice count
     monkeypatch.undo()
-    fits = [n for n in range(2, k + 1) if pl.slice_candidate(node, x, st, n) is not None]
+    fits = [n for n in range(2, k + 1)
+            if conv2d_plan.slice_candidate(pl, node, x, st, n) is not None]
     assert fits[0] == k, fits
 
 

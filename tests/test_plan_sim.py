@@ -336,13 +336,14 @@ def test_stem_conv_is_dram_sliced_when_l1_is_short():
     assert check_plan(plan) == [] and edge_mismatches(plan) == []
     # the smallest count that fits: one slice fewer (along the same dimension) does not
     p = plan_graph(load_graph(STEM_CONV, batch_size=12))
+    from ttmodels.ops.conv2d import plan as conv2d_plan
     from ttmodels.planner import _Planner
     pl = _Planner(p.graph, "wormhole_b0", True)
     pl.seed()
     x = pl.layouts["x"]
     if sl.num_slices > 2:
-        assert pl.slice_candidate(p.graph.node("conv1"), x, sl.type, sl.num_slices - 1) \
-            is None
+        assert conv2d_plan.slice_candidate(pl, p.graph.node("conv1"), x, sl.type,
+                                           sl.num_slices - 1) is None
     # the same stem at batch 1 fits L1: no slicing
     small = plan_graph(load_graph(STEM, batch_size=1)).layer("conv1")
     assert small.config.slice is None and small.output.memory.sharded

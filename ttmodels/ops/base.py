@@ -14,7 +14,8 @@ entry. The entry holds every fact the rest of the library needs about the op:
   dict keys and shapes), what the layer receives (BN folded), and which BatchNorm prefixes it
   reads;
 * ``reference``: its float32 torch reference (``reference.ReferenceModel`` calls it);
-* ``plan``: the planner's hook (a ``planner._Planner`` method name); ``rules``: its layout-rule
+* ``plan``: how the planner plans it (``ops/<op>/plan.py``: ``plan(ctx, node)``, found by
+  convention); ``rules``: its layout-rule
   check (``rules.check``), ``output``: the layout ttnn gives its output (``rules.output_layout``),
   ``output_shape``: how rules derive its output [rows, C]; ``rule_op``: the ttnn op whose rules a
   node obeys; ``follows_input``: why its output layout cannot be chosen (planner messages);
@@ -103,7 +104,6 @@ class OpDef:
     arity: int | str                          # 1, 2 or "2+" inputs
     parse: Callable[["OpInput"], Parsed]      # attrs and shape inference (spec.py)
     reference: Callable                       # (ReferenceModel, node, env) -> NCHW float32
-    plan: str                                 # planner._Planner method that plans it
     rules: Ref                                # rules check function (inputs, attrs, out, shapes)
     output: Ref                               # rules function: the layout ttnn gives its output
     layer: Ref                                # layers.<module>:<class>
@@ -123,6 +123,18 @@ class OpDef:
     config: type[PlanConfig] = PlanConfig     # its typed, frozen plan config (the planner's output)
     doc: str = ""
     attrs_doc: str = ""                       # its canonical Node.attrs after parse
+
+    @property
+    def package(self) -> str:
+        """``ttmodels.ops.<op>``: the package that defines it (its ``parse``)."""
+        return self.parse.__module__
+
+    @property
+    def plan(self) -> Callable[[Any, Node], Any]:
+        """Its planning function ``plan(ctx, node) -> PlannedLayer`` (``plan_context``): ``plan``
+        of its package's ``plan`` module, imported on first use (it imports the rules, which
+        import this registry; the planner calls it for every op alike)."""
+        return importlib.import_module(f"{self.package}.plan").plan
 
     @property
     def field_names(self) -> tuple[str, ...]:

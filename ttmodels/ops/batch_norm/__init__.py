@@ -65,7 +65,7 @@ class BatchNormPlan(PlanConfig):
 register(OpDef(
     "batch_norm", "batch_norm", fields=(Field("weights", "name"), Field("act", "act"), Field("eps", "number")),
     arity=1,
-    parse=parse, reference=reference, plan="plan_batch_norm",
+    parse=parse, reference=reference,
     rules=Ref("ttmodels.rules:_c_batch_norm"),
     output=Ref("ttmodels.rules:_out_binary"), output_shape="broadcast", tile_input=True,
     layer=Ref("ttmodels.layers.norm:BatchNorm"),

@@ -249,7 +249,7 @@ register(OpDef(
             Field("padding", "pad4"), Field("dilation", "pair"), Field("groups", "int"),
             Field("bias", "bool"), Field("act", "act"), Field("bn", "bn"),
             Field("lowering", "choice"), Field("weights", "name"), Field("in_channels", "int")),
-    arity=1, parse=parse, reference=reference, plan="plan_conv2d",
+    arity=1, parse=parse, reference=reference,
     rules=Ref("ttmodels.rules:_c_conv"), output=Ref("ttmodels.rules:_out_conv"),
     layer=Ref("ttmodels.layers.conv2d:Conv2d"),
     sim_ops=("conv2d", "prepare_conv_weights", "prepare_conv_bias", "linear"),

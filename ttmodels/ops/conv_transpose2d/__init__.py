@@ -118,7 +118,7 @@ register(OpDef(
             Field("padding", "pair"), Field("output_padding", "pair"), Field("dilation", "pair"),
             Field("groups", "int"), Field("bias", "bool"), Field("act", "act"),
             Field("weights", "name"), Field("in_channels", "int")),
-    arity=1, parse=parse, reference=reference, plan="plan_conv_transpose2d",
+    arity=1, parse=parse, reference=reference,
     rules=Ref("ttmodels.rules:_c_conv_transpose"), output=Ref("ttmodels.rules:_out_conv"),
     layer=Ref("ttmodels.layers.conv_transpose:ConvTranspose2d"),
     sim_ops=("conv_transpose2d", "prepare_conv_transpose2d_weights",

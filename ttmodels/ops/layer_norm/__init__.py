@@ -75,7 +75,7 @@ class LayerNormPlan(PlanConfig):
 register(OpDef(
     "layer_norm", "layer_norm",
     fields=(Field("eps", "number"), Field("affine", "bool"), Field("weights", "name")),
-    arity=1, parse=parse, reference=reference, plan="plan_layer_norm",
+    arity=1, parse=parse, reference=reference,
     rules=Ref("ttmodels.rules:_c_layer_norm"), output=Ref("ttmodels.rules:_out_same_memory"),
     output_shape="same", tile_input=True,
     layer=Ref("ttmodels.layers.norm:LayerNorm"), sim_ops=("layer_norm",),

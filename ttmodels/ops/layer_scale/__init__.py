@@ -61,7 +61,7 @@ class LayerScalePlan(PlanConfig):
 register(OpDef(
     "layer_scale", "layer_scale",
     fields=(Field("weights", "name"), Field("param_shape", "choice")),
-    arity=1, parse=parse, reference=reference, plan="plan_layer_scale",
+    arity=1, parse=parse, reference=reference,
     rules=Ref("ttmodels.rules:_c_layer_scale"), output=Ref("ttmodels.rules:_out_binary"),
     output_shape="broadcast", tile_input=True,
     layer=Ref("ttmodels.layers.norm:LayerScale"), sim_ops=("multiply",),

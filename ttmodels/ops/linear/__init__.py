@@ -89,7 +89,7 @@ register(OpDef(
     "linear", "linear",
     fields=(Field("out", "int"), Field("bias", "bool"), Field("act", "act"),
             Field("weights", "name"), Field("in_features", "int")),
-    arity=1, parse=parse, reference=reference, plan="plan_linear",
+    arity=1, parse=parse, reference=reference,
     rules=Ref("ttmodels.rules:_c_linear"), output=Ref("ttmodels.rules:_out_linear"),
     layer=Ref("ttmodels.layers.linear:Linear"),
     sim_ops=("linear",), tile_input=True, config=LinearPlan, init_random=init_random,

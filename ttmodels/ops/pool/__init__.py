@@ -127,7 +127,7 @@ _WHY = "pool2d's output keeps the shard grid it reads its input on"
 
 def _def(name, fields, parse, reference, layer, sim_ops, **kw) -> OpDef:
     return OpDef(name, "pool", fields=fields, arity=1, parse=parse, reference=reference,
-                 plan="plan_pool", rules=Ref("ttmodels.rules:_c_pool"),
+                 rules=Ref("ttmodels.rules:_c_pool"),
                  output=Ref("ttmodels.rules:_out_pool"),
                  layer=Ref(f"ttmodels.layers.pool:{layer}"), sim_ops=sim_ops, config=PoolPlan,
                  **kw)

@@ -88,7 +88,7 @@ def steps(node: Node, s: TensorShape) -> list[tuple[str, tuple[int, ...]]]:
 
 def _def(name: str, fields, doc: str, attrs_doc: str) -> OpDef:
     return OpDef(name, "reshape", fields=fields, arity=1, parse=parse, reference=reference,
-                 plan="plan_reshape", rules=Ref("ttmodels.rules:_c_reshape"),
+                 rules=Ref("ttmodels.rules:_c_reshape"),
                  output=Ref("ttmodels.rules:_out_same_memory"),
                  layer=Ref("ttmodels.layers.reshape:Reshape"), sim_ops=("reshape", "permute"),
                  tile_input=True,

@@ -36,7 +36,7 @@ def reference(model, node: Node, env):
 
 def _def(name: str, fields: tuple[Field, ...], layer: str, sim_op: str, **kw) -> OpDef:
     return OpDef(name, "unary", fields=fields, arity=1, parse=parse, reference=reference,
-                 plan="plan_unary", rules=Ref("ttmodels.rules:_c_relu"),
+                 rules=Ref("ttmodels.rules:_c_relu"),
                  output=Ref("ttmodels.rules:_out_same_memory"), output_shape="same",
                  layer=Ref(f"ttmodels.layers.eltwise:{layer}"), sim_ops=(sim_op,), **kw)
 

@@ -88,7 +88,7 @@ register(OpDef(
     "upsample", "upsample",
     fields=(Field("scale", "pair"), Field("size_of", "tensor"), Field("mode", "choice"),
             Field("align_corners", "bool")),
-    arity=1, parse=parse, reference=reference, plan="plan_upsample",
+    arity=1, parse=parse, reference=reference,
     rules=Ref("ttmodels.rules:_c_upsample"), output=Ref("ttmodels.rules:_out_upsample"),
     layer=Ref("ttmodels.layers.upsample:Upsample"),
     sim_ops=("upsample", "grid_sample", "prepare_grid_sample_grid", "reshape"),

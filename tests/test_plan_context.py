@@ -1,0 +1,27 @@
+"""Each op plans itself (``ops/<op>/plan.py``: ``plan(ctx, node)``), and the planner gives it
+everything ``plan_context.PlanContext`` promises."""
+from __future__ import annotations
+
+import inspect
+
+from ttmodels import ops
+from ttmodels.plan_context import PlanContext
+from ttmodels.planner import _Planner
+from ttmodels.spec import load_graph
+
+
+def test_every_op_plans_in_its_own_package():
+    for op, d in ops.REGISTRY.items():
+        fn = d.plan
+        assert inspect.isfunction(fn) and fn.__name__ == "plan", op
+        assert fn.__module__ == f"{d.package}.plan", (op, fn.__module__)
+        assert list(inspect.signature(fn).parameters) == ["ctx", "node"], op
+
+
+def test_the_planner_is_a_plan_context():
+    pl = _Planner(load_graph("resnet18"), "wormhole_b0", True)
+    members = set(PlanContext.__annotations__) | {
+        n for n, v in vars(PlanContext).items() if callable(v) and not n.startswith("_")}
+    assert members >= {"layouts", "adapt", "rc", "requested_memory", "op_budget"}
+    missing = [m for m in sorted(members) if not hasattr(pl, m)]
+    assert not missing, missing

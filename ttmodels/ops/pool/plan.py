@@ -1,0 +1,131 @@
+"""The pools' planning (``OpDef.plan`` of max_pool2d, avg_pool2d, global_avg_pool,
+adaptive_avg_pool2d): shard scheme, output layout and dtype, and DRAM slicing of a max/avg pool
+over its L1."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ... import l1 as l1m
+from ... import rules as R
+from ...formats import is_block_float
+from ...graph import Node
+from ...layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
+                       TensorLayout)
+from ...plan_config import SliceConfig
+from ...plan_context import PlanContext
+from ...plans import PlannedLayer
+from . import PoolPlan
+
+
+def _padding4(p) -> tuple[int, int, int, int]:
+    """(top, bottom, left, right) from a pool's (h, w) or 4-value padding."""
+    p = tuple(int(v) for v in p)
+    return p if len(p) == 4 else (p[0], p[0], p[1], p[1])
+
+
+def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
+    x = ctx.layouts[node.inputs[0]]
+    in_rows, c = ctx.rc(node.inputs[0])
+    in_shape = ctx.g.shape_of(node.inputs[0])
+    policy = node.layout
+    scheme = x.memory.memory_layout if x.memory.sharded else (
+        policy.kind if policy.kind in (HEIGHT, WIDTH, BLOCK) else
+        R.select_conv_shard_layout(node.shape.rows, c, c, device_grid=ctx.grid))
+    if policy.kind in (HEIGHT, WIDTH, BLOCK) and x.memory.sharded and policy.kind != scheme \
+            and ctx.with_adapters:
+        want = ctx.requested_memory(node, in_rows, c)
+        x = ctx.adapt(node, 0, x, "reshard", replace(x, memory=want),
+                      f"policy asks {policy.kind}; producer gives {x.memory.short()}")
+        scheme = policy.kind
+    dtype = node.precision.activations
+    out_layout = TILE_LAYOUT if (ctx.with_adapters and (ctx.consumers_need_tile(node) or
+                                                        is_block_float(dtype))) else ROW_MAJOR
+    if not ctx.with_adapters or node.op == "adaptive_avg_pool2d":
+        # adaptive_avg_pool2d has no dtype / output_layout arguments (0.81.1 signature)
+        dtype = "bfloat16"
+    if node.op == "adaptive_avg_pool2d":
+        out_layout = ROW_MAJOR
+    if node.op == "global_avg_pool":
+        kernel = (in_shape.h, in_shape.w)
+    elif node.op == "adaptive_avg_pool2d":
+        kernel = tuple(-(-i // o) for i, o in zip((in_shape.h, in_shape.w), node.attrs["size"]))
+    else:
+        kernel = tuple(node.attrs["kernel"])
+    attrs = {"output_layout": out_layout, "dtype": dtype,
+             "applied_shard_scheme": None if x.memory.sharded else scheme,
+             "out_shape": node.shape.flat, "device_grid": ctx.grid}
+    # generic_pools.cpp: an interleaved input is moved to the shard spec pool2d derives from
+    # applied_shard_scheme (pool_parallel_config); a sharded one is used as it is.
+    in_tiled = x.layout == TILE_LAYOUT
+    if x.memory.sharded:
+        pc = R.pool_parallel_config_of(x.memory)
+        pool_in = x
+    else:
+        pc = R.pool_parallel_config(scheme, node.shape.rows, c, in_tiled=in_tiled,
+                                    out_tiled=out_layout == TILE_LAYOUT, device_grid=ctx.grid)
+        pool_in = replace(x, memory=R.pool_input_memspec(pc, in_rows, c, in_tiled=in_tiled))
+    # The global pool's output is asked for: left to itself, ttnn 0.81.1 reduces some
+    # whole-map pools to interleaved L1 and runs others (batch 3, 6, 10 of a sharded map; an
+    # interleaved input) as pool2d with sharded outputs (measured on the mock device)
+    requested = MemSpec(INTERLEAVED, "l1") if (
+        ctx.with_adapters and node.op == "global_avg_pool") else None
+    out = R.output_layout(node.op, [x], attrs, requested, [ctx.flat[node.inputs[0]]])
+    # the global pool reduces the input as it is (no pool2d sharding of it)
+    geo = None
+    if node.op in ("max_pool2d", "avg_pool2d"):
+        geo = l1m.ConvGeometry(in_shape.n, in_shape.h, in_shape.w, node.shape.h, node.shape.w,
+                               kernel, tuple(node.attrs["stride"]),
+                               _padding4(node.attrs.get("padding", (0, 0))))
+    est = l1m.pool_l1(in_layout=x if node.op == "global_avg_pool" else pool_in,
+                      out_layout=out, in_rows=in_rows, in_w=in_shape.w,
+                      c=c, out_rows=node.shape.rows, kernel=kernel, num_cores=pc.num_cores,
+                      global_pool=node.op == "global_avg_pool", geometry=geo,
+                      cores_nhw=pc.cores_nhw)
+    config = PoolPlan(applied_shard_scheme=attrs["applied_shard_scheme"],
+                      shard_scheme=scheme, output_layout=out_layout, dtype=dtype,
+                      kernel=kernel, num_cores=pc.num_cores, core_grid=pc.grid,
+                      input_memory=pool_in.memory, out_shape=attrs["out_shape"],
+                      memory_config=requested, l1_parts=est.parts)
+    if ctx.with_adapters and est.total > ctx.op_budget and \
+            node.op not in ("global_avg_pool", "adaptive_avg_pool2d"):
+        sliced = plan_pool_sliced(ctx, node, x, est, config)
+        if sliced is not None:
+            return sliced
+    return PlannedLayer(node, [x], out, est.total, config)
+
+
+def plan_pool_sliced(ctx: PlanContext, node: Node, x: TensorLayout, est, config
+                     ) -> PlannedLayer | None:
+    """A max/avg pool over the L1 it has, run DRAM-sliced (``dram_slice_config``, ttnn
+    0.81.1 pool2d: input read from DRAM slice by slice, output DRAM interleaved; checked on
+    the mock device). Height slices of the output, the fewest that fit; the per-slice L1 is
+    the whole pool's input/halo/output scaled to the slice's rows (the window CB stays)."""
+    s_in, s_out = ctx.g.shape_of(node.inputs[0]), node.shape
+    kh, _ = node.attrs["kernel"]
+    sh, _ = node.attrs.get("stride", node.attrs["kernel"])
+    dh, _ = node.attrs.get("dilation", (1, 1))
+    fixed = {k: v for k, v in est.parts.items() if k.endswith("_cb")}
+    scaled_in = {k: v for k, v in est.parts.items() if k in ("input", "halo")}
+    scaled_out = {k: v for k, v in est.parts.items() if k == "output"}
+    # bounded search: at most one output row per slice, and no more than 64 slices
+    for k in range(2, min(s_out.h, 64) + 1):
+        oh = -(-s_out.h // k)
+        ih = min(s_in.h, (oh - 1) * sh + dh * (kh - 1) + 1)
+        parts = dict(fixed)
+        parts.update({n: -(-v * ih // s_in.h) for n, v in scaled_in.items()})
+        parts.update({n: -(-v * oh // s_out.h) for n, v in scaled_out.items()})
+        total = sum(parts.values())
+        if total <= ctx.op_budget:
+            break
+    else:
+        return None
+    dram = MemSpec(INTERLEAVED, "dram")
+    cin = x
+    if x.memory != dram:
+        why = "a DRAM-sliced pool reads its input from DRAM interleaved"
+        cin = ctx.to_interleaved(node, 0, x, why, buffer="dram") if x.memory.sharded else \
+            ctx.adapt(node, 0, x, "to_memory_config", replace(x, memory=dram), why)
+    out = TensorLayout(dram, config.output_layout, config.dtype)
+    config = replace(config, applied_shard_scheme=None, input_memory=dram, l1_parts=parts,
+                     slice=SliceConfig("height", k))
+    return PlannedLayer(node, [cin], out, total, config)

@@ -1,0 +1,100 @@
+"""upsample's planning (``OpDef.plan``): nearest / bilinear upsample, and the grid_sample lowering
+of an align_corners upsample."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ... import l1 as l1m
+from ... import rules as R
+from ...errors import LayoutError
+from ...graph import TILE, Node
+from ...layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
+                       TensorLayout)
+from ...plan_context import PlanContext
+from ...plans import PlannedLayer
+from . import GridSamplePlan, UpsamplePlan
+
+
+def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
+    if node.attrs.get("align_corners"):
+        return plan_grid_sample(ctx, node)
+    x = ctx.layouts[node.inputs[0]]
+    mode = node.attrs.get("mode", "nearest")
+    if ctx.with_adapters:
+        if mode == "bilinear":
+            rows, c = ctx.rc(node.inputs[0])
+            x = to_row_major_height(
+                ctx, node, 0, x, R.bilinear_upsample_memspec(rows, c, ctx.grid), "bfloat16",
+                "bilinear upsample needs bfloat16 ROW_MAJOR height shards (ttnn's autoshard)")
+        else:
+            if x.memory.memory_layout == WIDTH:
+                x = ctx.to_interleaved(node, 0, x, "upsample takes no width-sharded input")
+            in_shape = ctx.g.shape_of(node.inputs[0])
+            if x.layout != ROW_MAJOR and (x.memory.sharded or in_shape.w % TILE or
+                                          in_shape.c % TILE):
+                x = ctx.to_row_major(node, 0, x, "sharded upsample needs ROW_MAJOR" if
+                                     x.memory.sharded else "a TILE upsample input must be "
+                                     "tile aligned in its [N,H,W,C] view")
+    attrs = {"mode": mode, "out_shape": node.shape.flat, "lowering": "upsample",
+             "in_w": ctx.g.shape_of(node.inputs[0]).w}
+    out = R.output_layout("upsample", [x], attrs, None, [ctx.flat[node.inputs[0]]])
+    rows, c = ctx.rc(node.inputs[0])
+    est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=node.shape.rows, c=c)
+    return PlannedLayer(node, [x], out, est.total, UpsamplePlan(**attrs, l1_parts=est.parts))
+
+
+def to_row_major_height(ctx: PlanContext, node: Node, idx: int, x: TensorLayout, want: MemSpec,
+                        dtype: str, reason: str) -> TensorLayout:
+    """Adapters that bring ``x`` to ``want`` (height shards), ROW_MAJOR, ``dtype``: typecast
+    (TILE), out of width/block shards (and out of height shards whose channels are not
+    whole tiles), to ROW_MAJOR, then reshard / interleaved_to_sharded. Whatever the producer
+    (interleaved, any sharding, a graph input) the chain ends at exactly ``want``."""
+    _, c = ctx.rc(node.inputs[idx])
+    if x.dtype != dtype:
+        x = ctx.adapt(node, idx, x, "typecast", replace(x, dtype=dtype), f"{reason}: {x.dtype} in")
+    if x.memory.sharded and (x.memory.memory_layout != HEIGHT or
+                             (x.layout == TILE_LAYOUT and c % TILE)):
+        x = ctx.to_interleaved(node, idx, x, f"{reason}: leave {x.memory.memory_layout} shards")
+    if x.layout != ROW_MAJOR:
+        x = ctx.to_row_major(node, idx, x, reason)
+    if x.memory != want:
+        kind = "reshard" if x.memory.sharded else "interleaved_to_sharded"
+        x = ctx.adapt(node, idx, x, kind, replace(x, memory=want), reason)
+    return x
+
+
+def plan_grid_sample(ctx: PlanContext, node: Node) -> PlannedLayer:
+    """Bilinear upsample with align_corners=True as ttnn.grid_sample with a precomputed grid
+    (docs/spec.md): input ROW_MAJOR bfloat16/float32, interleaved or height sharded; the grid
+    ([N, Ho, Wo, 6] bfloat16, prepared at build) in DRAM; the output interleaved (DRAM unless
+    the layer's policy says ``interleaved l1``): with an interleaved grid and output the
+    kernel splits the output pixels over the cores itself (split_work_to_cores)."""
+    src = node.inputs[0]
+    x = ctx.layouts[src]
+    rows, c = ctx.rc(src)
+    if ctx.with_adapters:
+        if x.dtype not in ("bfloat16", "float32"):
+            x = ctx.adapt(node, 0, x, "typecast", replace(x, dtype="bfloat16"),
+                          "grid_sample takes bfloat16 or float32")
+        if x.memory.memory_layout not in (INTERLEAVED, HEIGHT) or (
+                x.memory.sharded and x.layout == TILE_LAYOUT and c % TILE):
+            x = ctx.to_interleaved(node, 0, x,
+                                   "grid_sample takes interleaved or height-sharded input")
+        if x.layout != ROW_MAJOR:
+            x = ctx.to_row_major(node, 0, x, "grid_sample takes ROW_MAJOR input")
+    p = node.layout
+    if p.kind in (HEIGHT, WIDTH, BLOCK):
+        raise LayoutError(f"policy {p.kind}: the grid_sample lowering of an align_corners "
+                          "upsample writes an interleaved output (use interleaved [dram|l1] "
+                          "or auto)", layer=node.name, rule="grid_sample.output")
+    out_mem = MemSpec(INTERLEAVED, (p.buffer or "dram") if p.kind == INTERLEAVED else "dram")
+    n = node.shape.n
+    grid = TensorLayout(MemSpec(INTERLEAVED, "dram"), ROW_MAJOR, "bfloat16")
+    attrs = {"mode": "bilinear", "align_corners": True, "use_precomputed_grid": True,
+             "padding_mode": "zeros", "lowering": "grid_sample", "grid": grid,
+             "grid_memory": grid.memory, "grid_shape": (n, node.shape.h, node.shape.w, 6),
+             "batch": n, "grid_batch": n, "out_shape": node.shape.flat,
+             "memory_config": out_mem}
+    out = R.output_layout("grid_sample", [x], attrs, out_mem, [ctx.flat[src]])
+    est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=node.shape.rows, c=c)
+    return PlannedLayer(node, [x], out, est.total, GridSamplePlan(**attrs, l1_parts=est.parts))
