@@ -53,7 +53,7 @@ class Violation:
         return f"[{self.rule}] {self.message}"
 
 
-# tt-metal sources cited by the rules here and by more than one op's
+# tt-metal sources cited by the rules here, or by more than one op's rules
 _CONV = "ttnn/cpp/ttnn/operations/conv/conv2d/conv2d_utils.cpp"
 _POOL = "ttnn/cpp/ttnn/operations/pool/generic/device/pool_op.cpp"
 _I2S = ("ttnn/cpp/ttnn/operations/data_movement/sharded/interleaved_to_sharded/device/"
@@ -171,13 +171,16 @@ def rules_table() -> dict[str, Rule]:
     return _TABLE
 
 
+_LOWERED: dict = {}
+
+
 def _lowered() -> dict:
     """ttnn op -> (check, output layout) of the ops graph ops are lowered to (each rules
     module's ``LOWERED``)."""
-    out = {}
-    for mod in _rule_modules():
-        out.update(getattr(mod, "LOWERED", {}))
-    return out
+    if not _LOWERED:
+        for mod in _rule_modules():
+            _LOWERED.update(getattr(mod, "LOWERED", {}))
+    return _LOWERED
 
 
 # ============================================================================================

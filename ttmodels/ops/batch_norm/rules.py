@@ -1,6 +1,5 @@
 """batch_norm's layout rule: run as x * scale + shift, binary_ng's rules (its check and output
 are binary's)."""
-
 from __future__ import annotations
 
 from ...rules import Rule
@@ -9,7 +8,6 @@ from ..binary.rules import _BNG, _c_binary
 _BN = "ttnn/cpp/ttnn/operations/normalization/batch_norm/device/batch_norm_device_operation.cpp"
 
 RULE_LIST = (
-    # --- batch_norm, slice --------------------------------------------------------------------
     Rule("batch_norm.as_binary", "batch_norm",
          "a standalone eval BatchNorm runs on the NHWC activation as x * scale + shift with "
          "per-channel [1,1,1,C] TILE constants (ttnn.batch_norm wants NCHW [N,C,H,W]; NHWC data "

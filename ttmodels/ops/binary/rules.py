@@ -1,6 +1,5 @@
 """binary_ng's layout rules (add, multiply, subtract), its check, its perf advice (native
 L1 sharding) and its output's layout. batch_norm and layer_scale run as binary ops."""
-
 from __future__ import annotations
 
 from ...graph import TILE

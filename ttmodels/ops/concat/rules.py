@@ -1,5 +1,4 @@
 """concat's layout rules, check and output layout."""
-
 from __future__ import annotations
 
 from ...layout import WIDTH, TensorLayout

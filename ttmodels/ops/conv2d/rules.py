@@ -1,6 +1,5 @@
 """conv2d's layout rules (ttnn 0.81.1, with their tt-metal sources), its check, its perf
 advice and the layout of its output. Also conv_transpose2d's output (a conv2d micro-op)."""
-
 from __future__ import annotations
 
 from ...formats import BLOCK_FLOAT_DTYPES

@@ -1,6 +1,5 @@
 """conv_transpose2d's layout rules: conv2d's (its stride-1 conv2d micro-op over the halo's
 zero-inserted input), plus its own geometry and L1-path rules. Its output is conv2d's."""
-
 from __future__ import annotations
 
 from ...rules import _CONV, Rule, _v

@@ -1,6 +1,5 @@
 """layer_norm's layout rule (interleaved input) and check; its output keeps the input's memory
 config."""
-
 from __future__ import annotations
 
 from ...layout import HEIGHT
@@ -9,7 +8,6 @@ from ...rules import Rule, _v
 _LN = "ttnn/cpp/ttnn/operations/normalization/layernorm/device/layernorm_device_operation.cpp"
 
 RULE_LIST = (
-    # --- layer_norm, layer_scale, softmax, reshape/permute (issue 23) ---------------------------
     Rule("layer_norm.interleaved", "layer_norm",
          "ttnn.layer_norm without a LayerNormShardedMultiCoreProgramConfig (none is planned) "
          "refuses a HEIGHT_SHARDED input, and a WIDTH/BLOCK-sharded input with an interleaved "

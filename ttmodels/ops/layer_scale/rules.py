@@ -1,5 +1,4 @@
 """layer_scale's layout rule: run as x * gamma, binary_ng's rules."""
-
 from __future__ import annotations
 
 from ...rules import Rule

@@ -1,5 +1,4 @@
 """matmul / linear's layout rules, check and output layout."""
-
 from __future__ import annotations
 
 from ...layout import BLOCK, INTERLEAVED, TILE_LAYOUT, MemSpec, TensorLayout

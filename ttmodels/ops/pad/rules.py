@@ -1,6 +1,5 @@
 """pad's layout rule (the Pad layer pads in ROW_MAJOR) and check; its output keeps the input's
 memory config."""
-
 from __future__ import annotations
 
 from ...formats import BLOCK_FLOAT_DTYPES

@@ -1,6 +1,5 @@
 """pool2d's layout rules (max_pool2d, avg_pool2d, global_avg_pool), its check and its output's
 layout (its sharding math: ``sharding.py``)."""
-
 from __future__ import annotations
 
 from ...arch import DEFAULT_GRID

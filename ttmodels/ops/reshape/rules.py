@@ -1,6 +1,5 @@
 """The reshape family's layout rule (flatten, reshape, permute, channel_shuffle on interleaved
 bfloat16 TILE) and check."""
-
 from __future__ import annotations
 
 from ...rules import _RESHAPE, Rule

@@ -1,5 +1,4 @@
 """slice's layout rule (ttnn.slice on interleaved tensors) and check."""
-
 from __future__ import annotations
 
 from ...rules import Rule, _v

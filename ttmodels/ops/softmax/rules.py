@@ -1,5 +1,4 @@
 """softmax's layout rule (TILE out), check and output layout."""
-
 from __future__ import annotations
 
 from ...layout import TILE_LAYOUT, TensorLayout

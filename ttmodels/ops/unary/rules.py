@@ -1,6 +1,5 @@
 """The eltwise unary ops' layout rule (no dtype argument) and check; their output keeps the
 input's memory config (``rules._out_same_memory``)."""
-
 from __future__ import annotations
 
 from ... import activations as A

@@ -1,6 +1,5 @@
 """ttnn.upsample's layout rules, check and output layout; and grid_sample's, the ttnn op an
 align_corners upsample is lowered to (``LOWERED``: found by ``rules.check`` / ``output_layout``)."""
-
 from __future__ import annotations
 
 from dataclasses import replace
