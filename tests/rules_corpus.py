@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ttmodels import rules as R
+from ttmodels.ops.conv2d.sharding import conv_memspec, determine_parallel_config
 from ttmodels.graph import Node, Precision, TensorShape
 from ttmodels.layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                              TensorLayout)
@@ -164,7 +165,7 @@ def binary_cases():
     # the field report itself: 112x112x64 conv output height sharded on 56 cores times an
     # interleaved per-channel constant
     fs = TensorShape(1, 112, 112, 64)
-    conv_out = R.conv_memspec(HEIGHT, fs.rows, 64, R.determine_parallel_config(HEIGHT, fs.rows, 16, 64))
+    conv_out = conv_memspec(HEIGHT, fs.rows, 64, determine_parallel_config(HEIGHT, fs.rows, 16, 64))
     yield _binary("multiply/field-report/conv-h56*const-l1", "multiply", T(conv_out), T(L1), fs,
                   TensorShape(1, 1, 1, 64))
     yield _binary("multiply/field-report/conv-h56*const-l1-bf8", "multiply",

@@ -1,14 +1,18 @@
 """L1 estimates: they grow with what a core holds and respond to layout choices."""
 from ttmodels import l1
+from ttmodels.ops.conv2d.l1 import conv_l1
+from ttmodels.ops.pool.l1 import pool_l1
 from ttmodels import rules as R
+from ttmodels.ops.conv2d.sharding import (conv_memspec, conv_output_memspec,
+                                          determine_parallel_config)
 from ttmodels.layout import BLOCK, HEIGHT, INTERLEAVED, MemSpec, TensorLayout
 
 
 def _conv(kind, rows, cin, cout, k, n_in_rows=None, **kw):
-    pc = R.determine_parallel_config(kind, rows, cin, cout)
-    inp = TensorLayout(R.conv_memspec(kind, n_in_rows or rows, cin, pc))
-    out = TensorLayout(R.conv_memspec(kind, rows, cout, pc))
-    return l1.conv_l1(kind=kind, in_layout=inp, out_layout=out, in_rows=n_in_rows or rows,
+    pc = determine_parallel_config(kind, rows, cin, cout)
+    inp = TensorLayout(conv_memspec(kind, n_in_rows or rows, cin, pc))
+    out = TensorLayout(conv_memspec(kind, rows, cout, pc))
+    return conv_l1(kind=kind, in_layout=inp, out_layout=out, in_rows=n_in_rows or rows,
                       in_w=int((n_in_rows or rows) ** 0.5), c_in=cin, out_rows=rows, c_out=cout,
                       kernel=(k, k), cores_nhw=pc.cores_nhw, cores_c=pc.cores_c,
                       num_cores=pc.num_cores, **kw)
@@ -60,9 +64,9 @@ def test_matmul_conv_cbs():
     # ResNet50 layer4.1.conv1 at batch 1 (block 8x2, K 2048 -> 8 tiles per core, N 64 per core):
     # in0 2 x 1 x 8 bf16 tiles, in1 2 x 8 x 2 bfloat8_b tiles, bias 2 tiles
     pc = R.ParallelConfig(BLOCK, 16, (8, 2), 2, 8)
-    inp = TensorLayout(R.conv_memspec(BLOCK, 49, 2048, pc))
-    out = TensorLayout(R.conv_output_memspec(pc, 49, 512, is_mm=True))
-    e = l1.conv_l1(kind=BLOCK, in_layout=inp, out_layout=out, in_rows=49, in_w=7, c_in=2048,
+    inp = TensorLayout(conv_memspec(BLOCK, 49, 2048, pc))
+    out = TensorLayout(conv_output_memspec(pc, 49, 512, is_mm=True))
+    e = conv_l1(kind=BLOCK, in_layout=inp, out_layout=out, in_rows=49, in_w=7, c_in=2048,
                    out_rows=49, c_out=512, kernel=(1, 1), cores_nhw=2, cores_c=8, num_cores=16,
                    is_mm=True)
     assert e.parts == {"input": 16384, "output": 4096, "in1_cb": 34816, "in0_cb": 32768,
@@ -72,10 +76,10 @@ def test_matmul_conv_cbs():
 def test_pool_and_eltwise():
     hs = TensorLayout(R.sharded_memspec(HEIGHT, 12544, 64, num_cores=56), "row_major")
     out = TensorLayout(R.sharded_memspec(HEIGHT, 3136, 64, num_cores=56), "row_major")
-    p = l1.pool_l1(in_layout=hs, out_layout=out, in_rows=12544, in_w=112, c=64, out_rows=3136,
+    p = pool_l1(in_layout=hs, out_layout=out, in_rows=12544, in_w=112, c=64, out_rows=3136,
                    kernel=(3, 3), num_cores=56)
     assert p.parts["halo"] > p.parts["input"] and p.total == sum(p.parts.values())
-    g = l1.pool_l1(in_layout=hs, out_layout=out, in_rows=12544, in_w=112, c=64, out_rows=1,
+    g = pool_l1(in_layout=hs, out_layout=out, in_rows=12544, in_w=112, c=64, out_rows=1,
                    kernel=(112, 112), num_cores=56, global_pool=True)
     assert "halo" not in g.parts
     e = l1.eltwise_l1(inputs=[(hs, 12544, 64), (hs, 12544, 64)], out_layout=hs, out_rows=12544, c=64)

@@ -2,6 +2,9 @@
 import pytest
 
 from ttmodels import rules as R
+from ttmodels.ops.conv2d.sharding import (conv_reshards_input, determine_parallel_config,
+                                          select_conv_shard_layout)
+from ttmodels.ops.pool.sharding import pool_input_memspec, pool_output_memspec, pool_parallel_config
 from ttmodels.errors import LayoutError
 from ttmodels.layout import BLOCK, HEIGHT, INTERLEAVED, WIDTH, MemSpec, TensorLayout
 
@@ -75,10 +78,10 @@ def test_width_block_shard_shape_and_grid():
 
 def test_parallel_config_mirrors_ttnn():
     # 112x112 output: 392 tile rows; 64 would pad 56 -> closest divisor with little padding = 56
-    assert R.determine_parallel_config(HEIGHT, 12544, 64, 64).num_cores == 56
-    pc = R.determine_parallel_config(BLOCK, 196, 1024, 256)
+    assert determine_parallel_config(HEIGHT, 12544, 64, 64).num_cores == 56
+    pc = determine_parallel_config(BLOCK, 196, 1024, 256)
     assert (pc.cores_nhw, pc.cores_c) == (7, 8)
-    assert R.determine_parallel_config(WIDTH, 49, 2048, 512).num_cores == 64
+    assert determine_parallel_config(WIDTH, 49, 2048, 512).num_cores == 64
 
 
 def _mm_conv_out(x: MemSpec, rows: int, c_in: int, c_out: int) -> MemSpec:
@@ -110,15 +113,15 @@ def test_matmul_conv_output_follows_conv2d_internal_reshard(rows, c_in, c_out, g
     out = _mm_conv_out(x, rows, c_in, c_out)
     assert (out.memory_layout, out.grid, out.num_cores, out.shard_shape) == \
         (BLOCK, expect_grid, expect_grid[0] * expect_grid[1], expect_shard)
-    assert R.conv_reshards_input(x, c_in, is_mm=True) == (expect_grid != grid)
-    assert not R.conv_reshards_input(x, c_in, is_mm=False)      # only the matmul path checks
+    assert conv_reshards_input(x, c_in, is_mm=True) == (expect_grid != grid)
+    assert not conv_reshards_input(x, c_in, is_mm=False)      # only the matmul path checks
 
 
 def test_select_shard_layout_heuristic():
-    assert R.select_conv_shard_layout(12544, 64, 64) == HEIGHT
-    assert R.select_conv_shard_layout(196, 1024, 256) == BLOCK
-    assert R.select_conv_shard_layout(49, 2048, 512) == WIDTH      # >1280 in_channels
-    assert R.select_conv_shard_layout(49, 2048, 512, is_mm_conv=True) != WIDTH
+    assert select_conv_shard_layout(12544, 64, 64) == HEIGHT
+    assert select_conv_shard_layout(196, 1024, 256) == BLOCK
+    assert select_conv_shard_layout(49, 2048, 512) == WIDTH      # >1280 in_channels
+    assert select_conv_shard_layout(49, 2048, 512, is_mm_conv=True) != WIDTH
 
 
 def test_conv_interleaved_input_without_shard_layout_is_auto_sharded():
@@ -235,19 +238,19 @@ def test_raise_if_violations_names_layer_and_rule():
 def test_pool_on_interleaved_input_shards_like_pool2d():
     # generic_pools.cpp get_pool_input_memory_config: width sharding of 32 channels with a TILE
     # output is one channel tile -> the largest exact divisor is 1 core (not the whole grid)
-    pc = R.pool_parallel_config(WIDTH, 2, 32, in_tiled=False, out_tiled=True)
+    pc = pool_parallel_config(WIDTH, 2, 32, in_tiled=False, out_tiled=True)
     assert (pc.num_cores, pc.grid) == (1, (1, 1))
-    assert R.pool_input_memspec(pc, 512, 32, in_tiled=False).shard_shape == (512, 32)
+    assert pool_input_memspec(pc, 512, 32, in_tiled=False).shard_shape == (512, 32)
     x = TensorLayout(MemSpec(INTERLEAVED, "dram"), "row_major")
     out = R.output_layout("avg_pool2d", [x], {"applied_shard_scheme": WIDTH, "output_layout": "tile",
                                               "out_shape": (1, 1, 2, 32)}, None, [(1, 1, 512, 32)])
     assert out.memory == MemSpec(WIDTH, "l1", (1, 1), 1, (32, 32))
     # 2048 channels: 64 channel tiles over all 64 cores, [32, 32] each
-    assert R.pool_parallel_config(WIDTH, 2, 2048, in_tiled=True, out_tiled=True).num_cores == 64
+    assert pool_parallel_config(WIDTH, 2, 2048, in_tiled=True, out_tiled=True).num_cores == 64
     # row-major output: height "tiles" are single rows (3136 = 49*64 -> 64 cores, 49 rows each)
-    pc = R.pool_parallel_config(HEIGHT, 3136, 64, in_tiled=False, out_tiled=False)
+    pc = pool_parallel_config(HEIGHT, 3136, 64, in_tiled=False, out_tiled=False)
     assert pc.num_cores == 64
-    assert R.pool_output_memspec(pc, 3136, 64, out_tiled=False).shard_shape == (49, 64)
+    assert pool_output_memspec(pc, 3136, 64, out_tiled=False).shard_shape == (49, 64)
 
 
 def test_rule_ids_used_by_the_sim_are_in_the_table():

@@ -106,6 +106,7 @@ def test_examples_my_backbone_with_bilinear_merge_validates(tmp_path, capsys):
 
 def test_bilinear_rule_messages_say_what_is_wrong():
     from ttmodels import rules as R
+    from ttmodels.ops.upsample.sharding import bilinear_upsample_memspec
     # ttnn 0.81.1 shards an interleaved bilinear input itself (measured on the mock device,
     # tests/test_rules_vs_ttnn.py); width/block shards are refused, and the message says so
     bf16_dram = TensorLayout(DRAM_INTERLEAVED, ROW_MAJOR, "bfloat16")
@@ -114,7 +115,7 @@ def test_bilinear_rule_messages_say_what_is_wrong():
                       ROW_MAJOR, "bfloat16")
     (v,) = R.check("upsample", [ws], {"mode": "bilinear"}, shapes=[(1, 1, 256, 64)])
     assert "width_sharded" in v.message and "bfloat16 input" not in v.message
-    hs = TensorLayout(R.bilinear_upsample_memspec(256, 32), ROW_MAJOR, "float32")
+    hs = TensorLayout(bilinear_upsample_memspec(256, 32), ROW_MAJOR, "float32")
     (v,) = R.check("upsample", [hs], {"mode": "bilinear"}, shapes=[(1, 1, 256, 32)])
     assert "bfloat16" in v.message and "float32" in v.message
 
@@ -271,7 +272,8 @@ def test_sim_grid_sample_rules():
 
 def test_rules_table_documents_grid_sample():
     from ttmodels import rules as R
+    from ttmodels.ops.upsample.sharding import bilinear_upsample_memspec
     for rid in ("grid_sample.input", "grid_sample.grid", "grid_sample.output"):
         assert "grid_sample_device_operation.cpp" in R.RULES[rid].source
-    assert R.bilinear_upsample_memspec(100, 48) == MemSpec(HEIGHT, "l1", (8, 8), 64, (2, 48))
-    assert R.bilinear_upsample_memspec(10, 48).num_cores == 10
+    assert bilinear_upsample_memspec(100, 48) == MemSpec(HEIGHT, "l1", (8, 8), 64, (2, 48))
+    assert bilinear_upsample_memspec(10, 48).num_cores == 10

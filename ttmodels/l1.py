@@ -25,6 +25,9 @@ Ignored: kernel binaries and runtime args (live outside the allocator's L1 space
 config tensors (small; or in DRAM), L1 alignment padding of row-major sticks, allocator
 fragmentation, split-reader/double-buffer options we do not enable, and the transient L1 used by
 adapters themselves.
+
+This module is the shared core (per-core bytes of a tensor, the estimate, the halo's geometry, the
+allocator's bank); each op's own estimate is in ``ops/<op>/l1.py`` (conv2d's and the pools' so far).
 """
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ from dataclasses import dataclass
 
 from .arch import ARCHS, WORMHOLE_B0
 from .graph import TILE, round_up
-from .layout import BLOCK, BYTES_PER_TILE, HEIGHT, L1_INTERLEAVED, WIDTH, TensorLayout
+from .layout import BYTES_PER_TILE, TensorLayout
 
 ARCH_GRID = {a.name: a.grid for a in ARCHS.values()}
 
@@ -113,126 +116,6 @@ def halo_sticks_per_core(g: ConvGeometry, out_shard_h: int, num_cores_nhw: int) 
     return best
 
 
-def conv_l1(*, kind: str, in_layout: TensorLayout, out_layout: TensorLayout, in_rows: int,
-            in_w: int, c_in: int, out_rows: int, c_out: int, kernel: tuple[int, int],
-            cores_nhw: int, cores_c: int, num_cores: int, weights_dtype: str = "bfloat8_b",
-            fp32_accum: bool = False, act_block_h: int | None = None, bias: bool = True,
-            geometry: ConvGeometry | None = None, received: TensorLayout | None = None,
-            is_mm: bool = False) -> L1Estimate:
-    """ttnn 0.81.1's per-core L1 for one conv2d (what its graph capture shows on the mock
-    device, ``ttmodels verify``): the largest of its phases.
-
-    ``received`` is the tensor the layer is given (alive throughout; default ``in_layout``),
-    ``in_layout`` the sharded input conv2d works on (its own interleaved_to_sharded copy of an
-    interleaved input, freed after the halo).
-
-    * Non-matmul convs: halo phase = conv input shard + halo output; conv phase = received input
-      + halo output + conv output + the CBs conv2d_op_program_factory_common.cpp ``get_cb_info``
-      does not place on a tensor: weights (per_core_N x act_block_w tiles, x kh when the height
-      is split in several act blocks), act (act_block_h x act_block_w; block sharding's mcast
-      block with the output tile size), tilized act (same count, output tile), bias (per_core_N
-      tiles), the 64 B scratchpad, and partials only when their dtype differs from the output's
-      (otherwise they sit on the output buffer).
-    * Matmul (1x1) convs run ttnn::matmul: received input + output + in1 (in0_block_w x
-      per_core_N weight tiles, twice when K takes more than one block) + bias; 2D (block) also an
-      in0 CB of 2 x per_core_M x in0_block_w tiles (1D reads in0 from its shard); a row-major
-      input is first tilized into a TILE copy of its shard."""
-    kh, kw = kernel
-    received = received or in_layout
-    out_mem = out_layout.memory
-    out_shard_h = out_mem.shard_shape[0] if out_mem.sharded else \
-        round_up(-(-out_rows // max(cores_nhw, 1)), TILE)
-    out_shard_w = out_mem.shard_shape[1] if out_mem.sharded else round_up(c_out, TILE)
-    per_core_m = -(-out_shard_h // TILE)
-    per_core_n = max(1, -(-out_shard_w // TILE))
-    wt = tile_bytes(weights_dtype)
-    out_tile = tile_bytes(out_layout.dtype)
-    bf16 = tile_bytes("bfloat16")
-    parts = {"input": per_core_bytes(received, in_rows, c_in),
-             "output": per_core_bytes(out_layout, out_rows, c_out)}
-    if is_mm:
-        k_core = round_up(c_in, TILE * (cores_c if kind == BLOCK else 1)) // \
-            (cores_c if kind == BLOCK else 1)
-        in0_bw = -(-k_core // TILE)
-        k_blocks = -(-round_up(c_in, TILE) // TILE) // in0_bw
-        dbl = 2 if k_blocks > 1 else 1
-        parts["in1_cb"] = dbl * in0_bw * per_core_n * wt
-        if kind == BLOCK:
-            act_tile = tile_bytes(in_layout.dtype if in_layout.layout == "tile" else "bfloat16")
-            parts["in0_cb"] = dbl * per_core_m * in0_bw * act_tile
-        if in_layout.layout != "tile":
-            # conv2d tilizes a row-major input (a TILE copy of the shard) before the matmul
-            sh = in_layout.memory.shard_shape[0] if in_layout.memory.sharded else out_shard_h
-            parts["tilized_input"] = round_up(sh, TILE) // TILE * in0_bw * bf16
-        elif received is not in_layout and not received.memory.sharded and \
-                in_layout.memory.sharded:
-            # an interleaved TILE input: conv2d's own interleaved_to_sharded copy, alive through
-            # the matmul (measured on the mock device: resnet50 b32 layer1 conv3 after a
-            # DRAM-sliced conv2)
-            parts["input_copy"] = per_core_bytes(in_layout, in_rows, c_in)
-        if bias:
-            parts["bias_cb"] = per_core_n * wt
-        return L1Estimate(sum(parts.values()), parts)
-    # act block: act_block_h_override tiles (must divide the per-core height), else all of it
-    abh = per_core_m
-    if act_block_h:
-        want = max(1, act_block_h // TILE)
-        abh = want if per_core_m % want == 0 else max(d for d in range(1, want + 1)
-                                                      if per_core_m % d == 0)
-    # padded input channels: conv2d_utils.cpp get_input_channels_alignment -- 8 (L1 alignment /
-    # 2) for a row-major input of a height/block conv unless its shard width is a tile multiple
-    row_major_in = received.layout != "tile" and not (
-        received.memory.sharded and received.memory.shard_shape[1] % TILE == 0)
-    align = 8 if (row_major_in and kind != WIDTH) else TILE
-    cin_p = round_up(c_in, align * (cores_c if kind == BLOCK else 1))
-    if kind == HEIGHT:
-        abw = -(-(cin_p * kw) // TILE)
-    elif kind == BLOCK:
-        abw = -(-(cin_p // cores_c * kw) // TILE)
-    else:
-        abw = -(-(round_up(c_in, TILE * num_cores) * kh * kw // num_cores) // TILE)
-    act_blocks_h = per_core_m // abh
-    weights_tiles = per_core_n * abw * (kh if kind == HEIGHT and act_blocks_h > 1 else 1)
-    if kind == WIDTH:
-        weights_tiles = per_core_n * abw
-    parts["weights_cb"] = weights_tiles * wt
-    parts["act_cb"] = abh * abw * (bf16 if kind == HEIGHT else out_tile)
-    parts["tilized_act_cb"] = abh * abw * out_tile
-    if kind == WIDTH:
-        parts["act_row_major_cb"] = 2 * abw * bf16
-    if bias:
-        parts["bias_cb"] = per_core_n * wt
-    acc = "float32" if fp32_accum else "bfloat16"
-    if out_layout.dtype != acc:
-        parts["partials_cb"] = per_core_m * per_core_n * tile_bytes(acc)
-    parts["scratch"] = 64
-    # halo: row-major bf16 sticks of the core's channels (aligned to 8 channels = 16 B)
-    if geometry is not None:
-        sticks = halo_sticks_per_core(geometry, out_shard_h, max(cores_nhw, 1))
-    else:
-        share = -(-in_rows // max(cores_nhw, 1))
-        sticks = share + (kh - 1) * (in_w + kw)
-    split = cores_c if kind in (BLOCK, WIDTH) else 1
-    if in_layout is received and in_layout.memory.sharded:
-        c_core = in_layout.memory.shard_shape[1]
-        conv_input = per_core_bytes(in_layout, in_rows, c_in, num_cores)
-    else:
-        # conv2d's own copy of an interleaved input: channels aligned to 8 for row-major
-        # (L1 alignment / 2), 32 for TILE (conv2d_utils.cpp get_input_channels_alignment)
-        align = 8 if in_layout.layout != "tile" else TILE
-        c_core = round_up(c_in, align * split) // split
-        rows = in_layout.memory.shard_shape[0] if in_layout.memory.sharded else \
-            -(-in_rows // max(cores_nhw, 1))
-        conv_input = int(rows * c_core * _bpe(in_layout))
-    halo = sticks * round_up(c_core, 8) * 2
-    parts["halo"] = halo
-    conv_phase = sum(parts.values())
-    halo_phase = parts["input"] + (conv_input if in_layout is not received else 0) + halo
-    if halo_phase > conv_phase:
-        parts["halo_phase_extra"] = halo_phase - conv_phase
-    return L1Estimate(sum(parts.values()), parts)
-
-
 def split_l1(*, in_layout: TensorLayout, out_layout: TensorLayout, rows: int, c_in: int,
              channels: list[int], num_cores: int = 64) -> L1Estimate:
     """A split: one ttnn.slice per output, run one after the other. At the last slice the input
@@ -248,107 +131,6 @@ def split_l1(*, in_layout: TensorLayout, out_layout: TensorLayout, rows: int, c_
         parts["slice_cb"] = 2 * tile_bytes(in_layout.dtype if in_layout.layout == "tile"
                                            else "bfloat16") + 16
     return L1Estimate(sum(parts.values()), parts)
-
-
-def conv_transpose_geometry(n: int, ih: int, iw: int, oh: int, ow: int, kernel, stride, padding,
-                            output_padding, dilation) -> ConvGeometry:
-    """The sliding window of the stride-1 conv2d micro-op ttnn runs for a conv_transpose2d: over
-    the halo's zero-inserted, really padded "full input" (conv_transpose2d.cpp,
-    sliding_window.cpp get_transposed_full_input_shape: output + dilation * (kernel - 1))."""
-    kh, kw = kernel
-    dh, dw = dilation
-    return ConvGeometry(n, oh + dh * (kh - 1), ow + dw * (kw - 1), oh, ow, (kh, kw))
-
-
-def pool_l1(*, in_layout: TensorLayout, out_layout: TensorLayout, in_rows: int, in_w: int,
-            c: int, out_rows: int, kernel: tuple[int, int], num_cores: int,
-            global_pool: bool = False, geometry: ConvGeometry | None = None,
-            cores_nhw: int | None = None) -> L1Estimate:
-    """pool2d's L1 per core. ``geometry`` (with ``cores_nhw``) sizes the halo buffer as ttnn does
-    (``halo_sticks_per_core``: a strided window whose shard straddles two images takes their
-    padding rows too); without it, the input shard plus (kh-1) rows."""
-    kh, kw = kernel
-    parts = {
-        "input": per_core_bytes(in_layout, in_rows, c),
-        "output": per_core_bytes(out_layout, out_rows, c),
-    }
-    c_core = in_layout.memory.shard_shape[1] if in_layout.memory.sharded else round_up(c, TILE)
-    if global_pool:
-        # ttnn 0.81.1: sharded_to_interleaved (a TILE interleaved copy), untilize_with_unpadding
-        # (row-major interleaved), reduce (the TILE interleaved output); the input stays alive.
-        # Measured CBs: untilize 2 x 4096, reduce 18432 (bf16), whatever the channel count.
-        tiled = TensorLayout(L1_INTERLEAVED, "tile", in_layout.dtype)
-        s2i = per_core_bytes(tiled, in_rows, c) if in_layout.memory.sharded else 0
-        rm = per_core_bytes(TensorLayout(L1_INTERLEAVED, "row_major", "bfloat16"), in_rows, c)
-        out = parts["output"]
-        cbs = {"s2i": 0, "untilize": _untilize_cbs(in_rows, c), "reduce": reduce_cbs(kh * kw)}
-        phases = {"s2i": s2i, "untilize": s2i + rm + cbs["untilize"],
-                  "reduce": rm + out + cbs["reduce"]}
-        worst = max(phases, key=phases.get)
-        # the output counts in the reduce phase only: the rest of the worst phase beside it,
-        # its copies of the input (buffers) apart from its CBs
-        parts[f"{worst}_phase"] = phases[worst] - out - cbs[worst]
-        if cbs[worst]:
-            parts[f"{worst}_cb"] = cbs[worst]
-        return L1Estimate(sum(parts.values()), parts)
-    if in_layout.memory.sharded and kh > 1:
-        if geometry is not None and out_layout.memory.sharded:
-            sticks = halo_sticks_per_core(geometry, out_layout.memory.shard_shape[0],
-                                          max(cores_nhw or num_cores, 1))
-            # row-major sticks of the core's channels, as the conv's halo
-            parts["halo"] = int(sticks * c_core * _bpe(in_layout))
-        else:
-            parts["halo"] = int(parts["input"] + (kh - 1) * (in_w + kw) * c_core *
-                                _bpe(in_layout))
-    # the reader fills the window sticks in chunks of at most 8 tiles' worth of rows
-    parts["window_cb"] = 2 * min(kh * kw, 8 * TILE) * round_up(c_core, 16) * 2
-    if "halo" in parts and in_layout.layout == "tile":
-        # the halo program untilizes the input (in and out CBs of 2 x channel-tiles bf16 tiles,
-        # plus two 128 B config CBs); they stay reserved while pool2d allocates its output
-        # (ttnn frees a program's CBs when the next starts). Measured on the mock device
-        # (ttmodels verify, 64 channels: 2 x 8192 + 2 x 128 B).
-        parts["halo_cb"] = 2 * 2 * (round_up(c_core, TILE) // TILE) * tile_bytes("bfloat16") + 256
-    return L1Estimate(sum(parts.values()), parts)
-
-
-# Measured on the mock device (bf16): the tilize that follows the global pool's reduce for a
-# TILE output (its last program then: what the next op inherits)
-TILIZE_CBS = 8192
-
-
-def reduce_cbs(hw: int) -> int:
-    """CBs of the global pool's (last) reduce over maps of ``hw`` pixels, measured on the mock
-    device: from 28x28 up ttnn reduces in two stages, the last with 30,720 B of CBs
-    (efficientnet_b0's squeezes); below, one reduce holding a column of the map's tiles beside
-    14,336 B of fixed CBs (18,432 B for 7x7 maps, 28,672 B for 14x14)."""
-    if hw >= 28 * 28:
-        return 30720
-    return 14336 + -(-hw // TILE) * tile_bytes("bfloat16")
-
-
-def global_pool_last_cbs(out_layout: TensorLayout, kernel: tuple[int, int]) -> int:
-    """The CBs of the global pool's last program: the reduce, then a tilize for a TILE output."""
-    return TILIZE_CBS if out_layout.layout == "tile" else reduce_cbs(kernel[0] * kernel[1])
-
-
-def _untilize_cbs(rows: int, c: int) -> int:
-    """CBs of the global pool's middle phase on an interleaved [rows, c] TILE tensor, in and
-    out CB alike (measured on the mock device):
-
-    * no padding to strip (rows and channels whole tiles): ttnn.untilize, whose CBs each hold
-      two rows of tiles (resnet50 batch 32: 2 x 262,144 B);
-    * else untilize_with_unpadding (untilize_with_unpadding_device_operation.cpp
-      select_program_factory): the block factory, width split in blocks, when a row has more
-      than 32 tiles and is wider than the column is tall (up to 32 tiles): 2 x 4096 B at
-      resnet50 batch 1 (batch 16: 2 x 12288 + 2 x 8192, an explained gap); otherwise the row
-      factory, one row of tiles per CB (efficientnet_b0's squeeze: 2 x 16,384 B for 8 tiles)."""
-    per_row, per_col = -(-c // TILE), -(-rows // TILE)
-    row = per_row * tile_bytes("bfloat16")
-    if rows % TILE == 0 and c % TILE == 0:
-        return 2 * 2 * row
-    if per_row > TILE and per_col <= TILE and per_row > per_col:
-        return 8192
-    return 2 * row
 
 
 def eltwise_l1(*, inputs: list[tuple[TensorLayout, int, int]], out_layout: TensorLayout,
@@ -611,3 +393,17 @@ def layer_parts(layer) -> dict[str, int]:
     if gap > 0:
         out["cb"] += gap
     return out
+
+
+# TEMP re-export for planner.py (removed at merge): planner.py reads ``l1.conv_l1``,
+# ``l1.pool_l1`` and ``l1.conv_transpose_geometry``, which moved to ``ops/<op>/l1.py`` (those
+# import this module, so this lookup is by name, on first use).
+_TEMP_PLANNER_NAMES = {"conv_l1": "conv2d", "pool_l1": "pool", "conv_transpose_geometry": "conv_transpose2d"}
+
+
+def __getattr__(name: str):
+    # TEMP re-export for planner.py (removed at merge)
+    if name not in _TEMP_PLANNER_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+    return getattr(importlib.import_module(f"ttmodels.ops.{_TEMP_PLANNER_NAMES[name]}.l1"), name)

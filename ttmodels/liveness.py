@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 from .graph import TILE, Graph, Node
-from .l1 import bank_bytes, global_pool_last_cbs, layer_parts, tile_bytes
+from .l1 import bank_bytes, layer_parts, tile_bytes
+from .ops.pool.l1 import global_pool_last_cbs
 from .layout import TensorLayout
 
 

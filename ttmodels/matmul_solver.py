@@ -23,8 +23,8 @@ from .layout import BLOCK, BYTES_PER_TILE, HEIGHT, MemSpec, closest_common_divis
 
 # The Wormhole L1 bank with the default l1_small_size (l1.l1_bank_bytes)
 L1_BANK_BYTES = l1_bank_bytes()
-from . import rules as R
-from .rules import closest_divisor_with_padding
+from .ops.conv2d.sharding import matmul_conv_problem
+from .sharding import closest_divisor_with_padding
 
 KIND_1D = "1d_mcast_in1"
 KIND_2D = "2d_mcast"
@@ -397,7 +397,7 @@ def conv1x1_problem(node: Node) -> str | None:
     if node.op != "conv2d":
         return f"is a {node.op}, not a conv2d"
     a = node.attrs
-    return R.matmul_conv_problem(a.get("kernel", ()), a.get("stride", ()), a.get("padding", ()),
+    return matmul_conv_problem(a.get("kernel", ()), a.get("stride", ()), a.get("padding", ()),
                                  a.get("dilation", (1, 1)), a.get("groups", 1))
 
 

@@ -17,6 +17,7 @@ entry. The entry holds every fact the rest of the library needs about the op:
 * ``plan``: how the planner plans it (``ops/<op>/plan.py``: ``plan(ctx, node)``, found by
   convention); ``rules``: its layout-rule
   check (``rules.check``), ``output``: the layout ttnn gives its output (``rules.output_layout``),
+  both functions of its ``ops/<op>/rules.py``;
   ``output_shape``: how rules derive its output [rows, C]; ``rule_op``: the ttnn op whose rules a
   node obeys; ``follows_input``: why its output layout cannot be chosen (planner messages);
 * ``config``: its typed, frozen plan config (``plan_config.PlanConfig``: what the planner
@@ -24,8 +25,8 @@ entry. The entry holds every fact the rest of the library needs about the op:
 * ``layer``: the layer class; ``sim_ops``: the ttnn functions the layer calls (the sim backend
   provides each under the same name).
 
-Large implementations (a layer class, a planner method, a rules function) stay in their modules
-and are named here by a ``Ref`` (imported on first use: ``import ttmodels`` stays light and the
+Large implementations (a layer class, a planner method) stay in their modules and are named
+here by a ``Ref`` (imported on first use: ``import ttmodels`` stays light and the
 op modules import neither torch nor the planner). ``tests/test_ops_registry.py`` walks the
 registry and resolves every reference.
 """
@@ -104,8 +105,8 @@ class OpDef:
     arity: int | str                          # 1, 2 or "2+" inputs
     parse: Callable[["OpInput"], Parsed]      # attrs and shape inference (spec.py)
     reference: Callable                       # (ReferenceModel, node, env) -> NCHW float32
-    rules: Ref                                # rules check function (inputs, attrs, out, shapes)
-    output: Ref                               # rules function: the layout ttnn gives its output
+    rules: Callable                           # rules check (inputs, attrs, out, shapes): rules.py
+    output: Callable                          # the layout ttnn gives its output (rules.OutputQuery)
     layer: Ref                                # layers.<module>:<class>
     sim_ops: tuple[str, ...]                  # ttnn functions the layer calls
     params: Callable[[Node], dict[str, tuple[int, ...]]] = _no_params   # state-dict schema

@@ -21,6 +21,8 @@ from ... import activations as A
 from ...arch import DEFAULT_GRID
 from ...ops.base import window_out
 from ... import rules
+from ...ops.conv2d.sharding import is_matmul_conv
+from ...ops.pool.sharding import pool_output_padded_shape
 from ...errors import Error
 from ...layout import MemSpec
 from . import onednn
@@ -480,8 +482,8 @@ def prepare_conv_weights(*, weight_tensor, input_memory_config, input_layout, we
 
 def _is_mm_conv(kernel, stride, pad4, dilation, groups) -> bool:
     """conv2d_utils.cpp use_matmul_for_1x1_conv: such convs run as ttnn::linear inside conv2d
-    (rules.is_matmul_conv holds the one definition)."""
-    return rules.is_matmul_conv(kernel, stride, pad4, dilation, groups)
+    (ops/conv2d/sharding.py is_matmul_conv holds the one definition)."""
+    return is_matmul_conv(kernel, stride, pad4, dilation, groups)
 
 
 def prepare_conv_bias(*, bias_tensor, input_memory_config, input_layout, in_channels, out_channels,
@@ -647,7 +649,7 @@ def _pool_finish(op, x, y_nchw, n, oh, ow, c, dtype, output_layout, memory_confi
              "device_grid": DEVICE_GRID, "global_pool": global_pool}
     lay = _out_layout(op if op != "global_avg_pool" else op, [x], attrs, memory_config, [x._flat4()])
     owned = y.untyped_storage().data_ptr() != x._data.untyped_storage().data_ptr()
-    padded = rules.pool_output_padded_shape(lay.memory, rows, c, out_tiled=output_layout == T.Layout.TILE)
+    padded = pool_output_padded_shape(lay.memory, rows, c, out_tiled=output_layout == T.Layout.TILE)
     return _emit(y, dtype, output_layout, lay.memory, x._device, op, owned=owned, padded_shape=padded)
 
 

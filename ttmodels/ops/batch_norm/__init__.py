@@ -8,6 +8,8 @@ from ...graph import Node
 from ...layout import MemSpec
 from ...plan_config import PlanConfig
 from ..base import Field, OpDef, Parsed, Ref, activation, register
+from ..binary.rules import _out_binary
+from .rules import _c_batch_norm
 from ..conv2d import BN_EPS, BN_PARAMS, batch_norm, batchnorm_scale_shift, bn_eps, need_prefix
 
 
@@ -65,9 +67,8 @@ class BatchNormPlan(PlanConfig):
 register(OpDef(
     "batch_norm", "batch_norm", fields=(Field("weights", "name"), Field("act", "act"), Field("eps", "number")),
     arity=1,
-    parse=parse, reference=reference,
-    rules=Ref("ttmodels.rules:_c_batch_norm"),
-    output=Ref("ttmodels.rules:_out_binary"), output_shape="broadcast", tile_input=True,
+    parse=parse, reference=reference, rules=_c_batch_norm,
+    output=_out_binary, output_shape="broadcast", tile_input=True,
     layer=Ref("ttmodels.layers.norm:BatchNorm"),
     sim_ops=("multiply", "add"), params=params, prepare=prepare,
     prepared_shapes=prepared_shapes, config=BatchNormPlan, init_random=init_random,

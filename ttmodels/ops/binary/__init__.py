@@ -9,6 +9,7 @@ from ...graph import Node
 from ...layout import MemSpec
 from ...plan_config import PlanConfig, optional
 from ..base import Field, OpDef, Parsed, Ref, activation, register
+from .rules import _c_binary, _out_binary
 
 
 def parse(x) -> Parsed:
@@ -79,8 +80,8 @@ _LAYERS = {"add": "Add", "multiply": "Multiply", "subtract": "Subtract"}
 
 register(*(OpDef(
     op, "binary", fields=(Field("act", "act"),), arity=2, parse=parse, reference=reference,
-    rules=Ref("ttmodels.rules:_c_binary"),
-    output=Ref("ttmodels.rules:_out_binary"), output_shape="broadcast", tile_input=True,
+    rules=_c_binary,
+    output=_out_binary, output_shape="broadcast", tile_input=True,
     layer=Ref(f"ttmodels.layers.eltwise:{cls}"), sim_ops=(op, "reshape"), config=BinaryPlan,
     doc=f"tensor {op} tensor / constant / per-image vector, activation fused",
     attrs_doc="activation (None | act); 2 inputs, either may be a constant",

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from ...graph import Node, TensorShape
 from ...plan_config import PlanConfig
 from ..base import OpDef, Parsed, Ref, register
+from .rules import _c_concat, _out_concat
 
 
 def parse(x) -> Parsed:
@@ -31,8 +32,8 @@ class ConcatPlan(PlanConfig):
 
 register(OpDef(
     "concat", "concat", fields=(), arity="2+", parse=parse, reference=reference,
-    rules=Ref("ttmodels.rules:_c_concat"),
-    output=Ref("ttmodels.rules:_out_concat"), output_shape="concat", tile_input=True,
+    rules=_c_concat,
+    output=_out_concat, output_shape="concat", tile_input=True,
     layer=Ref("ttmodels.layers.concat:Concat"), sim_ops=("concat",), config=ConcatPlan,
     follows_input="concat's output keeps its first input's memory config",
     doc="channel concat",

@@ -10,6 +10,7 @@ from ...layout import MemSpec
 from ...plan_config import PlanConfig, SliceConfig, optional
 from ..base import (Field, OpDef, Parsed, Ref, activation, pads, prepare_weight_bias,
                    register, window_out)
+from .rules import _c_conv, _out_conv
 
 BN_EPS = 1e-5
 BN_PARAMS = ("weight", "bias", "running_mean", "running_var")
@@ -249,8 +250,7 @@ register(OpDef(
             Field("padding", "pad4"), Field("dilation", "pair"), Field("groups", "int"),
             Field("bias", "bool"), Field("act", "act"), Field("bn", "bn"),
             Field("lowering", "choice"), Field("weights", "name"), Field("in_channels", "int")),
-    arity=1, parse=parse, reference=reference,
-    rules=Ref("ttmodels.rules:_c_conv"), output=Ref("ttmodels.rules:_out_conv"),
+    arity=1, parse=parse, reference=reference, rules=_c_conv, output=_out_conv,
     layer=Ref("ttmodels.layers.conv2d:Conv2d"),
     sim_ops=("conv2d", "prepare_conv_weights", "prepare_conv_bias", "linear"),
     params=params, prepare=prepare, prepared_shapes=prepared_shapes, init_random=init_random,

@@ -7,6 +7,8 @@ from dataclasses import dataclass, fields
 
 from ...graph import Node, TensorShape
 from ..base import Field, OpDef, Parsed, Ref, activation, prepare_weight_bias, register
+from ..conv2d.rules import _out_conv
+from .rules import _c_conv_transpose
 from ..conv2d import Conv2dPlan, _rescale_to_unit_rms, need_prefix
 
 
@@ -118,8 +120,7 @@ register(OpDef(
             Field("padding", "pair"), Field("output_padding", "pair"), Field("dilation", "pair"),
             Field("groups", "int"), Field("bias", "bool"), Field("act", "act"),
             Field("weights", "name"), Field("in_channels", "int")),
-    arity=1, parse=parse, reference=reference,
-    rules=Ref("ttmodels.rules:_c_conv_transpose"), output=Ref("ttmodels.rules:_out_conv"),
+    arity=1, parse=parse, reference=reference, rules=_c_conv_transpose, output=_out_conv,
     layer=Ref("ttmodels.layers.conv_transpose:ConvTranspose2d"),
     sim_ops=("conv_transpose2d", "prepare_conv_transpose2d_weights",
              "prepare_conv_transpose2d_bias"),

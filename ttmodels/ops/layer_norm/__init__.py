@@ -9,6 +9,8 @@ from ...graph import Node
 from ...layout import MemSpec
 from ...plan_config import PlanConfig
 from ..base import Field, OpDef, Parsed, Ref, register
+from ...rules import _out_same_memory
+from .rules import _c_layer_norm
 from ..conv2d import need_prefix
 
 LN_EPS = 1e-5     # torch.nn.LayerNorm's default; torchvision's ConvNeXt uses 1e-6
@@ -75,8 +77,7 @@ class LayerNormPlan(PlanConfig):
 register(OpDef(
     "layer_norm", "layer_norm",
     fields=(Field("eps", "number"), Field("affine", "bool"), Field("weights", "name")),
-    arity=1, parse=parse, reference=reference,
-    rules=Ref("ttmodels.rules:_c_layer_norm"), output=Ref("ttmodels.rules:_out_same_memory"),
+    arity=1, parse=parse, reference=reference, rules=_c_layer_norm, output=_out_same_memory,
     output_shape="same", tile_input=True,
     layer=Ref("ttmodels.layers.norm:LayerNorm"), sim_ops=("layer_norm",),
     params=params, prepare=prepare, prepared_shapes=prepared_shapes, init_random=init_random,

@@ -10,6 +10,8 @@ from ...graph import Node
 from ...layout import MemSpec
 from ...plan_config import PlanConfig
 from ..base import Field, OpDef, Parsed, Ref, register
+from ..binary.rules import _out_binary
+from .rules import _c_layer_scale
 from ..conv2d import need_prefix
 
 PARAM_SHAPES = ("vector", "chw")
@@ -61,8 +63,7 @@ class LayerScalePlan(PlanConfig):
 register(OpDef(
     "layer_scale", "layer_scale",
     fields=(Field("weights", "name"), Field("param_shape", "choice")),
-    arity=1, parse=parse, reference=reference,
-    rules=Ref("ttmodels.rules:_c_layer_scale"), output=Ref("ttmodels.rules:_out_binary"),
+    arity=1, parse=parse, reference=reference, rules=_c_layer_scale, output=_out_binary,
     output_shape="broadcast", tile_input=True,
     layer=Ref("ttmodels.layers.norm:LayerScale"), sim_ops=("multiply",),
     params=params, prepare=prepare, prepared_shapes=prepared_shapes, init_random=init_random,

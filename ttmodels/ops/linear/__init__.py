@@ -11,6 +11,7 @@ from ...graph import Node, TensorShape
 from ...layout import MemSpec
 from ...plan_config import PlanConfig
 from ..base import Field, OpDef, Parsed, Ref, activation, prepare_weight_bias, register
+from .rules import _c_linear, _out_linear
 from ..conv2d import need_prefix
 
 
@@ -89,8 +90,7 @@ register(OpDef(
     "linear", "linear",
     fields=(Field("out", "int"), Field("bias", "bool"), Field("act", "act"),
             Field("weights", "name"), Field("in_features", "int")),
-    arity=1, parse=parse, reference=reference,
-    rules=Ref("ttmodels.rules:_c_linear"), output=Ref("ttmodels.rules:_out_linear"),
+    arity=1, parse=parse, reference=reference, rules=_c_linear, output=_out_linear,
     layer=Ref("ttmodels.layers.linear:Linear"),
     sim_ops=("linear",), tile_input=True, config=LinearPlan, init_random=init_random,
     calibrate=calibrate, params=params, prepare=prepare_weight_bias, prepared_shapes=prepared_shapes,

@@ -7,6 +7,8 @@ from ...graph import Node, TensorShape
 from ...layout import MemSpec
 from ...plan_config import PlanConfig
 from ..base import Field, OpDef, Parsed, Ref, pads, register
+from ...rules import _out_same_memory
+from .rules import _c_pad
 
 
 def parse(x) -> Parsed:
@@ -38,8 +40,8 @@ class PadPlan(PlanConfig):
 
 register(OpDef(
     "pad", "pad", fields=(Field("padding", "pad4"), Field("value", "number")), arity=1,
-    parse=parse, reference=reference, rules=Ref("ttmodels.rules:_c_pad"),
-    output=Ref("ttmodels.rules:_out_same_memory"),
+    parse=parse, reference=reference, rules=_c_pad,
+    output=_out_same_memory,
     layer=Ref("ttmodels.layers.pad:Pad"), sim_ops=("pad", "to_layout", "reshape"), config=PadPlan,
     follows_input="pad's output keeps its input's memory config",
     doc="constant padding of H and W",

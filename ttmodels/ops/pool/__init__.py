@@ -8,6 +8,7 @@ from ...graph import Node, TensorShape
 from ...layout import MemSpec
 from ...plan_config import PlanConfig, SliceConfig, optional
 from ..base import Field, OpDef, Parsed, Ref, pads, register, window_out
+from .rules import _c_pool, _out_pool
 
 
 def parse_window(x) -> Parsed:
@@ -127,8 +128,8 @@ _WHY = "pool2d's output keeps the shard grid it reads its input on"
 
 def _def(name, fields, parse, reference, layer, sim_ops, **kw) -> OpDef:
     return OpDef(name, "pool", fields=fields, arity=1, parse=parse, reference=reference,
-                 rules=Ref("ttmodels.rules:_c_pool"),
-                 output=Ref("ttmodels.rules:_out_pool"),
+                 rules=_c_pool,
+                 output=_out_pool,
                  layer=Ref(f"ttmodels.layers.pool:{layer}"), sim_ops=sim_ops, config=PoolPlan,
                  **kw)
 

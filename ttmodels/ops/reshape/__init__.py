@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from ...graph import Node, TensorShape
 from ..base import Field, OpDef, Parsed, Ref, register
+from ...rules import _out_same_memory
+from .rules import _c_reshape
 
 _NHWC_TO_NCHW = (0, 3, 1, 2)
 _NCHW_TO_NHWC = (0, 2, 3, 1)
@@ -88,8 +90,8 @@ def steps(node: Node, s: TensorShape) -> list[tuple[str, tuple[int, ...]]]:
 
 def _def(name: str, fields, doc: str, attrs_doc: str) -> OpDef:
     return OpDef(name, "reshape", fields=fields, arity=1, parse=parse, reference=reference,
-                 rules=Ref("ttmodels.rules:_c_reshape"),
-                 output=Ref("ttmodels.rules:_out_same_memory"),
+                 rules=_c_reshape,
+                 output=_out_same_memory,
                  layer=Ref("ttmodels.layers.reshape:Reshape"), sim_ops=("reshape", "permute"),
                  tile_input=True,
                  follows_input="reshape/permute run on an interleaved input and keep its memory "

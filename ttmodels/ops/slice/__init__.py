@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from ...graph import Node, TensorShape
 from ..base import Field, OpDef, Parsed, Ref, register
+from ...rules import _out_same_memory
+from .rules import _c_slice
 
 
 def parse(x) -> Parsed:
@@ -27,8 +29,8 @@ def reference(model, node: Node, env):
 
 register(OpDef(
     "slice", "slice", fields=(Field("channels", "range"),), arity=1, parse=parse,
-    reference=reference, rules=Ref("ttmodels.rules:_c_slice"),
-    output=Ref("ttmodels.rules:_out_same_memory"),
+    reference=reference, rules=_c_slice,
+    output=_out_same_memory,
     layer=Ref("ttmodels.layers.slice:Slice"), sim_ops=("slice",),
     doc="channel slice [start, stop)",
     attrs_doc="start, stop: channels [start, stop)",

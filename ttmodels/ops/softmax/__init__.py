@@ -8,6 +8,7 @@ from ...graph import Node
 from ...layout import MemSpec
 from ...plan_config import PlanConfig
 from ..base import OpDef, Parsed, Ref, register
+from .rules import _c_softmax, _out_softmax
 
 
 def parse(x) -> Parsed:
@@ -26,8 +27,8 @@ class SoftmaxPlan(PlanConfig):
 
 register(OpDef(
     "softmax", "softmax", fields=(), arity=1, parse=parse, reference=reference,
-    rules=Ref("ttmodels.rules:_c_softmax"),
-    output=Ref("ttmodels.rules:_out_softmax"), output_shape="same", tile_input=True,
+    rules=_c_softmax,
+    output=_out_softmax, output_shape="same", tile_input=True,
     layer=Ref("ttmodels.layers.eltwise:Softmax"), sim_ops=("softmax",), config=SoftmaxPlan,
     follows_input="softmax keeps its input's memory config",
     doc="softmax over the channels of each pixel (ttnn.softmax, dim -1)", attrs_doc="{}",

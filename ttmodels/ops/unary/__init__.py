@@ -6,6 +6,8 @@ from __future__ import annotations
 from ... import activations as A
 from ...graph import Node
 from ..base import Field, OpDef, Parsed, Ref, activation, register
+from ...rules import _out_same_memory
+from .rules import _c_relu
 
 
 def unary_activation(op: str, attrs: dict) -> str | None:
@@ -36,8 +38,8 @@ def reference(model, node: Node, env):
 
 def _def(name: str, fields: tuple[Field, ...], layer: str, sim_op: str, **kw) -> OpDef:
     return OpDef(name, "unary", fields=fields, arity=1, parse=parse, reference=reference,
-                 rules=Ref("ttmodels.rules:_c_relu"),
-                 output=Ref("ttmodels.rules:_out_same_memory"), output_shape="same",
+                 rules=_c_relu,
+                 output=_out_same_memory, output_shape="same",
                  layer=Ref(f"ttmodels.layers.eltwise:{layer}"), sim_ops=(sim_op,), **kw)
 
 

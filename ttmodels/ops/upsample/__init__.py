@@ -8,6 +8,7 @@ from ...graph import Node, TensorShape
 from ...layout import MemSpec, TensorLayout
 from ...plan_config import PlanConfig, optional
 from ..base import Field, OpDef, Parsed, Ref, register
+from .rules import _c_upsample, _out_upsample
 
 
 def parse(x) -> Parsed:
@@ -88,8 +89,7 @@ register(OpDef(
     "upsample", "upsample",
     fields=(Field("scale", "pair"), Field("size_of", "tensor"), Field("mode", "choice"),
             Field("align_corners", "bool")),
-    arity=1, parse=parse, reference=reference,
-    rules=Ref("ttmodels.rules:_c_upsample"), output=Ref("ttmodels.rules:_out_upsample"),
+    arity=1, parse=parse, reference=reference, rules=_c_upsample, output=_out_upsample,
     layer=Ref("ttmodels.layers.upsample:Upsample"),
     sim_ops=("upsample", "grid_sample", "prepare_grid_sample_grid", "reshape"),
     rule_op=rule_op, config=UpsamplePlan, follows_input="upsample's output keeps its input's memory config",

@@ -1,0 +1,127 @@
+"""conv2d's per-core L1 estimate (ttnn 0.81.1's phases: halo, conv; or the matmul of a 1x1
+conv), on the shared model of ``ttmodels/l1.py``."""
+from __future__ import annotations
+
+from ...graph import TILE, round_up
+from ...l1 import ConvGeometry, L1Estimate, _bpe, halo_sticks_per_core, per_core_bytes, tile_bytes
+from ...layout import BLOCK, HEIGHT, WIDTH, TensorLayout
+
+
+def conv_l1(*, kind: str, in_layout: TensorLayout, out_layout: TensorLayout, in_rows: int,
+            in_w: int, c_in: int, out_rows: int, c_out: int, kernel: tuple[int, int],
+            cores_nhw: int, cores_c: int, num_cores: int, weights_dtype: str = "bfloat8_b",
+            fp32_accum: bool = False, act_block_h: int | None = None, bias: bool = True,
+            geometry: ConvGeometry | None = None, received: TensorLayout | None = None,
+            is_mm: bool = False) -> L1Estimate:
+    """ttnn 0.81.1's per-core L1 for one conv2d (what its graph capture shows on the mock
+    device, ``ttmodels verify``): the largest of its phases.
+
+    ``received`` is the tensor the layer is given (alive throughout; default ``in_layout``),
+    ``in_layout`` the sharded input conv2d works on (its own interleaved_to_sharded copy of an
+    interleaved input, freed after the halo).
+
+    * Non-matmul convs: halo phase = conv input shard + halo output; conv phase = received input
+      + halo output + conv output + the CBs conv2d_op_program_factory_common.cpp ``get_cb_info``
+      does not place on a tensor: weights (per_core_N x act_block_w tiles, x kh when the height
+      is split in several act blocks), act (act_block_h x act_block_w; block sharding's mcast
+      block with the output tile size), tilized act (same count, output tile), bias (per_core_N
+      tiles), the 64 B scratchpad, and partials only when their dtype differs from the output's
+      (otherwise they sit on the output buffer).
+    * Matmul (1x1) convs run ttnn::matmul: received input + output + in1 (in0_block_w x
+      per_core_N weight tiles, twice when K takes more than one block) + bias; 2D (block) also an
+      in0 CB of 2 x per_core_M x in0_block_w tiles (1D reads in0 from its shard); a row-major
+      input is first tilized into a TILE copy of its shard."""
+    kh, kw = kernel
+    received = received or in_layout
+    out_mem = out_layout.memory
+    out_shard_h = out_mem.shard_shape[0] if out_mem.sharded else \
+        round_up(-(-out_rows // max(cores_nhw, 1)), TILE)
+    out_shard_w = out_mem.shard_shape[1] if out_mem.sharded else round_up(c_out, TILE)
+    per_core_m = -(-out_shard_h // TILE)
+    per_core_n = max(1, -(-out_shard_w // TILE))
+    wt = tile_bytes(weights_dtype)
+    out_tile = tile_bytes(out_layout.dtype)
+    bf16 = tile_bytes("bfloat16")
+    parts = {"input": per_core_bytes(received, in_rows, c_in),
+             "output": per_core_bytes(out_layout, out_rows, c_out)}
+    if is_mm:
+        k_core = round_up(c_in, TILE * (cores_c if kind == BLOCK else 1)) // \
+            (cores_c if kind == BLOCK else 1)
+        in0_bw = -(-k_core // TILE)
+        k_blocks = -(-round_up(c_in, TILE) // TILE) // in0_bw
+        dbl = 2 if k_blocks > 1 else 1
+        parts["in1_cb"] = dbl * in0_bw * per_core_n * wt
+        if kind == BLOCK:
+            act_tile = tile_bytes(in_layout.dtype if in_layout.layout == "tile" else "bfloat16")
+            parts["in0_cb"] = dbl * per_core_m * in0_bw * act_tile
+        if in_layout.layout != "tile":
+            # conv2d tilizes a row-major input (a TILE copy of the shard) before the matmul
+            sh = in_layout.memory.shard_shape[0] if in_layout.memory.sharded else out_shard_h
+            parts["tilized_input"] = round_up(sh, TILE) // TILE * in0_bw * bf16
+        elif received is not in_layout and not received.memory.sharded and \
+                in_layout.memory.sharded:
+            # an interleaved TILE input: conv2d's own interleaved_to_sharded copy, alive through
+            # the matmul (measured on the mock device: resnet50 b32 layer1 conv3 after a
+            # DRAM-sliced conv2)
+            parts["input_copy"] = per_core_bytes(in_layout, in_rows, c_in)
+        if bias:
+            parts["bias_cb"] = per_core_n * wt
+        return L1Estimate(sum(parts.values()), parts)
+    # act block: act_block_h_override tiles (must divide the per-core height), else all of it
+    abh = per_core_m
+    if act_block_h:
+        want = max(1, act_block_h // TILE)
+        abh = want if per_core_m % want == 0 else max(d for d in range(1, want + 1)
+                                                      if per_core_m % d == 0)
+    # padded input channels: conv2d_utils.cpp get_input_channels_alignment -- 8 (L1 alignment /
+    # 2) for a row-major input of a height/block conv unless its shard width is a tile multiple
+    row_major_in = received.layout != "tile" and not (
+        received.memory.sharded and received.memory.shard_shape[1] % TILE == 0)
+    align = 8 if (row_major_in and kind != WIDTH) else TILE
+    cin_p = round_up(c_in, align * (cores_c if kind == BLOCK else 1))
+    if kind == HEIGHT:
+        abw = -(-(cin_p * kw) // TILE)
+    elif kind == BLOCK:
+        abw = -(-(cin_p // cores_c * kw) // TILE)
+    else:
+        abw = -(-(round_up(c_in, TILE * num_cores) * kh * kw // num_cores) // TILE)
+    act_blocks_h = per_core_m // abh
+    weights_tiles = per_core_n * abw * (kh if kind == HEIGHT and act_blocks_h > 1 else 1)
+    if kind == WIDTH:
+        weights_tiles = per_core_n * abw
+    parts["weights_cb"] = weights_tiles * wt
+    parts["act_cb"] = abh * abw * (bf16 if kind == HEIGHT else out_tile)
+    parts["tilized_act_cb"] = abh * abw * out_tile
+    if kind == WIDTH:
+        parts["act_row_major_cb"] = 2 * abw * bf16
+    if bias:
+        parts["bias_cb"] = per_core_n * wt
+    acc = "float32" if fp32_accum else "bfloat16"
+    if out_layout.dtype != acc:
+        parts["partials_cb"] = per_core_m * per_core_n * tile_bytes(acc)
+    parts["scratch"] = 64
+    # halo: row-major bf16 sticks of the core's channels (aligned to 8 channels = 16 B)
+    if geometry is not None:
+        sticks = halo_sticks_per_core(geometry, out_shard_h, max(cores_nhw, 1))
+    else:
+        share = -(-in_rows // max(cores_nhw, 1))
+        sticks = share + (kh - 1) * (in_w + kw)
+    split = cores_c if kind in (BLOCK, WIDTH) else 1
+    if in_layout is received and in_layout.memory.sharded:
+        c_core = in_layout.memory.shard_shape[1]
+        conv_input = per_core_bytes(in_layout, in_rows, c_in, num_cores)
+    else:
+        # conv2d's own copy of an interleaved input: channels aligned to 8 for row-major
+        # (L1 alignment / 2), 32 for TILE (conv2d_utils.cpp get_input_channels_alignment)
+        align = 8 if in_layout.layout != "tile" else TILE
+        c_core = round_up(c_in, align * split) // split
+        rows = in_layout.memory.shard_shape[0] if in_layout.memory.sharded else \
+            -(-in_rows // max(cores_nhw, 1))
+        conv_input = int(rows * c_core * _bpe(in_layout))
+    halo = sticks * round_up(c_core, 8) * 2
+    parts["halo"] = halo
+    conv_phase = sum(parts.values())
+    halo_phase = parts["input"] + (conv_input if in_layout is not received else 0) + halo
+    if halo_phase > conv_phase:
+        parts["halo_phase_extra"] = halo_phase - conv_phase
+    return L1Estimate(sum(parts.values()), parts)

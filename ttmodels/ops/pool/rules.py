@@ -1,0 +1,77 @@
+"""pool2d's layout rules (max_pool2d, avg_pool2d, global_avg_pool), its check and its output's
+layout (its sharding math: ``sharding.py``)."""
+from __future__ import annotations
+
+from ...arch import DEFAULT_GRID
+from ...formats import BLOCK_FLOAT_DTYPES
+from ...layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
+                       TensorLayout)
+from ...rules import _POOL, OutputQuery, Rule, _v
+from .sharding import pool_output_memspec, pool_parallel_config, pool_parallel_config_of
+
+_POOL_API = "ttnn/cpp/ttnn/operations/pool/generic/generic_pools.cpp"
+
+RULE_LIST = (
+    # --- pools ------------------------------------------------------------------------------
+    Rule("pool.memory", "max_pool2d|avg_pool2d|global_avg_pool",
+         "the input is HEIGHT/WIDTH/BLOCK sharded in L1, or interleaved (pool2d then shards it "
+         "with applied_shard_scheme, default chosen like conv)",
+         f"{_POOL}: Pool2D::validate_on_program_cache_miss ('Pool2D input shard spec should not be "
+         f"empty'); {_POOL_API}: pool2d (shards an interleaved input)"),
+    Rule("pool.dtype_layout", "max_pool2d|avg_pool2d|global_avg_pool",
+         "output dtype and layout are arguments (dtype=bfloat16, output_layout=ROW_MAJOR by "
+         "default); a bfloat8_b output needs output_layout=TILE",
+         f"{_POOL_API}: max_pool2d/avg_pool2d signatures (dtype, output_layout)"),
+    Rule("pool2d.slice_input", "max_pool2d|avg_pool2d",
+         "a DRAM-sliced pool (dram_slice_config) reads its input from DRAM interleaved and "
+         "writes a DRAM-interleaved output (seen on the 0.81.1 mock device: a [N*H*W, C] DRAM "
+         "input gives a DRAM-interleaved output in the requested output_layout)",
+         f"{_POOL_API}: pool2d with dram_slice_config (sliced through "
+         "ttnn/cpp/ttnn/operations/sliding_window/op_slicing/op_slicing.cpp, like conv2d_DRAM); "
+         "enforced by the sim (backends/sim/ops.py), not by rules.check"),
+)
+
+
+def _c_pool(inputs, attrs, output, shapes):
+    vs = []
+    x = inputs[0]
+    if x is None:
+        return [_v("pool.memory", "pool input is missing")]
+    if x.memory.memory_layout not in (INTERLEAVED, HEIGHT, WIDTH, BLOCK):
+        vs.append(_v("pool.memory", f"pool input {x.memory.memory_layout}"))
+    if attrs.get("dtype") in BLOCK_FLOAT_DTYPES and attrs.get("output_layout", ROW_MAJOR) != TILE_LAYOUT:
+        vs.append(_v("pool.dtype_layout", f"pool output {attrs.get('dtype')} needs output_layout=TILE"))
+    return vs
+
+
+def _out_pool(q: OutputQuery) -> TensorLayout:
+    attrs, x, out_rc, requested = q.attrs, q.x, q.out_rc, q.requested
+    out_layout = attrs.get("output_layout", ROW_MAJOR)
+    if attrs.get("slice"):
+        # rule pool2d.slice_input: a DRAM-sliced pool writes every slice into a DRAM-interleaved
+        # output (generic_pools.cpp pool2d with dram_slice_config, through op_slicing.cpp as
+        # conv2d_DRAM; memory_config is not taken), in the requested layout and dtype. Found by
+        # the planner's ttnn oracle (bevdet_r50_encoder at batch 6: the table said height shards)
+        return TensorLayout(MemSpec(INTERLEAVED, "dram"), out_layout,
+                            attrs.get("dtype") or "bfloat16")
+    if requested is not None:
+        mem = requested
+    elif (q.op == "global_avg_pool" or attrs.get("global_pool")) and (
+            x is None or x.memory.sharded or not attrs.get("applied_shard_scheme")):
+        # ttnn 0.81.1 runs an avg_pool2d whose window is the whole (unpadded) map of a sharded
+        # input as a reduction -- sharded_to_interleaved, untilize_with_unpadding, reduce
+        # (mean) -- whose output is interleaved in L1 (observed in its graph capture on the
+        # mock device; pool/global_avg_pool/global_avg_pool.cpp pool_2d is the same reduce
+        # path). An interleaved input is first sharded with applied_shard_scheme, and the output
+        # then gets pool2d's own output spec (below: width shards of 32 channels for the usual
+        # [N, C] head, measured on the mock device).
+        mem = MemSpec(INTERLEAVED, "l1")
+    elif x is not None and out_rc is not None:
+        pc = pool_parallel_config_of(x.memory) if x.memory.sharded else pool_parallel_config(
+            attrs.get("applied_shard_scheme") or HEIGHT, out_rc[0], out_rc[1],
+            in_tiled=x.layout == TILE_LAYOUT, out_tiled=out_layout == TILE_LAYOUT,
+            device_grid=tuple(attrs.get("device_grid", DEFAULT_GRID)))
+        mem = pool_output_memspec(pc, *out_rc, out_tiled=out_layout == TILE_LAYOUT)
+    else:
+        mem = x.memory if x is not None else MemSpec()
+    return TensorLayout(mem, out_layout, attrs.get("dtype") or "bfloat16")
