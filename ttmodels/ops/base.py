@@ -20,10 +20,12 @@ entry. The entry holds every fact the rest of the library needs about the op:
   node obeys; ``follows_input``: why its output layout cannot be chosen (planner messages);
 * ``config``: its typed, frozen plan config (``plan_config.PlanConfig``: what the planner
   decided, what the layer reads);
-* ``layer``: the layer class; ``sim_ops``: the ttnn functions the layer calls (the sim backend
-  provides each under the same name).
+* ``layer``: the layer class, ``LAYERS[op]`` of the op package's ``layer.py`` (imported on first
+  use, ``OpDef.layer.resolve()``: it needs the backend); ``sim_ops``: the ttnn functions the layer
+  calls (the sim backend provides each under the same name; the op package's ``sim.py`` holds the
+  op's own, which the sim backend collects from every op package).
 
-Large implementations (a layer class, a planner method, a rules function) stay in their modules
+Large implementations (a planner method, a rules function) stay in their modules
 and are named here by a ``Ref`` (imported on first use: ``import ttmodels`` stays light and the
 op modules import neither torch nor the planner). ``tests/test_ops_registry.py`` walks the
 registry and resolves every reference.
@@ -106,7 +108,6 @@ class OpDef:
     plan: str                                 # planner._Planner method that plans it
     rules: Ref                                # rules check function (inputs, attrs, out, shapes)
     output: Ref                               # rules function: the layout ttnn gives its output
-    layer: Ref                                # layers.<module>:<class>
     sim_ops: tuple[str, ...]                  # ttnn functions the layer calls
     params: Callable[[Node], dict[str, tuple[int, ...]]] = _no_params   # state-dict schema
     prepare: Callable | None = None           # (node, take, f32, state_dict) -> layer params
@@ -131,6 +132,27 @@ class OpDef:
     @property
     def parametric(self) -> bool:
         return self.params is not _no_params
+
+    @property
+    def package(self) -> str:
+        """The op's package ``ttmodels.ops.<op>`` (the module its ``parse`` is defined in): its
+        layer class is in ``<package>.layer``, its sim functions in ``<package>.sim``."""
+        return self.parse.__module__
+
+    @property
+    def layer(self) -> "OwnLayer":
+        """The op's layer class, ``.resolve()``d from its package's ``layer.py`` on first use."""
+        return OwnLayer(self)
+
+
+@dataclass(frozen=True)
+class OwnLayer:
+    """The layer class of ``op``: ``LAYERS[op.name]`` of ``<op.package>.layer``, imported on first
+    use (layer code needs the backend, which ``import ttmodels`` must not import)."""
+    op: OpDef
+
+    def resolve(self) -> type:
+        return importlib.import_module(f"{self.op.package}.layer").LAYERS[self.op.name]
 
 
 REGISTRY: dict[str, OpDef] = {}

@@ -68,7 +68,6 @@ register(OpDef(
     parse=parse, reference=reference, plan="plan_batch_norm",
     rules=Ref("ttmodels.rules:_c_batch_norm"),
     output=Ref("ttmodels.rules:_out_binary"), output_shape="broadcast", tile_input=True,
-    layer=Ref("ttmodels.layers.norm:BatchNorm"),
     sim_ops=("multiply", "add"), params=params, prepare=prepare,
     prepared_shapes=prepared_shapes, config=BatchNormPlan, init_random=init_random,
     calibrate=calibrate, batch_norms=lambda n: (n.weights,) if n.weights else (),

@@ -75,13 +75,11 @@ class BinaryPlan(PlanConfig):
     inplace_blocked: str | None = optional()
 
 
-_LAYERS = {"add": "Add", "multiply": "Multiply", "subtract": "Subtract"}
-
 register(*(OpDef(
     op, "binary", fields=(Field("act", "act"),), arity=2, parse=parse, reference=reference,
     plan="plan_binary", rules=Ref("ttmodels.rules:_c_binary"),
     output=Ref("ttmodels.rules:_out_binary"), output_shape="broadcast", tile_input=True,
-    layer=Ref(f"ttmodels.layers.eltwise:{cls}"), sim_ops=(op, "reshape"), config=BinaryPlan,
+    sim_ops=(op, "reshape"), config=BinaryPlan,
     doc=f"tensor {op} tensor / constant / per-image vector, activation fused",
     attrs_doc="activation (None | act); 2 inputs, either may be a constant",
-) for op, cls in _LAYERS.items()))
+) for op in ("add", "multiply", "subtract")))

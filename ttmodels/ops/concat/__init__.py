@@ -33,7 +33,7 @@ register(OpDef(
     "concat", "concat", fields=(), arity="2+", parse=parse, reference=reference,
     plan="plan_concat", rules=Ref("ttmodels.rules:_c_concat"),
     output=Ref("ttmodels.rules:_out_concat"), output_shape="concat", tile_input=True,
-    layer=Ref("ttmodels.layers.concat:Concat"), sim_ops=("concat",), config=ConcatPlan,
+    sim_ops=("concat",), config=ConcatPlan,
     follows_input="concat's output keeps its first input's memory config",
     doc="channel concat",
     attrs_doc="{}; >= 2 inputs with equal N, H, W",

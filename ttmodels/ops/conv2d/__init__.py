@@ -251,7 +251,6 @@ register(OpDef(
             Field("lowering", "choice"), Field("weights", "name"), Field("in_channels", "int")),
     arity=1, parse=parse, reference=reference, plan="plan_conv2d",
     rules=Ref("ttmodels.rules:_c_conv"), output=Ref("ttmodels.rules:_out_conv"),
-    layer=Ref("ttmodels.layers.conv2d:Conv2d"),
     sim_ops=("conv2d", "prepare_conv_weights", "prepare_conv_bias", "linear"),
     params=params, prepare=prepare, prepared_shapes=prepared_shapes, init_random=init_random,
     calibrate=calibrate,

@@ -120,7 +120,6 @@ register(OpDef(
             Field("weights", "name"), Field("in_channels", "int")),
     arity=1, parse=parse, reference=reference, plan="plan_conv_transpose2d",
     rules=Ref("ttmodels.rules:_c_conv_transpose"), output=Ref("ttmodels.rules:_out_conv"),
-    layer=Ref("ttmodels.layers.conv_transpose:ConvTranspose2d"),
     sim_ops=("conv_transpose2d", "prepare_conv_transpose2d_weights",
              "prepare_conv_transpose2d_bias"),
     params=params, prepare=prepare_weight_bias, prepared_shapes=prepared_shapes, init_random=init_random,

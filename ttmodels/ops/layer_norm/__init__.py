@@ -78,7 +78,7 @@ register(OpDef(
     arity=1, parse=parse, reference=reference, plan="plan_layer_norm",
     rules=Ref("ttmodels.rules:_c_layer_norm"), output=Ref("ttmodels.rules:_out_same_memory"),
     output_shape="same", tile_input=True,
-    layer=Ref("ttmodels.layers.norm:LayerNorm"), sim_ops=("layer_norm",),
+    sim_ops=("layer_norm",),
     params=params, prepare=prepare, prepared_shapes=prepared_shapes, init_random=init_random,
     calibrate=calibrate, config=LayerNormPlan,
     follows_input="layer_norm runs on an interleaved input (no sharded program config is "

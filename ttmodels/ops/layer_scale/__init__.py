@@ -64,7 +64,7 @@ register(OpDef(
     arity=1, parse=parse, reference=reference, plan="plan_layer_scale",
     rules=Ref("ttmodels.rules:_c_layer_scale"), output=Ref("ttmodels.rules:_out_binary"),
     output_shape="broadcast", tile_input=True,
-    layer=Ref("ttmodels.layers.norm:LayerScale"), sim_ops=("multiply",),
+    sim_ops=("multiply",),
     params=params, prepare=prepare, prepared_shapes=prepared_shapes, init_random=init_random,
     calibrate=calibrate, config=LayerScalePlan,
     doc="x times a per-channel scale from the weights (layer scale)",

@@ -91,7 +91,6 @@ register(OpDef(
             Field("weights", "name"), Field("in_features", "int")),
     arity=1, parse=parse, reference=reference, plan="plan_linear",
     rules=Ref("ttmodels.rules:_c_linear"), output=Ref("ttmodels.rules:_out_linear"),
-    layer=Ref("ttmodels.layers.linear:Linear"),
     sim_ops=("linear",), tile_input=True, config=LinearPlan, init_random=init_random,
     calibrate=calibrate, params=params, prepare=prepare_weight_bias, prepared_shapes=prepared_shapes,
     follows_input="linear runs interleaved (no sharded program config is planned)",

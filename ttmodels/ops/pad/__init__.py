@@ -40,7 +40,7 @@ register(OpDef(
     "pad", "pad", fields=(Field("padding", "pad4"), Field("value", "number")), arity=1,
     parse=parse, reference=reference, plan="plan_pad", rules=Ref("ttmodels.rules:_c_pad"),
     output=Ref("ttmodels.rules:_out_same_memory"),
-    layer=Ref("ttmodels.layers.pad:Pad"), sim_ops=("pad", "to_layout", "reshape"), config=PadPlan,
+    sim_ops=("pad", "to_layout", "reshape"), config=PadPlan,
     follows_input="pad's output keeps its input's memory config",
     doc="constant padding of H and W",
     attrs_doc="padding (t, b, l, r), value (float)",

@@ -90,7 +90,7 @@ def _def(name: str, fields, doc: str, attrs_doc: str) -> OpDef:
     return OpDef(name, "reshape", fields=fields, arity=1, parse=parse, reference=reference,
                  plan="plan_reshape", rules=Ref("ttmodels.rules:_c_reshape"),
                  output=Ref("ttmodels.rules:_out_same_memory"),
-                 layer=Ref("ttmodels.layers.reshape:Reshape"), sim_ops=("reshape", "permute"),
+                 sim_ops=("reshape", "permute"),
                  tile_input=True,
                  follows_input="reshape/permute run on an interleaved input and keep its memory "
                                "config",

@@ -29,7 +29,7 @@ register(OpDef(
     "slice", "slice", fields=(Field("channels", "range"),), arity=1, parse=parse,
     reference=reference, plan="plan_slice", rules=Ref("ttmodels.rules:_c_slice"),
     output=Ref("ttmodels.rules:_out_same_memory"),
-    layer=Ref("ttmodels.layers.slice:Slice"), sim_ops=("slice",),
+    sim_ops=("slice",),
     doc="channel slice [start, stop)",
     attrs_doc="start, stop: channels [start, stop)",
 ))

@@ -28,7 +28,7 @@ register(OpDef(
     "softmax", "softmax", fields=(), arity=1, parse=parse, reference=reference,
     plan="plan_softmax", rules=Ref("ttmodels.rules:_c_softmax"),
     output=Ref("ttmodels.rules:_out_softmax"), output_shape="same", tile_input=True,
-    layer=Ref("ttmodels.layers.eltwise:Softmax"), sim_ops=("softmax",), config=SoftmaxPlan,
+    sim_ops=("softmax",), config=SoftmaxPlan,
     follows_input="softmax keeps its input's memory config",
     doc="softmax over the channels of each pixel (ttnn.softmax, dim -1)", attrs_doc="{}",
 ))

@@ -44,7 +44,7 @@ def reference(model, node: Node, env):
 register(OpDef(
     "split", "split", fields=(Field("channels", "range"),), arity=1, parse=parse,
     reference=reference, plan="plan_split", rules=Ref("ttmodels.rules:_c_split"),
-    output=Ref("ttmodels.rules:_out_same_memory"), layer=Ref("ttmodels.layers.slice:Split"),
+    output=Ref("ttmodels.rules:_out_same_memory"),
     sim_ops=("slice",), doc="channel split into named outputs",
     attrs_doc="sections ((name, start, stop), ...); the named outputs are Node.outputs "
               "(<node>.<name>), the node's shape is its input's",

@@ -90,7 +90,6 @@ register(OpDef(
             Field("align_corners", "bool")),
     arity=1, parse=parse, reference=reference, plan="plan_upsample",
     rules=Ref("ttmodels.rules:_c_upsample"), output=Ref("ttmodels.rules:_out_upsample"),
-    layer=Ref("ttmodels.layers.upsample:Upsample"),
     sim_ops=("upsample", "grid_sample", "prepare_grid_sample_grid", "reshape"),
     rule_op=rule_op, config=UpsamplePlan, follows_input="upsample's output keeps its input's memory config",
     doc="nearest / bilinear upsample by an integer factor",
