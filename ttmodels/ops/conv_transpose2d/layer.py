@@ -1,5 +1,5 @@
 """conv_transpose2d: ttnn.conv_transpose2d with torch's ConvTranspose2d weights and the plan's
-sharding decisions (the same ``Conv2dConfig`` as conv2d's, layers/conv2d.py)."""
+sharding decisions (the same ``Conv2dConfig`` as conv2d's, ops/conv2d/layer.py)."""
 from __future__ import annotations
 
 from ...backends import common
