@@ -97,7 +97,11 @@ def instrument_sim(timer: Timer):
     """Wrap the sim's kernels, rounding, truncation and activation functions (module globals)."""
     import torch.nn.functional as F
 
-    from ttmodels.backends.sim import onednn, ops, tensor
+    import importlib
+    import importlib.util
+
+    from ttmodels import ops as registry
+    from ttmodels.backends.sim import numerics, onednn, tensor
     patched = []
 
     def patch(mod, name, part):
@@ -105,15 +109,21 @@ def instrument_sim(timer: Timer):
         setattr(mod, name, timer.wrap(orig, part))
         patched.append((mod, name, orig))
 
+    # the shared numerics and each op's sim module (ttmodels/ops/<op>/sim.py) hold their own
+    # bindings of these names
+    sims = [importlib.import_module(f"{pkg}.sim")
+            for pkg in dict.fromkeys(d.package for d in registry.REGISTRY.values())
+            if importlib.util.find_spec(f"{pkg}.sim") is not None]
+    for mod in [numerics, *sims]:
+        for name, part in (("quantize", "rounding"), ("quantize_", "rounding"), ("_truncate", "fidelity"),
+                           ("_apply_unary", "activation"), ("_matmul_bias", "kernel")):
+            if name in vars(mod):
+                patch(mod, name, part)
     for name in ("quantize", "quantize_"):
-        patch(ops, name, "rounding")
         patch(tensor, name, "rounding")
-    patch(ops, "_truncate", "fidelity")
-    patch(ops, "_apply_unary", "activation")
     import ttmodels.activations as A
     patch(A, "sim_apply", "activation")
     patch(onednn, "conv", "kernel")
-    patch(ops, "_matmul_bias", "kernel")
     # F is shared with torch's own forward: the wrapper passes through outside a sim step
     for name in ("conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"):
         patch(F, name, "kernel")

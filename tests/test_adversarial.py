@@ -851,7 +851,7 @@ def test_run_time_layout_error_names_the_spec_line(tmp_path, monkeypatch):
     import torch
 
     import ttmodels
-    from ttmodels.layers import concat as concat_layer
+    from ttmodels.ops.concat import layer as concat_layer
     f = tmp_path / "mixed.yaml"
     f.write_text(_MIXED_CONCAT)
 

@@ -429,7 +429,7 @@ def test_linear_activation_runs_on_the_stored_output():
     """ttnn.linear(activation=...) is a matmul program then a unary program on its stored output
     (mock device); a program config's fused_activation runs on the float32 sum inside."""
     import ttmodels.backends.sim as tt
-    from ttmodels.backends.sim.ops import quantize
+    from ttmodels.backends.sim.tensor import quantize
     dev = tt.open_device(device_id=0, l1_small_size=24576)
     g = torch.Generator().manual_seed(3)
     a = tt.from_torch(torch.randn(1, 1, 64, 64, generator=g), dtype=tt.bfloat16,

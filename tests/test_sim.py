@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 import ttmodels.backends.sim as tt
 from ttmodels import formats
-from ttmodels.backends.sim import ops as sim_ops
+from ttmodels.ops.conv2d import sim as sim_ops
 
 HS = tt.TensorMemoryLayout.HEIGHT_SHARDED
 

@@ -5,9 +5,9 @@ import torch
 
 import sim_pins
 import ttmodels
-from ttmodels.backends.sim import ops as sim_ops
-from ttmodels.layers.conv2d import Conv2d
-from ttmodels.layers.linear import Linear
+from ttmodels.ops.conv2d import sim as sim_ops
+from ttmodels.ops.conv2d.layer import Conv2d
+from ttmodels.ops.linear.layer import Linear
 
 SPEC, SIZE = "resnet18", (64, 64)
 

@@ -9,7 +9,7 @@ from safetensors.torch import load_file, save_file
 
 import ttmodels
 from ttmodels import cache as cache_mod
-from ttmodels.backends.sim import ops as sim_ops
+from ttmodels.ops.conv2d import sim as sim_ops
 from ttmodels.weights import prepare_parameters, random_state_dict, synthetic_images
 
 SPEC, SIZE = "mobilenet_v2", (64, 64)       # stem 3x3, depthwise 3x3, 1x1 matmul convs

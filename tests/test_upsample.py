@@ -176,7 +176,7 @@ def test_align_corners_upsample_on_sim_matches_torch(batch, size, c):
 
 
 def test_align_corners_grid_is_torch_sampling_lattice():
-    from ttmodels.layers.upsample import align_corners_grid
+    from ttmodels.ops.upsample.layer import align_corners_grid
     g = align_corners_grid(2, 5, 9)
     assert g.shape == (2, 5, 9, 2) and g.dtype == torch.float32
     src = torch.arange(3 * 4, dtype=torch.float32).view(1, 1, 3, 4)
@@ -212,7 +212,7 @@ def test_prepare_grid_is_bit_exact_with_ttnn(align):
     assert real.dtype == torch.bfloat16 and mine.dtype == sim.bfloat16
     # the bits the sim stores (to_torch's float32 -> bfloat16 conversion would canonicalise the
     # NaN patterns that negative indices are)
-    from ttmodels.backends.sim.ops import _bf16_bits
+    from ttmodels.ops.upsample.sim import _bf16_bits
     assert torch.equal(real.view(torch.int16), _bf16_bits(mine._data))
     assert (real[..., :2].view(torch.int16) < 0).any()                 # the test covers them
 
@@ -224,7 +224,7 @@ def test_sim_grid_sample_equals_ttnn_golden():
     from ttnn.operations.pool import _grid_sample_precomputed_reference as golden
 
     from ttmodels.backends import sim
-    from ttmodels.layers.upsample import align_corners_grid
+    from ttmodels.ops.upsample.layer import align_corners_grid
     n, h, w, c, ho, wo = 2, 6, 5, 64, 11, 17
     x = torch.randn(n, h, w, c).to(torch.bfloat16)
     pre_host = sim.prepare_grid_sample_grid(sim.from_torch(align_corners_grid(n, ho, wo), dtype=sim.float32),
@@ -242,7 +242,7 @@ def test_sim_grid_sample_equals_ttnn_golden():
 
 def test_sim_grid_sample_rules():
     from ttmodels.backends import sim
-    from ttmodels.layers.upsample import align_corners_grid
+    from ttmodels.ops.upsample.layer import align_corners_grid
     dev = sim.open_device(device_id=0)
     if True:
         pre = sim.to_device(sim.prepare_grid_sample_grid(

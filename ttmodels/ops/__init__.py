@@ -13,7 +13,7 @@ below are derived from the registry (families share their planning, layer and ru
 """
 from __future__ import annotations
 
-from .base import REGISTRY, Field, OpDef, OpInput, Parsed, Ref, get, register, window_out
+from .base import REGISTRY, Field, OpDef, OpInput, Parsed, get, register, window_out
 # Registration order is the docs' (and the error messages') order of ops.
 from . import (conv2d, conv_transpose2d, binary, unary, pool, linear, upsample,  # noqa: E402,F401
                concat, pad, batch_norm, slice, split, layer_norm, layer_scale, softmax,
@@ -38,6 +38,6 @@ SPEC_FIELDS: dict[str, tuple[str, ...]] = {op: d.field_names for op, d in REGIST
 #: ops whose layer holds parameters loaded from the weights (key prefix ``Node.weights``)
 PARAMETRIC = tuple(op for op, d in REGISTRY.items() if d.parametric)
 
-__all__ = ["REGISTRY", "OpDef", "Field", "Ref", "Parsed", "OpInput", "get", "register",
+__all__ = ["REGISTRY", "OpDef", "Field", "Parsed", "OpInput", "get", "register",
            "window_out", "OPS", "BINARY", "UNARY", "POOLS", "SPEC_FIELDS", "PARAMETRIC",
            "family", "unary_activation"]

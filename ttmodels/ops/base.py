@@ -22,11 +22,13 @@ entry. The entry holds every fact the rest of the library needs about the op:
   node obeys; ``follows_input``: why its output layout cannot be chosen (planner messages);
 * ``config``: its typed, frozen plan config (``plan_config.PlanConfig``: what the planner
   decided, what the layer reads);
-* ``layer``: the layer class; ``sim_ops``: the ttnn functions the layer calls (the sim backend
-  provides each under the same name).
+* ``layer``: the layer class, ``LAYERS[op]`` of the op package's ``layer.py`` (imported on first
+  use, ``OpDef.layer.resolve()``: it needs the backend); ``sim_ops``: the ttnn functions the layer
+  calls (the sim backend provides each under the same name; the op package's ``sim.py`` holds the
+  op's own, which the sim backend collects from every op package).
 
-Large implementations (a layer class, a planner method) stay in their modules and are named
-here by a ``Ref`` (imported on first use: ``import ttmodels`` stays light and the
+The layer class stays lazy (it needs the backend): ``OpDef.layer`` resolves it on first use
+(``import ttmodels`` stays light and the
 op modules import neither torch nor the planner). ``tests/test_ops_registry.py`` walks the
 registry and resolves every reference.
 """
@@ -56,20 +58,6 @@ class Field:
     def __post_init__(self):
         if self.type not in FIELD_TYPES:
             raise ValueError(f"field {self.name}: unknown type {self.type!r}")
-
-
-@dataclass(frozen=True)
-class Ref:
-    """``"package.module:attr"``: an object imported on first use (a layer class, a rules
-    function), so the entry can name it without import cycles or heavy imports."""
-    path: str
-
-    def resolve(self) -> Any:
-        mod, _, attr = self.path.partition(":")
-        obj: Any = importlib.import_module(mod)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-        return obj
 
 
 @dataclass(frozen=True)
@@ -107,7 +95,6 @@ class OpDef:
     reference: Callable                       # (ReferenceModel, node, env) -> NCHW float32
     rules: Callable                           # rules check (inputs, attrs, out, shapes): rules.py
     output: Callable                          # the layout ttnn gives its output (rules.OutputQuery)
-    layer: Ref                                # layers.<module>:<class>
     sim_ops: tuple[str, ...]                  # ttnn functions the layer calls
     params: Callable[[Node], dict[str, tuple[int, ...]]] = _no_params   # state-dict schema
     prepare: Callable | None = None           # (node, take, f32, state_dict) -> layer params
@@ -127,7 +114,9 @@ class OpDef:
 
     @property
     def package(self) -> str:
-        """``ttmodels.ops.<op>``: the package that defines it (its ``parse``)."""
+        """The op's package ``ttmodels.ops.<op>`` (the module its ``parse`` is defined in): its
+        planning is ``<package>.plan``, its layer class ``<package>.layer``, its sim functions
+        ``<package>.sim``."""
         return self.parse.__module__
 
     @property
@@ -144,6 +133,21 @@ class OpDef:
     @property
     def parametric(self) -> bool:
         return self.params is not _no_params
+
+    @property
+    def layer(self) -> "OwnLayer":
+        """The op's layer class, ``.resolve()``d from its package's ``layer.py`` on first use."""
+        return OwnLayer(self)
+
+
+@dataclass(frozen=True)
+class OwnLayer:
+    """The layer class of ``op``: ``LAYERS[op.name]`` of ``<op.package>.layer``, imported on first
+    use (layer code needs the backend, which ``import ttmodels`` must not import)."""
+    op: OpDef
+
+    def resolve(self) -> type:
+        return importlib.import_module(f"{self.op.package}.layer").LAYERS[self.op.name]
 
 
 REGISTRY: dict[str, OpDef] = {}

@@ -23,15 +23,6 @@ from .tensor import (SimTensor, deallocate, from_device, from_torch, interleaved
                      sharded_to_interleaved, to_device, to_layout, to_memory_config, to_torch, typecast,
                      reallocate)
 from .mesh import spmd_namespace as _spmd_namespace  # noqa: E402
-from .ops import (adaptive_avg_pool2d, add, avg_pool2d, concat, conv2d, gelu, global_avg_pool2d,  # noqa: F401,E402
-                  grid_sample, hardsigmoid, hardswish, hardtanh, identity, leaky_relu, linear, matmul,
-                  max_pool2d, mish,
-                  multiply, pad, prepare_conv_bias, prepare_conv_weights, prepare_grid_sample_grid, relu,
-                  relu6, sigmoid, silu, slice, subtract, tanh, upsample)
-from .ops import layer_norm, softmax  # noqa: F401,E402
-from .ops import mark_prequantized  # noqa: F401,E402  (sim only: prequantize.py)
-from .conv_transpose import (conv_transpose2d, prepare_conv_transpose2d_bias,  # noqa: F401,E402
-                             prepare_conv_transpose2d_weights)
 
 from .mesh import (ConcatMeshToTensor, MeshShape, ReplicateTensorToMesh, ShardTensorToMesh,  # noqa: F401,E402
                    SimMeshDevice, SimMeshTensor, close_mesh_device, concat_mesh_to_tensor_composer,
@@ -43,17 +34,14 @@ Device = SimDevice
 MeshDevice = SimMeshDevice
 TILE_SIZE = 32
 
-#: Functions and classes mirrored from ttnn (checked against the real signatures by the tests).
-TTNN_FUNCTIONS = ("conv2d", "prepare_conv_weights", "prepare_conv_bias", "conv_transpose2d",
-                  "prepare_conv_transpose2d_weights", "prepare_conv_transpose2d_bias", "max_pool2d", "avg_pool2d",
-                  "global_avg_pool2d", "adaptive_avg_pool2d", "add", "multiply", "subtract", "relu", "relu6",
-                  "leaky_relu", "sigmoid", "hardsigmoid", "hardswish", "silu", "gelu", "tanh", "identity", "slice",
-                  "layer_norm", "softmax", "linear", "matmul", "upsample", "grid_sample", "prepare_grid_sample_grid", "concat", "pad",
-                  "to_memory_config", "reallocate", "sharded_to_interleaved", "interleaved_to_sharded", "reshard",
-                  "to_layout", "typecast", "reshape", "permute",
-                  "from_torch", "to_torch", "to_device", "from_device", "deallocate", "open_device",
-                  "close_device", "synchronize_device", "create_sharded_memory_config",
-                  "num_cores_to_corerangeset", "init_device_compute_kernel_config")
+#: Functions and classes mirrored from ttnn (checked against the real signatures by the tests): the
+#: backend's own here (data movement, tensors, devices); each op's are its sim module's
+#: ``TTNN_FUNCTIONS`` (``ttmodels/ops/<op>/sim.py``), added by ``_assemble`` below.
+OWN_FUNCTIONS = ("to_memory_config", "reallocate", "sharded_to_interleaved", "interleaved_to_sharded",
+                 "reshard", "to_layout", "typecast", "reshape", "permute",
+                 "from_torch", "to_torch", "to_device", "from_device", "deallocate", "open_device",
+                 "close_device", "synchronize_device", "create_sharded_memory_config",
+                 "num_cores_to_corerangeset", "init_device_compute_kernel_config")
 TTNN_CLASSES = ("MemoryConfig", "ShardSpec", "CoreCoord", "CoreRange", "CoreRangeSet", "CoreGrid",
                 "Conv2dConfig", "WormholeComputeKernelConfig", "UnaryWithParam",
                 "MatmulMultiCoreReuseMultiCast1DProgramConfig", "MatmulMultiCoreReuseMultiCastProgramConfig",
@@ -67,5 +55,53 @@ TTNN_MESH_CLASSES = ("MeshShape",)
 
 # Every function runs once per chip when given multi-device tensors or a mesh (mesh.spmd);
 # from_torch/to_torch take ttnn's mesh_mapper/mesh_composer.
-globals().update(_spmd_namespace(globals(), [n for n in TTNN_FUNCTIONS
-                                             if n not in ("open_device", "close_device")]))
+_NOT_SPMD = ("open_device", "close_device")
+globals().update(_spmd_namespace(globals(), [n for n in OWN_FUNCTIONS if n not in _NOT_SPMD]))
+
+
+def _op_sims() -> list | None:
+    """Each op's sim module (``<op package>.sim``, ``OpDef.package``) in registry order; None while
+    one of them is being imported (it imports this package first, and others may import it):
+    ``__getattr__`` collects them on the first name looked up after it."""
+    import importlib
+    import importlib.util
+    import sys
+
+    from ... import ops
+    names = [f"{pkg}.sim" for pkg in dict.fromkeys(d.package for d in ops.REGISTRY.values())]
+    if any(getattr(getattr(sys.modules.get(n), "__spec__", None), "_initializing", False)
+           for n in names):
+        return None
+    return [importlib.import_module(n) for n in names
+            if n in sys.modules or importlib.util.find_spec(n) is not None]
+
+
+def _assemble() -> bool:
+    """This namespace's op functions: every name of each op's sim module ``__all__``, its
+    ``TTNN_FUNCTIONS`` mesh-aware (mesh.spmd) and listed in ``TTNN_FUNCTIONS``."""
+    mods = _op_sims()
+    if mods is None:
+        return False
+    g = globals()
+    fns: list[str] = []
+    for m in mods:
+        for n in m.__all__:
+            g[n] = getattr(m, n)
+        fns += [n for n in m.TTNN_FUNCTIONS if n not in fns]
+    g.update(_spmd_namespace({n: getattr(m, n) for m in mods for n in m.TTNN_FUNCTIONS}, fns))
+    g["TTNN_FUNCTIONS"] = tuple(fns) + OWN_FUNCTIONS
+    return True
+
+
+_complete = _assemble()
+
+
+def __getattr__(name: str):
+    # an op's sim module imported before this package (it imports this package first) joins the
+    # namespace on the first name looked up here after it
+    global _complete
+    if not _complete and not name.startswith("__"):
+        _complete = _assemble()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,7 +1,7 @@
 """Conv weights cached already rounded to their TTNN format, for a fast warm build on the sim.
 
 A sim build rounds every conv weight to its weights dtype (bfloat8_b by default) as ttnn's
-prepared weight matrix holds it (``ops.quantized_conv_weight``); on a warm build that rounding was
+prepared weight matrix holds it (``ops/conv2d/sim.py quantized_conv_weight``); on a warm build that rounding was
 most of the build. The builder therefore hands ``cache.cached_prepare`` a ``postprocess`` that
 stores the rounded values (same names and shapes as the BN-folded weights; as bfloat16, which
 holds every value of the 16-bit and block-float formats exactly, unless the weights are float32), and
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Callable
 if TYPE_CHECKING:  # pragma: no cover
     from ...plans import Plan
 
-# Bump when ops.quantized_conv_weight's output changes (part of the cache key).
+# Bump when quantized_conv_weight (ops/conv2d/sim.py)'s output changes (part of the cache key).
 VERSION = 1
 
 
@@ -68,7 +68,7 @@ def postprocess(formats: dict[str, WeightFormat]) -> Callable[[dict], dict]:
 
         from .. import sim
         from ..common import data_type
-        from .ops import quantized_conv_weight
+        from ...ops.conv2d.sim import quantized_conv_weight
         for node, f in formats.items():
             p = params.get(node)
             if p is not None and p.get("weight") is not None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from ...graph import Node
 from ...layout import MemSpec
 from ...plan_config import PlanConfig
-from ..base import Field, OpDef, Parsed, Ref, activation, register
+from ..base import Field, OpDef, Parsed, activation, register
 from ..binary.rules import _out_binary
 from .rules import _c_batch_norm
 from ..conv2d import BN_EPS, BN_PARAMS, batch_norm, batchnorm_scale_shift, bn_eps, need_prefix
@@ -69,7 +69,6 @@ register(OpDef(
     arity=1,
     parse=parse, reference=reference, rules=_c_batch_norm,
     output=_out_binary, output_shape="broadcast", tile_input=True,
-    layer=Ref("ttmodels.layers.norm:BatchNorm"),
     sim_ops=("multiply", "add"), params=params, prepare=prepare,
     prepared_shapes=prepared_shapes, config=BatchNormPlan, init_random=init_random,
     calibrate=calibrate, batch_norms=lambda n: (n.weights,) if n.weights else (),

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ...graph import Node
 from ...layout import MemSpec
 from ...plan_config import PlanConfig, optional
-from ..base import Field, OpDef, Parsed, Ref, activation, register
+from ..base import Field, OpDef, Parsed, activation, register
 from .rules import _c_binary, _out_binary
 
 
@@ -76,13 +76,10 @@ class BinaryPlan(PlanConfig):
     inplace_blocked: str | None = optional()
 
 
-_LAYERS = {"add": "Add", "multiply": "Multiply", "subtract": "Subtract"}
-
 register(*(OpDef(
     op, "binary", fields=(Field("act", "act"),), arity=2, parse=parse, reference=reference,
     rules=_c_binary,
-    output=_out_binary, output_shape="broadcast", tile_input=True,
-    layer=Ref(f"ttmodels.layers.eltwise:{cls}"), sim_ops=(op, "reshape"), config=BinaryPlan,
+    output=_out_binary, output_shape="broadcast", tile_input=True, sim_ops=(op, "reshape"), config=BinaryPlan,
     doc=f"tensor {op} tensor / constant / per-image vector, activation fused",
     attrs_doc="activation (None | act); 2 inputs, either may be a constant",
-) for op, cls in _LAYERS.items()))
+) for op in ("add", "multiply", "subtract")))

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from ...graph import Node, TensorShape
 from ...plan_config import PlanConfig
-from ..base import OpDef, Parsed, Ref, register
+from ..base import OpDef, Parsed, register
 from .rules import _c_concat, _out_concat
 
 
@@ -33,8 +33,7 @@ class ConcatPlan(PlanConfig):
 register(OpDef(
     "concat", "concat", fields=(), arity="2+", parse=parse, reference=reference,
     rules=_c_concat,
-    output=_out_concat, output_shape="concat", tile_input=True,
-    layer=Ref("ttmodels.layers.concat:Concat"), sim_ops=("concat",), config=ConcatPlan,
+    output=_out_concat, output_shape="concat", tile_input=True, sim_ops=("concat",), config=ConcatPlan,
     follows_input="concat's output keeps its first input's memory config",
     doc="channel concat",
     attrs_doc="{}; >= 2 inputs with equal N, H, W",

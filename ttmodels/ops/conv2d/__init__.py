@@ -8,7 +8,7 @@ from typing import Any
 from ...graph import Node, TensorShape
 from ...layout import MemSpec
 from ...plan_config import PlanConfig, SliceConfig, optional
-from ..base import (Field, OpDef, Parsed, Ref, activation, pads, prepare_weight_bias,
+from ..base import (Field, OpDef, Parsed, activation, pads, prepare_weight_bias,
                    register, window_out)
 from .rules import _c_conv, _out_conv
 
@@ -251,7 +251,6 @@ register(OpDef(
             Field("bias", "bool"), Field("act", "act"), Field("bn", "bn"),
             Field("lowering", "choice"), Field("weights", "name"), Field("in_channels", "int")),
     arity=1, parse=parse, reference=reference, rules=_c_conv, output=_out_conv,
-    layer=Ref("ttmodels.layers.conv2d:Conv2d"),
     sim_ops=("conv2d", "prepare_conv_weights", "prepare_conv_bias", "linear"),
     params=params, prepare=prepare, prepared_shapes=prepared_shapes, init_random=init_random,
     calibrate=calibrate,

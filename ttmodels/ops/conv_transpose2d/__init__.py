@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from ...graph import Node, TensorShape
-from ..base import Field, OpDef, Parsed, Ref, activation, prepare_weight_bias, register
+from ..base import Field, OpDef, Parsed, activation, prepare_weight_bias, register
 from ..conv2d.rules import _out_conv
 from .rules import _c_conv_transpose
 from ..conv2d import Conv2dPlan, _rescale_to_unit_rms, need_prefix
@@ -121,7 +121,6 @@ register(OpDef(
             Field("groups", "int"), Field("bias", "bool"), Field("act", "act"),
             Field("weights", "name"), Field("in_channels", "int")),
     arity=1, parse=parse, reference=reference, rules=_c_conv_transpose, output=_out_conv,
-    layer=Ref("ttmodels.layers.conv_transpose:ConvTranspose2d"),
     sim_ops=("conv_transpose2d", "prepare_conv_transpose2d_weights",
              "prepare_conv_transpose2d_bias"),
     params=params, prepare=prepare_weight_bias, prepared_shapes=prepared_shapes, init_random=init_random,

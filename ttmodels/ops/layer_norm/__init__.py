@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ...graph import Node
 from ...layout import MemSpec
 from ...plan_config import PlanConfig
-from ..base import Field, OpDef, Parsed, Ref, register
+from ..base import Field, OpDef, Parsed, register
 from ...rules import _out_same_memory
 from .rules import _c_layer_norm
 from ..conv2d import need_prefix
@@ -79,7 +79,7 @@ register(OpDef(
     fields=(Field("eps", "number"), Field("affine", "bool"), Field("weights", "name")),
     arity=1, parse=parse, reference=reference, rules=_c_layer_norm, output=_out_same_memory,
     output_shape="same", tile_input=True,
-    layer=Ref("ttmodels.layers.norm:LayerNorm"), sim_ops=("layer_norm",),
+    sim_ops=("layer_norm",),
     params=params, prepare=prepare, prepared_shapes=prepared_shapes, init_random=init_random,
     calibrate=calibrate, config=LayerNormPlan,
     follows_input="layer_norm runs on an interleaved input (no sharded program config is "

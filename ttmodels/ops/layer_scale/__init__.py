@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from ...graph import Node
 from ...layout import MemSpec
 from ...plan_config import PlanConfig
-from ..base import Field, OpDef, Parsed, Ref, register
+from ..base import Field, OpDef, Parsed, register
 from ..binary.rules import _out_binary
 from .rules import _c_layer_scale
 from ..conv2d import need_prefix
@@ -65,7 +65,7 @@ register(OpDef(
     fields=(Field("weights", "name"), Field("param_shape", "choice")),
     arity=1, parse=parse, reference=reference, rules=_c_layer_scale, output=_out_binary,
     output_shape="broadcast", tile_input=True,
-    layer=Ref("ttmodels.layers.norm:LayerScale"), sim_ops=("multiply",),
+    sim_ops=("multiply",),
     params=params, prepare=prepare, prepared_shapes=prepared_shapes, init_random=init_random,
     calibrate=calibrate, config=LayerScalePlan,
     doc="x times a per-channel scale from the weights (layer scale)",

@@ -10,7 +10,7 @@ from typing import Any
 from ...graph import Node, TensorShape
 from ...layout import MemSpec
 from ...plan_config import PlanConfig
-from ..base import Field, OpDef, Parsed, Ref, activation, prepare_weight_bias, register
+from ..base import Field, OpDef, Parsed, activation, prepare_weight_bias, register
 from .rules import _c_linear, _out_linear
 from ..conv2d import need_prefix
 
@@ -91,7 +91,6 @@ register(OpDef(
     fields=(Field("out", "int"), Field("bias", "bool"), Field("act", "act"),
             Field("weights", "name"), Field("in_features", "int")),
     arity=1, parse=parse, reference=reference, rules=_c_linear, output=_out_linear,
-    layer=Ref("ttmodels.layers.linear:Linear"),
     sim_ops=("linear",), tile_input=True, config=LinearPlan, init_random=init_random,
     calibrate=calibrate, params=params, prepare=prepare_weight_bias, prepared_shapes=prepared_shapes,
     follows_input="linear runs interleaved (no sharded program config is planned)",

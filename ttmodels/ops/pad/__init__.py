@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from ...graph import Node, TensorShape
 from ...layout import MemSpec
 from ...plan_config import PlanConfig
-from ..base import Field, OpDef, Parsed, Ref, pads, register
+from ..base import Field, OpDef, Parsed, pads, register
 from ...rules import _out_same_memory
 from .rules import _c_pad
 
@@ -41,8 +41,7 @@ class PadPlan(PlanConfig):
 register(OpDef(
     "pad", "pad", fields=(Field("padding", "pad4"), Field("value", "number")), arity=1,
     parse=parse, reference=reference, rules=_c_pad,
-    output=_out_same_memory,
-    layer=Ref("ttmodels.layers.pad:Pad"), sim_ops=("pad", "to_layout", "reshape"), config=PadPlan,
+    output=_out_same_memory, sim_ops=("pad", "to_layout", "reshape"), config=PadPlan,
     follows_input="pad's output keeps its input's memory config",
     doc="constant padding of H and W",
     attrs_doc="padding (t, b, l, r), value (float)",

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from ...graph import Node, TensorShape
 from ...layout import MemSpec
 from ...plan_config import PlanConfig, SliceConfig, optional
-from ..base import Field, OpDef, Parsed, Ref, pads, register, window_out
+from ..base import Field, OpDef, Parsed, pads, register, window_out
 from .rules import _c_pool, _out_pool
 
 
@@ -126,11 +126,10 @@ class PoolPlan(PlanConfig):
 _WHY = "pool2d's output keeps the shard grid it reads its input on"
 
 
-def _def(name, fields, parse, reference, layer, sim_ops, **kw) -> OpDef:
+def _def(name, fields, parse, reference, sim_ops, **kw) -> OpDef:
     return OpDef(name, "pool", fields=fields, arity=1, parse=parse, reference=reference,
                  rules=_c_pool,
-                 output=_out_pool,
-                 layer=Ref(f"ttmodels.layers.pool:{layer}"), sim_ops=sim_ops, config=PoolPlan,
+                 output=_out_pool, sim_ops=sim_ops, config=PoolPlan,
                  **kw)
 
 
@@ -138,16 +137,16 @@ _WINDOW = (Field("kernel", "pair"), Field("stride", "pair"), Field("padding", "p
 
 register(
     _def("max_pool2d", _WINDOW + (Field("dilation", "pair"), Field("ceil_mode", "bool")),
-         parse_window, reference_window, "MaxPool2d", ("max_pool2d", "reshape"),
+         parse_window, reference_window, ("max_pool2d", "reshape"),
          follows_input=_WHY, doc="max pool (ttnn pool2d)",
          attrs_doc="kernel, stride, padding (t, b, l, r), dilation, ceil_mode"),
     _def("avg_pool2d", _WINDOW + (Field("ceil_mode", "bool"), Field("count_include_pad", "bool")),
-         parse_window, reference_window, "AvgPool2d", ("avg_pool2d", "reshape"),
+         parse_window, reference_window, ("avg_pool2d", "reshape"),
          follows_input=_WHY, doc="average pool (ttnn pool2d)",
          attrs_doc="kernel, stride, padding (t, b, l, r), ceil_mode, count_include_pad"),
-    _def("global_avg_pool", (), parse_global, reference_global, "GlobalAvgPool",
+    _def("global_avg_pool", (), parse_global, reference_global,
          ("avg_pool2d",), follows_input=_WHY, doc="mean over H and W", attrs_doc="{}"),
     _def("adaptive_avg_pool2d", (Field("size", "pair"),), parse_adaptive, reference_adaptive,
-         "AdaptiveAvgPool2d", ("adaptive_avg_pool2d",), doc="average pool to a given size",
+         ("adaptive_avg_pool2d",), doc="average pool to a given size",
          attrs_doc="size (oh, ow)"),
 )

@@ -8,7 +8,7 @@ the classifier's weights load as they are)."""
 from __future__ import annotations
 
 from ...graph import Node, TensorShape
-from ..base import Field, OpDef, Parsed, Ref, register
+from ..base import Field, OpDef, Parsed, register
 from ...rules import _out_same_memory
 from .rules import _c_reshape
 
@@ -91,8 +91,7 @@ def steps(node: Node, s: TensorShape) -> list[tuple[str, tuple[int, ...]]]:
 def _def(name: str, fields, doc: str, attrs_doc: str) -> OpDef:
     return OpDef(name, "reshape", fields=fields, arity=1, parse=parse, reference=reference,
                  rules=_c_reshape,
-                 output=_out_same_memory,
-                 layer=Ref("ttmodels.layers.reshape:Reshape"), sim_ops=("reshape", "permute"),
+                 output=_out_same_memory, sim_ops=("reshape", "permute"),
                  tile_input=True,
                  follows_input="reshape/permute run on an interleaved input and keep its memory "
                                "config",

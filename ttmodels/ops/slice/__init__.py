@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ...graph import Node, TensorShape
-from ..base import Field, OpDef, Parsed, Ref, register
+from ..base import Field, OpDef, Parsed, register
 from ...rules import _out_same_memory
 from .rules import _c_slice
 
@@ -30,8 +30,7 @@ def reference(model, node: Node, env):
 register(OpDef(
     "slice", "slice", fields=(Field("channels", "range"),), arity=1, parse=parse,
     reference=reference, rules=_c_slice,
-    output=_out_same_memory,
-    layer=Ref("ttmodels.layers.slice:Slice"), sim_ops=("slice",),
+    output=_out_same_memory, sim_ops=("slice",),
     doc="channel slice [start, stop)",
     attrs_doc="start, stop: channels [start, stop)",
 ))

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from ...graph import Node
 from ...layout import MemSpec
 from ...plan_config import PlanConfig
-from ..base import OpDef, Parsed, Ref, register
+from ..base import OpDef, Parsed, register
 from .rules import _c_softmax, _out_softmax
 
 
@@ -28,8 +28,7 @@ class SoftmaxPlan(PlanConfig):
 register(OpDef(
     "softmax", "softmax", fields=(), arity=1, parse=parse, reference=reference,
     rules=_c_softmax,
-    output=_out_softmax, output_shape="same", tile_input=True,
-    layer=Ref("ttmodels.layers.eltwise:Softmax"), sim_ops=("softmax",), config=SoftmaxPlan,
+    output=_out_softmax, output_shape="same", tile_input=True, sim_ops=("softmax",), config=SoftmaxPlan,
     follows_input="softmax keeps its input's memory config",
     doc="softmax over the channels of each pixel (ttnn.softmax, dim -1)", attrs_doc="{}",
 ))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from ...graph import Node
-from ..base import Field, OpDef, Parsed, Ref, register
+from ..base import Field, OpDef, Parsed, register
 from ...rules import _out_same_memory
 from .rules import _c_split
 from ..slice import _is_int
@@ -46,7 +46,7 @@ def reference(model, node: Node, env):
 register(OpDef(
     "split", "split", fields=(Field("channels", "range"),), arity=1, parse=parse,
     reference=reference, rules=_c_split,
-    output=_out_same_memory, layer=Ref("ttmodels.layers.slice:Split"),
+    output=_out_same_memory,
     sim_ops=("slice",), doc="channel split into named outputs",
     attrs_doc="sections ((name, start, stop), ...); the named outputs are Node.outputs "
               "(<node>.<name>), the node's shape is its input's",

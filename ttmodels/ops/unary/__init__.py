@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ... import activations as A
 from ...graph import Node
-from ..base import Field, OpDef, Parsed, Ref, activation, register
+from ..base import Field, OpDef, Parsed, activation, register
 from ...rules import _out_same_memory
 from .rules import _c_relu
 
@@ -36,19 +36,18 @@ def reference(model, node: Node, env):
     return activation(x, unary_activation(node.op, node.attrs), node)
 
 
-def _def(name: str, fields: tuple[Field, ...], layer: str, sim_op: str, **kw) -> OpDef:
+def _def(name: str, fields: tuple[Field, ...], sim_op: str, **kw) -> OpDef:
     return OpDef(name, "unary", fields=fields, arity=1, parse=parse, reference=reference,
                  rules=_c_relu,
-                 output=_out_same_memory, output_shape="same",
-                 layer=Ref(f"ttmodels.layers.eltwise:{layer}"), sim_ops=(sim_op,), **kw)
+                 output=_out_same_memory, output_shape="same", sim_ops=(sim_op,), **kw)
 
 
 register(*(_def(a.name, tuple(Field(p.name, "number") for p in a.params),
-                "Relu" if a.name == "relu" else "Unary", a.ttnn_function,
+                a.ttnn_function,
                 follows_input="relu's output keeps its input's memory config"
                 if a.name == "relu" else None,
                 doc=f"standalone {a.name} (ttnn.{a.ttnn_function})",
                 attrs_doc=", ".join(f"{p.name} (float)" for p in a.params) or "{}")
            for a in A.ACTIVATIONS.values()),
-         _def("identity", (), "Unary", "identity", doc="ttnn.identity (a copy)",
+         _def("identity", (), "identity", doc="ttnn.identity (a copy)",
               attrs_doc="{}"))

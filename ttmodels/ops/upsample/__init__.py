@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from ...graph import Node, TensorShape
 from ...layout import MemSpec, TensorLayout
 from ...plan_config import PlanConfig, optional
-from ..base import Field, OpDef, Parsed, Ref, register
+from ..base import Field, OpDef, Parsed, register
 from .rules import _c_upsample, _out_upsample
 
 
@@ -90,7 +90,6 @@ register(OpDef(
     fields=(Field("scale", "pair"), Field("size_of", "tensor"), Field("mode", "choice"),
             Field("align_corners", "bool")),
     arity=1, parse=parse, reference=reference, rules=_c_upsample, output=_out_upsample,
-    layer=Ref("ttmodels.layers.upsample:Upsample"),
     sim_ops=("upsample", "grid_sample", "prepare_grid_sample_grid", "reshape"),
     rule_op=rule_op, config=UpsamplePlan, follows_input="upsample's output keeps its input's memory config",
     doc="nearest / bilinear upsample by an integer factor",

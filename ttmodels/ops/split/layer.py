@@ -1,21 +1,7 @@
-"""slice: channels [start, stop) of a [1, 1, rows, C] tensor (ttnn.slice with starts/ends/steps)."""
+"""split: channel sections of a [1, 1, rows, C] tensor, one ``ttnn.slice`` each."""
 from __future__ import annotations
 
-from .base import Layer
-
-
-class Slice(Layer):
-    op = "slice"
-
-    def __call__(self, inputs):
-        s = self.input_shape(0)
-        a = self.attrs
-        kw = {}
-        mc = self.requested_memory_config()
-        if mc is not None:
-            kw["memory_config"] = mc
-        return self.tt.slice(inputs[0], [0, 0, 0, int(a["start"])], [1, 1, s.rows, int(a["stop"])],
-                             [1, 1, 1, 1], **kw)
+from ...layers.base import Layer
 
 
 class Split(Layer):
@@ -32,3 +18,6 @@ class Split(Layer):
         return tuple(self.tt.slice(inputs[0], [0, 0, 0, int(lo)], [1, 1, s.rows, int(hi)],
                                    [1, 1, 1, 1], **kw)
                      for _, lo, hi in self.attrs["sections"])
+
+
+LAYERS = {"split": Split}

@@ -2,7 +2,7 @@
 their op module lists (``ops.reshape.steps``); the last call gets the plan's memory config."""
 from __future__ import annotations
 
-from .base import Layer
+from ...layers.base import Layer
 
 
 class Reshape(Layer):
@@ -10,7 +10,7 @@ class Reshape(Layer):
 
     def __init__(self, planned, params, backend, **kw):
         super().__init__(planned, params, backend, **kw)
-        from ..ops.reshape import steps
+        from . import steps
         self.steps = steps(self.node, self.input_shape(0))
 
     def __call__(self, inputs):
@@ -25,3 +25,6 @@ class Reshape(Layer):
             else:
                 x = tt.reshape(x, list(arg))
         return x
+
+
+LAYERS = {op: Reshape for op in ("flatten", "reshape", "permute", "channel_shuffle")}

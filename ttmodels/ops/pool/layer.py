@@ -1,9 +1,9 @@
 """max_pool2d, avg_pool2d and the global average pool (avg_pool2d over the whole map)."""
 from __future__ import annotations
 
-from ..backends import common
-from .base import Layer
-from .conv2d import conv_padding
+from ...backends import common
+from ...layers.base import Layer
+from ..conv2d.layer import conv_padding
 
 
 class _Pool(Layer):
@@ -28,7 +28,7 @@ class _Pool(Layer):
         sl = cfg.slice
         if sl:
             # DRAM-sliced pool (planner.plan_pool_sliced): the same Op2DSliceConfig as conv2d
-            from .conv2d import slice_config
+            from ..conv2d.layer import slice_config
             kw["dram_slice_config"] = slice_config(tt, self.planned)
         return kw
 
@@ -103,3 +103,7 @@ class AdaptiveAvgPool2d(_Pool):
         return self.tt.adaptive_avg_pool2d(
             inputs[0], s.n, s.h, s.w, s.c, [int(v) for v in self.attrs["size"]],
             compute_kernel_config=self.get_compute_config(), **kw)
+
+
+LAYERS = {"max_pool2d": MaxPool2d, "avg_pool2d": AvgPool2d, "global_avg_pool": GlobalAvgPool,
+          "adaptive_avg_pool2d": AdaptiveAvgPool2d}

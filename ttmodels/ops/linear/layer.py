@@ -1,10 +1,10 @@
 """linear: [1, 1, rows, in] x weight^T + bias (the classifier head after the global pool)."""
 from __future__ import annotations
 
-from .. import activations
-from ..backends import common
-from ..layout import DRAM_INTERLEAVED
-from .base import Layer
+from ... import activations
+from ...backends import common
+from ...layout import DRAM_INTERLEAVED
+from ...layers.base import Layer
 
 
 class Linear(Layer):
@@ -44,3 +44,6 @@ class Linear(Layer):
                 activations.unary_with_param(self.tt, self.activation)
         return self.activation_after(self.tt.linear(inputs[0], self.weight, **kwargs),
                                      self.activation_later)
+
+
+LAYERS = {"linear": Linear}

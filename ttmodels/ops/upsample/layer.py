@@ -9,8 +9,8 @@ output pixel) and kept on the device.
 """
 from __future__ import annotations
 
-from ..errors import LayoutError
-from .base import Layer
+from ...errors import LayoutError
+from ...layers.base import Layer
 
 
 def align_corners_grid(n: int, out_h: int, out_w: int):
@@ -50,7 +50,7 @@ class Upsample(Layer):
             self._init_grid()
 
     def _init_grid(self):
-        from ..backends import common
+        from ...backends import common
         tt = self.tt
         s, o = self.input_shape(0), self.out_shape
         grid = tt.from_torch(align_corners_grid(s.n, o.h, o.w), dtype=tt.float32)
@@ -78,3 +78,6 @@ class Upsample(Layer):
             y = tt.upsample(x, self.scale, **kwargs)
         o = self.out_shape
         return tt.reshape(y, (1, 1, o.n * o.h * o.w, o.c))
+
+
+LAYERS = {"upsample": Upsample}

@@ -1,11 +1,9 @@
 """Binary ops (add, multiply, subtract: tensor (op) tensor, tensor (op) constant, or a tensor
-against a per-image vector [N, 1, 1, C] -- the squeeze-and-excitation gate) and the standalone
-eltwise unary ops of the activation table (relu, sigmoid, silu, ...) plus identity."""
+against a per-image vector [N, 1, 1, C] -- the squeeze-and-excitation gate)."""
 from __future__ import annotations
 
-from .. import activations as A
-from ..ops import unary_activation
-from .base import Layer
+from ... import activations as A
+from ...layers.base import Layer
 
 
 class Binary(Layer):
@@ -71,38 +69,4 @@ class Subtract(Binary):
     op = "subtract"
 
 
-class Unary(Layer):
-    """``ttnn.<function>(x[, param], memory_config=...)`` of the activation table; identity is
-    ``ttnn.identity``."""
-
-    def __init__(self, planned, params, backend, **kw):
-        super().__init__(planned, params, backend, **kw)
-        self.op = self.node.op
-        self.activation = unary_activation(self.op, self.attrs)
-
-    def __call__(self, inputs):
-        tt = self.tt
-        kwargs = {}
-        mc = self.requested_memory_config()
-        if mc is not None:
-            kwargs["memory_config"] = mc
-        if self.activation is None:
-            return tt.identity(inputs[0], **kwargs)
-        fn, args, fixed = A.standalone(tt, self.activation)
-        return fn(inputs[0], *args, **fixed, **kwargs)
-
-
-class Relu(Unary):
-    op = "relu"
-
-
-class Softmax(Layer):
-    """softmax over channels: ``ttnn.softmax(x, -1)`` (numerically stable; no dtype argument)."""
-    op = "softmax"
-
-    def __call__(self, inputs):
-        kw = dict(compute_kernel_config=self.get_compute_config())
-        mc = self.requested_memory_config()
-        if mc is not None:
-            kw["memory_config"] = mc
-        return self.tt.softmax(inputs[0], -1, **kw)
+LAYERS = {"add": Add, "multiply": Multiply, "subtract": Subtract}

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from .. import activations
-from ..backends import common
-from ..errors import LayoutError
-from ..layout import DRAM_INTERLEAVED
-from ..plans import PlannedLayer
-from .base import Layer
+from ... import activations
+from ...backends import common
+from ...errors import LayoutError
+from ...layout import DRAM_INTERLEAVED
+from ...plans import PlannedLayer
+from ...layers.base import Layer
 
 
 def conv_padding(padding) -> list[int]:
@@ -178,7 +178,7 @@ class Conv2d(ConvLayer):
         shared along output channels in both lowerings, and conv2d also converts its bias to the
         weights dtype. TT's models prepare linear weights the same way
         (ttnn.model_preprocessing preprocess_linear_weight/bias: ``weight.T``, TILE)."""
-        from ..matmul_solver import to_ttnn
+        from ...matmul_solver import to_ttnn
         tt = self.tt
         a, cfg = self.attrs, self.config
         if self.groups != 1 or self.kernel != (1, 1):
@@ -236,3 +236,6 @@ class Conv2d(ConvLayer):
             raise LayoutError(f"conv2d produced {oh}x{ow}, the graph expects "
                               f"{self.out_shape.h}x{self.out_shape.w}", layer=self.name)
         return out  # [1, 1, N*OH*OW, O]: ttnn's conv output is already flat
+
+
+LAYERS = {"conv2d": Conv2d}

@@ -9,7 +9,7 @@ tt-metal lowers a transposed convolution to its conv2d micro-op
   is first expanded to the dense block-diagonal ``[Cin, Cout, kh, kw]``
   (``convert_conv_weight_tensor_to_grouped_layout_for_conv_transpose2d``) and prepared with
   groups=1. Then conv2d's preparation: the ``[kh*kw*Cin_pad, Cout_pad]`` matrix in the weights
-  dtype (the sim quantizes the same matrix, ``ops._prepare_weight``);
+  dtype (the sim quantizes the same matrix, ``ops/conv2d/sim.py _prepare_weight``);
 * input: the halo op with ``is_transpose`` inserts ``stride - 1`` zeros between input pixels and
   pads ``dilation * (k - 1) - padding`` on the top/left and that plus ``output_padding`` on the
   bottom/right (sliding_window.cpp ``get_transposed_full_input_shape`` /
@@ -25,13 +25,17 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ...backends.sim import types as T
+from ...backends.sim.numerics import (DEVICE_GRID, _apply_unary, _fidelity, _fp32_dest, _layout_name,
+                                      _matmul_bias, _operand, _pad4, _pair)
+from ...backends.sim.tensor import SimTensor, _check, _on_device, current_layer, dtype_name
 from ...errors import Error
-from . import types as T
-from .ops import (DEVICE_GRID, _apply_unary, _fp32_dest, _check_prepared, _conv_weight_form, _fidelity,
-                  _is_mm_conv, _layout_name, _matmul_bias, _operand, _pad4, _pair,
-                  _prepare_bias, _prepare_weight, _weights_dtype, _cached_preparation,
-                  _conv_outputs, _remember_preparation)
-from .tensor import SimTensor, _check, _on_device, current_layer, dtype_name
+from ..conv2d.sim import (_cached_preparation, _check_prepared, _conv_outputs, _conv_weight_form,
+                          _is_mm_conv, _prepare_bias, _prepare_weight, _remember_preparation,
+                          _weights_dtype)
+
+__all__ = ["conv_transpose2d", "prepare_conv_transpose2d_weights", "prepare_conv_transpose2d_bias"]
+TTNN_FUNCTIONS = ("conv_transpose2d", "prepare_conv_transpose2d_weights", "prepare_conv_transpose2d_bias")
 
 OP = "conv_transpose2d"
 
@@ -77,7 +81,7 @@ def _prepare_transposed(weight: SimTensor, *, in_channels, out_channels, kernel,
     conv_w = SimTensor(mirrored_conv_weight(w, groups, mirror_kernel).contiguous(), weight.dtype,
                        T.Layout.ROW_MAJOR, None, None)
     # the block-diagonal dense matrix ttnn prepares with groups=1 stores the same bits as the
-    # grouped preparation of its diagonal blocks (ops._prepare_grouped)
+    # grouped preparation of its diagonal blocks (conv2d's sim, _prepare_grouped)
     out = _prepare_weight(conv_w, in_channels=in_channels, out_channels=out_channels, kernel=(kh, kw),
                           groups=groups, wdtype=wdtype, input_layout=input_layout, device=device,
                           matmul=matmul)

@@ -1,11 +1,11 @@
 """conv_transpose2d: ttnn.conv_transpose2d with torch's ConvTranspose2d weights and the plan's
-sharding decisions (the same ``Conv2dConfig`` as conv2d's, layers/conv2d.py)."""
+sharding decisions (the same ``Conv2dConfig`` as conv2d's, ops/conv2d/layer.py)."""
 from __future__ import annotations
 
-from ..backends import common
-from ..errors import LayoutError
-from .. import activations
-from .conv2d import ConvLayer, conv2d_config
+from ...backends import common
+from ...errors import LayoutError
+from ... import activations
+from ..conv2d.layer import ConvLayer, conv2d_config
 
 
 class ConvTranspose2d(ConvLayer):
@@ -52,3 +52,6 @@ class ConvTranspose2d(ConvLayer):
         # what conv2d_config could not fuse (activations.op_split) runs after it
         return self.activation_after(out, activations.op_split(self.attrs.get("activation"),
                                                                "conv")[1])
+
+
+LAYERS = {"conv_transpose2d": ConvTranspose2d}

@@ -1,10 +1,10 @@
 """pad: spatial zero/constant padding of an NHWC activation."""
 from __future__ import annotations
-from ..formats import BLOCK_FLOAT_DTYPES
+from ...formats import BLOCK_FLOAT_DTYPES
 
-from ..backends import common
-from ..layout import TILE_LAYOUT
-from .base import Layer
+from ...backends import common
+from ...layout import TILE_LAYOUT
+from ...layers.base import Layer
 
 
 
@@ -39,3 +39,6 @@ class Pad(Layer):
         tt.deallocate(rm)
         tt.deallocate(p)
         return res
+
+
+LAYERS = {"pad": Pad}
