@@ -31,7 +31,7 @@ MODELS = {
     "bevdet-b6-256x704": ("bevdet_r50_encoder", {"batch_size": 6, "input_size": (256, 704)}),
     "my_backbone": (REPO / "examples" / "my_backbone" / "backbone.yaml", {}),
     # block-sharded 1x1 convs whose input channels do not fill the channel cores: conv2d
-    # reshards them itself (rules.conv_reshards_input)
+    # reshards them itself (ops/conv2d/sharding.py conv_reshards_input)
     "mobilenet_v2-b1": ("mobilenet_v2", {"batch_size": 1}),
     "efficientnet_b0-b1": ("efficientnet_b0", {"batch_size": 1}),
     # the op-vocabulary models (grouped convs; wide bottlenecks)

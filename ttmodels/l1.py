@@ -393,17 +393,3 @@ def layer_parts(layer) -> dict[str, int]:
     if gap > 0:
         out["cb"] += gap
     return out
-
-
-# TEMP re-export for planner.py (removed at merge): planner.py reads ``l1.conv_l1``,
-# ``l1.pool_l1`` and ``l1.conv_transpose_geometry``, which moved to ``ops/<op>/l1.py`` (those
-# import this module, so this lookup is by name, on first use).
-_TEMP_PLANNER_NAMES = {"conv_l1": "conv2d", "pool_l1": "pool", "conv_transpose_geometry": "conv_transpose2d"}
-
-
-def __getattr__(name: str):
-    # TEMP re-export for planner.py (removed at merge)
-    if name not in _TEMP_PLANNER_NAMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-    return getattr(importlib.import_module(f"ttmodels.ops.{_TEMP_PLANNER_NAMES[name]}.l1"), name)

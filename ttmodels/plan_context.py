@@ -35,6 +35,9 @@ from .layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, 
                      TensorLayout)
 from .ops.conv2d import Conv2dPlan
 from .plans import PlannedLayer
+from .ops.conv2d.l1 import conv_l1
+from .ops.conv2d.sharding import conv_input_parallel_config, conv_memspec, conv_output_memspec, conv_reshards_input, determine_parallel_config, is_matmul_conv, parallel_config_of
+from .ops.conv_transpose2d.l1 import conv_transpose_geometry
 
 
 class PlanContext(Protocol):
@@ -127,7 +130,7 @@ class ConvCandidate:
 
 def is_mm(node: Node) -> bool:
     a = node.attrs
-    return R.is_matmul_conv(a["kernel"], a["stride"], a["padding"], a.get("dilation", (1, 1)),
+    return is_matmul_conv(a["kernel"], a["stride"], a["padding"], a.get("dilation", (1, 1)),
                             a.get("groups", 1))
 
 
@@ -154,30 +157,30 @@ def conv_candidate(ctx: PlanContext, node: Node, kind: str, x: TensorLayout,
         in_rows, in_w, out_rows = dims
     c_in = a["in_channels"]
     mm = is_mm(node)
-    if follow_input and not transposed and R.conv_reshards_input(x.memory, c_in, is_mm=mm):
+    if follow_input and not transposed and conv_reshards_input(x.memory, c_in, is_mm=mm):
         # conv2d would reshard this input itself onto its own parallel config: plan that
         # config, so an adapter does the reshard in the open (and the L1 estimate sees it)
-        pc = R.conv_input_parallel_config(x.memory, out_rows, c_in, c_out, is_mm=mm,
+        pc = conv_input_parallel_config(x.memory, out_rows, c_in, c_out, is_mm=mm,
                                           device_grid=ctx.grid, act_block_h=act_block_h)
-        conv_in = TensorLayout(R.conv_memspec(pc.kind, in_rows, c_in, pc), x.layout, x.dtype)
+        conv_in = TensorLayout(conv_memspec(pc.kind, in_rows, c_in, pc), x.layout, x.dtype)
     elif follow_input:
-        pc = R.parallel_config_of(x.memory)
+        pc = parallel_config_of(x.memory)
         conv_in = x
     else:
-        pc = R.determine_parallel_config(kind, out_rows, c_in, c_out, ctx.grid,
+        pc = determine_parallel_config(kind, out_rows, c_in, c_out, ctx.grid,
                                          channels_padding=not mm, act_block_h=act_block_h)
         # a DRAM slice reaches the conv as padded_slice's row-major sticks (measured on the
         # mock device: its shards hold 8-aligned, not tile-aligned, channels)
-        conv_in = TensorLayout(R.conv_memspec(kind, in_rows, c_in, pc),
+        conv_in = TensorLayout(conv_memspec(kind, in_rows, c_in, pc),
                                ROW_MAJOR if dims is not None else x.layout, x.dtype)
     # ttnn's output spec: output parallel config, then (matmul convs) only the cores that
-    # hold output blocks (rules.conv_output_memspec)
-    out_mem = R.conv_output_memspec(pc, out_rows, c_out, is_mm=mm and not transposed,
+    # hold output blocks (sharding.conv_output_memspec)
+    out_mem = conv_output_memspec(pc, out_rows, c_out, is_mm=mm and not transposed,
                                     device_grid=ctx.grid)
     out = TensorLayout(out_mem, TILE_LAYOUT, node.precision.activations)
     ih, iw, oh, ow = slice_hw or (in_shape.h, in_shape.w, node.shape.h, node.shape.w)
     if transposed:
-        geo = l1m.conv_transpose_geometry(in_shape.n, in_shape.h, in_shape.w, node.shape.h,
+        geo = conv_transpose_geometry(in_shape.n, in_shape.h, in_shape.w, node.shape.h,
                                           node.shape.w, a["kernel"], a["stride"], a["padding"],
                                           a["output_padding"], a["dilation"])
     else:
@@ -190,7 +193,7 @@ def conv_candidate(ctx: PlanContext, node: Node, kind: str, x: TensorLayout,
         received = TensorLayout(MemSpec(INTERLEAVED, "dram"), x.layout, x.dtype)
     else:
         received = None if follow_input or x.memory.sharded else x
-    est = l1m.conv_l1(kind=kind, in_layout=conv_in, out_layout=out, in_rows=in_rows,
+    est = conv_l1(kind=kind, in_layout=conv_in, out_layout=out, in_rows=in_rows,
                       in_w=in_w, c_in=c_in, out_rows=out_rows, c_out=c_out,
                       kernel=tuple(a["kernel"]), cores_nhw=pc.cores_nhw, cores_c=pc.cores_c,
                       num_cores=pc.num_cores, weights_dtype=node.precision.weights,

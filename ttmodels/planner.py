@@ -42,6 +42,7 @@ from .layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, 
                      TensorLayout)
 from . import ops
 from .plans import Adapter, BlockingNote, Plan, PlannedLayer, ReorderNote
+from .ops.conv2d.sharding import determine_parallel_config
 
 
 def _flat(shape: TensorShape) -> tuple[int, int, int, int]:
@@ -437,7 +438,7 @@ class _Planner:
             # CoreRange), not the same number of cores laid out along rows
             return R.reshape_memspec(MemSpec(p.kind, "l1", tuple(p.grid), p.grid[0] * p.grid[1]),
                                      rows, c)
-        pc = R.determine_parallel_config(p.kind, rows, c, c, self.grid)
+        pc = determine_parallel_config(p.kind, rows, c, c, self.grid)
         return R.sharded_memspec(p.kind, rows, c, num_cores=pc.num_cores, device_grid=self.grid)
 
     def consumers_need_tile(self, node: Node) -> bool:

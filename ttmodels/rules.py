@@ -477,36 +477,6 @@ def raise_if_violations(violations: Iterable[Violation], layer: str) -> None:
     raise LayoutError(msg, layer=layer, rule=vs[0].rule)
 
 
-# TEMP re-export for planner.py (removed at merge): the names planner.py reads as ``R.<name>``
-# that moved to the ops' sharding modules (pure layout math: they import no rules module, so no
-# import cycle). The merge rewrites planner.py to import them from there.
-_TEMP_PLANNER_NAMES = {
-    "conv2d": ("conv_input_parallel_config", "conv_memspec", "conv_output_memspec",
-               "conv_reshards_input", "conv_slice_dim", "conv_slice_type_guess",
-               "determine_parallel_config", "is_matmul_conv", "parallel_config_of",
-               "select_conv_shard_layout"),
-    "pool": ("pool_input_memspec", "pool_parallel_config", "pool_parallel_config_of"),
-    "binary": ("binary_output_source", "is_native_binary_sharding"),
-    "upsample": ("bilinear_upsample_memspec",),
-    "concat": ("concat_shard_misalignment",),
-}
-
-
-def _temp_planner_name(name: str):
-    # TEMP re-export for planner.py (removed at merge)
-    if not any(name in names for names in _TEMP_PLANNER_NAMES.values()):
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from .ops.binary import sharding as binary
-    from .ops.concat import sharding as concat
-    from .ops.conv2d import sharding as conv2d
-    from .ops.pool import sharding as pool
-    from .ops.upsample import sharding as upsample
-    mods = {"conv2d": conv2d, "pool": pool, "binary": binary, "upsample": upsample,
-            "concat": concat}
-    return next(getattr(mods[op], name) for op, names in _TEMP_PLANNER_NAMES.items()
-                if name in names)
-
-
 def __getattr__(name: str):
     """The names that need the registry, computed on first use: ``RULES`` (the whole table),
     ``GRAPH_OPS`` (every spec op), ``BINARY`` / ``UNARY`` (the families)."""
@@ -517,4 +487,4 @@ def __getattr__(name: str):
         if name == "GRAPH_OPS":
             return tuple(REGISTRY)
         return tuple(op for op, d in REGISTRY.items() if d.family == name.lower())
-    return _temp_planner_name(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

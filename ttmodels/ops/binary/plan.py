@@ -11,6 +11,7 @@ from ...layout import TILE_LAYOUT, MemSpec, TensorLayout
 from ...plan_context import PlanContext
 from ...plans import PlannedLayer
 from . import BinaryPlan
+from .sharding import is_native_binary_sharding
 
 
 def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
@@ -66,7 +67,7 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
             cost_a = R.tensor_bytes(a, *ctx.rc(node.inputs[ia]))
             cost_b = R.tensor_bytes(b, *ctx.rc(node.inputs[ib]))
             # move the operand on fewer cores onto the other's grid: that is where ttnn
-            # puts the output anyway (rules.binary_output_source), and it keeps the stage
+            # puts the output anyway (ops/binary/sharding.py binary_output_source), and it keeps the stage
             # on the wider grid; equal core counts: the cheaper move (ties: b)
             na, nb = R.core_count(a.memory), R.core_count(b.memory)
             if na < nb or (na == nb and cost_a < cost_b):
@@ -106,7 +107,7 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
                                      (b, *ctx.rc(node.inputs[ib]))],
                              out_layout=out, out_rows=node.shape.rows, c=node.shape.c,
                              output_aliases_input=0)
-    native = R.is_native_binary_sharding(a, b, out.memory, shapes[ia], shapes[ib])
+    native = is_native_binary_sharding(a, b, out.memory, shapes[ia], shapes[ib])
     if not native and shapes[ia] != shapes[ib] and (a.memory.sharded or b.memory.sharded):
         est = l1m.with_unborrowed_binary_cbs(est)
     elif not native and a.memory.sharded != b.memory.sharded:

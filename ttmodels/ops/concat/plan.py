@@ -11,6 +11,7 @@ from ...layout import HEIGHT, ROW_MAJOR, TILE_LAYOUT, TensorLayout
 from ...plan_context import PlanContext
 from ...plans import PlannedLayer
 from . import ConcatPlan
+from .sharding import concat_shard_misalignment
 
 
 def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
@@ -27,7 +28,7 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
     if ctx.with_adapters and R.check("concat", ins, {"dim": -1}, None, shapes=shapes):
         first = ins[0]
         channels = [ctx.rc(s)[1] for s in node.inputs]
-        misaligned = R.concat_shard_misalignment(HEIGHT, channels, first.dtype)
+        misaligned = concat_shard_misalignment(HEIGHT, channels, first.dtype)
         for i, t in enumerate(ins):
             rows, c = ctx.rc(node.inputs[i])
             if first.memory.sharded and first.memory.memory_layout == HEIGHT and not misaligned:

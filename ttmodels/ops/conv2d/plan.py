@@ -16,6 +16,7 @@ from ...plan_context import (ConvCandidate, PlanContext, auto_pick, conv_candida
                              conv_on_candidate, is_mm, smaller_act_blocks)
 from ...plans import PlannedLayer
 from . import Conv2dPlan
+from .sharding import conv_slice_dim, conv_slice_type_guess
 
 
 def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
@@ -73,7 +74,7 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
         chosen = cands[0] if cands else None
     if follow and policy.kind == "auto" and chosen is not None:
         # Following the input is ttnn's own choice, but matmul convs shrink their output grid
-        # to the cores holding blocks (rules.conv_output_memspec), and a chain of them can
+        # to the cores holding blocks (sharding.conv_output_memspec), and a chain of them can
         # leave a stage on a couple of cores (ResNet50 layer4 at batch 1: 2 cores of
         # 32x2048 shards). Reshard to ttnn's fresh auto choice when that spreads the conv
         # over at least twice the cores for less L1.
@@ -181,7 +182,7 @@ def slice_dims(ctx: PlanContext, node: Node, slice_type: str, num_slices: int):
     kh, kw = a["kernel"]
     sh, sw = a["stride"]
     dh, dw = a.get("dilation", (1, 1))
-    dim, rnd = R.conv_slice_dim(slice_type, s_out.h, s_out.w, TILE_LAYOUT)
+    dim, rnd = conv_slice_dim(slice_type, s_out.h, s_out.w, TILE_LAYOUT)
     units = -(-dim // rnd)
     o = min(dim, rnd * -(-units // num_slices))
     if slice_type == "height":
@@ -227,7 +228,7 @@ LINEAR_SLICES = 32
 def fewest_slices(ctx: PlanContext, node: Node, x: TensorLayout, st: str):
     """(slice type, k, candidate) for the smallest k >= 2 slices along ``st`` whose largest
     slice fits L1, or None; a miss is noted in ``slice_miss`` for the error message."""
-    dim, rnd = R.conv_slice_dim(st, node.shape.h, node.shape.w, TILE_LAYOUT)
+    dim, rnd = conv_slice_dim(st, node.shape.h, node.shape.w, TILE_LAYOUT)
     units = -(-dim // rnd)
     if units < 2:
         return None
@@ -274,7 +275,7 @@ def plan_conv_sliced(ctx: PlanContext, node: Node, x: TensorLayout) -> PlannedLa
     (op_slicing.cpp best_guess_slice_type), then the other one. Input and output are DRAM
     interleaved; the L1 estimate is the largest slice's."""
     s_in = ctx.g.shape_of(node.inputs[0])
-    first = R.conv_slice_type_guess(s_in.h, s_in.w, TILE_LAYOUT)
+    first = conv_slice_type_guess(s_in.h, s_in.w, TILE_LAYOUT)
     found = None
     for st in (first, "width" if first == "height" else "height"):
         found = fewest_slices(ctx, node, x, st)

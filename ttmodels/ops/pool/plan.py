@@ -15,6 +15,9 @@ from ...plan_config import SliceConfig
 from ...plan_context import PlanContext
 from ...plans import PlannedLayer
 from . import PoolPlan
+from ..conv2d.sharding import select_conv_shard_layout
+from .l1 import pool_l1
+from .sharding import pool_input_memspec, pool_parallel_config, pool_parallel_config_of
 
 
 def _padding4(p) -> tuple[int, int, int, int]:
@@ -30,7 +33,7 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
     policy = node.layout
     scheme = x.memory.memory_layout if x.memory.sharded else (
         policy.kind if policy.kind in (HEIGHT, WIDTH, BLOCK) else
-        R.select_conv_shard_layout(node.shape.rows, c, c, device_grid=ctx.grid))
+        select_conv_shard_layout(node.shape.rows, c, c, device_grid=ctx.grid))
     if policy.kind in (HEIGHT, WIDTH, BLOCK) and x.memory.sharded and policy.kind != scheme \
             and ctx.with_adapters:
         want = ctx.requested_memory(node, in_rows, c)
@@ -58,12 +61,12 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
     # applied_shard_scheme (pool_parallel_config); a sharded one is used as it is.
     in_tiled = x.layout == TILE_LAYOUT
     if x.memory.sharded:
-        pc = R.pool_parallel_config_of(x.memory)
+        pc = pool_parallel_config_of(x.memory)
         pool_in = x
     else:
-        pc = R.pool_parallel_config(scheme, node.shape.rows, c, in_tiled=in_tiled,
+        pc = pool_parallel_config(scheme, node.shape.rows, c, in_tiled=in_tiled,
                                     out_tiled=out_layout == TILE_LAYOUT, device_grid=ctx.grid)
-        pool_in = replace(x, memory=R.pool_input_memspec(pc, in_rows, c, in_tiled=in_tiled))
+        pool_in = replace(x, memory=pool_input_memspec(pc, in_rows, c, in_tiled=in_tiled))
     # The global pool's output is asked for: left to itself, ttnn 0.81.1 reduces some
     # whole-map pools to interleaved L1 and runs others (batch 3, 6, 10 of a sharded map; an
     # interleaved input) as pool2d with sharded outputs (measured on the mock device)
@@ -76,7 +79,7 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
         geo = l1m.ConvGeometry(in_shape.n, in_shape.h, in_shape.w, node.shape.h, node.shape.w,
                                kernel, tuple(node.attrs["stride"]),
                                _padding4(node.attrs.get("padding", (0, 0))))
-    est = l1m.pool_l1(in_layout=x if node.op == "global_avg_pool" else pool_in,
+    est = pool_l1(in_layout=x if node.op == "global_avg_pool" else pool_in,
                       out_layout=out, in_rows=in_rows, in_w=in_shape.w,
                       c=c, out_rows=node.shape.rows, kernel=kernel, num_cores=pc.num_cores,
                       global_pool=node.op == "global_avg_pool", geometry=geo,

@@ -13,6 +13,7 @@ from ...layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH
 from ...plan_context import PlanContext
 from ...plans import PlannedLayer
 from . import GridSamplePlan, UpsamplePlan
+from .sharding import bilinear_upsample_memspec
 
 
 def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
@@ -24,7 +25,7 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
         if mode == "bilinear":
             rows, c = ctx.rc(node.inputs[0])
             x = to_row_major_height(
-                ctx, node, 0, x, R.bilinear_upsample_memspec(rows, c, ctx.grid), "bfloat16",
+                ctx, node, 0, x, bilinear_upsample_memspec(rows, c, ctx.grid), "bfloat16",
                 "bilinear upsample needs bfloat16 ROW_MAJOR height shards (ttnn's autoshard)")
         else:
             if x.memory.memory_layout == WIDTH:
