@@ -2,7 +2,7 @@
 
 Each case is one ttnn call the project makes (a graph layer through ``ttmodels.layers``, or a
 layout adapter through ``AdapterLayer``) with given input layouts, shapes and config. The rules
-verdict is ``rules.check`` exactly as ``planner.check_plan`` runs it; ttnn's verdict is whether
+verdict is ``rules.check`` exactly as ``plan_checks.check_plan`` runs it; ttnn's verdict is whether
 the installed ttnn 0.81.1 accepts the same call on a mock Wormhole n150 under NO_DISPATCH graph
 capture (inputs created inside the capture) *and* returns the dtype the plan asked for (an op
 without a dtype argument that silently keeps its input's dtype did not do what was asked).
@@ -50,7 +50,7 @@ class Case:
         return [s.flat for s in self.in_shapes]
 
     def rule_violations(self) -> list[R.Violation]:
-        """rules.check as planner.check_plan calls it."""
+        """rules.check as plan_checks.check_plan calls it."""
         if self.adapter:
             return R.check(self.op, self.inputs, {"dtype": self.output.dtype,
                                                   "layout": self.output.layout},
@@ -803,7 +803,8 @@ def run_planner_graphs(tt, dev, graphs=None, *, progress=None) -> list[PlanOutco
     """Each graph planned with adapters=False; per layer, check_plan's verdict against ttnn's
     acceptance through ``ttmodels.verify`` (and the planned dtype, as for the corpus)."""
     from ttmodels.errors import LayoutError
-    from ttmodels.planner import check_plan, plan_graph
+    from ttmodels.planner import plan_graph
+    from ttmodels.plan_checks import check_plan
     from ttmodels.verify import verify
 
     out = []

@@ -111,7 +111,7 @@ def test_bounded_slice_search_finds_the_fewest_slices(monkeypatch):
 
 
 # ---- defects 2, 3, 7: explicit layouts honoured or rejected with file and line ----------------
-from ttmodels.planner import check_plan, edge_mismatches  # noqa: E402
+from ttmodels.plan_checks import check_plan, edge_mismatches  # noqa: E402
 
 
 def _conv_spec(layout: str, c: int = 64, hw: int = 56) -> str:

@@ -141,7 +141,7 @@ def test_sim_matches_reference(batch, reference_run):
 
 def test_plan_lowers_upsampling_to_grid_sample_and_out_conv_to_linear():
     import ttmodels
-    from ttmodels.planner import check_plan, edge_mismatches
+    from ttmodels.plan_checks import check_plan, edge_mismatches
 
     plan = ttmodels.plan(SPEC, batch_size=1)
     by = {layer.name: layer for layer in plan.layers}

@@ -9,7 +9,8 @@ from ttmodels.errors import LayoutError
 from ttmodels.graph import Graph, LayoutPolicy, Node, TensorShape
 from ttmodels.l1 import bank_bytes, l1_bank_bytes
 from ttmodels.layout import HEIGHT, INTERLEAVED, TILE_LAYOUT, MemSpec, TensorLayout
-from ttmodels.planner import check_plan, edge_mismatches, plan_graph
+from ttmodels.planner import plan_graph
+from ttmodels.plan_checks import check_plan, edge_mismatches
 
 from test_planner import conv
 

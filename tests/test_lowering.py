@@ -18,7 +18,8 @@ import ttmodels
 from ttmodels import weights as W
 from ttmodels.backends import Backend
 from ttmodels.layers import make_layer
-from ttmodels.planner import check_plan, plan_graph
+from ttmodels.planner import plan_graph
+from ttmodels.plan_checks import check_plan
 from ttmodels.spec import load_graph
 
 

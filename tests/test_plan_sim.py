@@ -11,7 +11,8 @@ from ttmodels.backends import open_backend
 from ttmodels.errors import LayoutError
 from ttmodels.layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH,
                              MemSpec)
-from ttmodels.planner import check_plan, edge_mismatches, plan_graph
+from ttmodels.planner import plan_graph
+from ttmodels.plan_checks import check_plan, edge_mismatches
 from ttmodels.runtime import Executor
 from ttmodels.spec import load_graph
 

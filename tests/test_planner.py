@@ -7,7 +7,8 @@ from ttmodels import rules
 from ttmodels.errors import LayoutError
 from ttmodels.graph import Constant, Graph, LayoutPolicy, Node, Precision, TensorShape
 from ttmodels.layout import BLOCK, HEIGHT, INTERLEAVED, TILE_LAYOUT, MemSpec
-from ttmodels.planner import check_plan, edge_mismatches, plan_graph
+from ttmodels.planner import plan_graph
+from ttmodels.plan_checks import check_plan, edge_mismatches
 
 
 def conv(name, inp, out_shape, cin, cout, k, s=1, p=None, layout=None, **kw):

@@ -178,7 +178,8 @@ def test_a_1x1_conv_takes_a_width_sharded_input_only_with_width_shard_layout():
     import rules_models as M
 
     from ttmodels import rules as R
-    from ttmodels.planner import check_plan, plan_graph
+    from ttmodels.planner import plan_graph
+    from ttmodels.plan_checks import check_plan
     from ttmodels.spec import load_graph
     g = load_graph(str(M.SPECS / "rules_vs_ttnn" / "mm_width_input.yaml"))
     raw = plan_graph(g, adapters=False, oracle=False)

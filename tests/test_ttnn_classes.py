@@ -15,7 +15,8 @@ from ttmodels import rules as R
 from ttmodels.errors import LayoutError
 from ttmodels.layout import (BLOCK, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, MemSpec,
                              TensorLayout)
-from ttmodels.planner import check_plan, plan_graph
+from ttmodels.planner import plan_graph
+from ttmodels.plan_checks import check_plan
 from ttmodels.spec import load_graph
 from ttmodels.verify import verify
 

@@ -14,7 +14,8 @@ import torch.nn.functional as F
 import ttmodels
 from ttmodels.errors import LayoutError
 from ttmodels.layout import DRAM_INTERLEAVED, HEIGHT, INTERLEAVED, ROW_MAJOR, MemSpec, TensorLayout
-from ttmodels.planner import check_plan, edge_mismatches, plan_graph
+from ttmodels.planner import plan_graph
+from ttmodels.plan_checks import check_plan, edge_mismatches
 from ttmodels.spec import load_graph
 
 REPO = Path(__file__).resolve().parent.parent

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from ttmodels.planner import check_plan, edge_mismatches, plan_graph
+from ttmodels.planner import plan_graph
+
+from ttmodels.plan_checks import check_plan, edge_mismatches
 from ttmodels.spec import load_graph
 from ttmodels.verify import verify
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from .arch import DEFAULT_GRID
 from .errors import Error, LayoutError
-from .graph import TILE, Node, round_up
+from .graph import TILE, Node
 from .l1 import l1_bank_bytes
 from .layout import BLOCK, BYTES_PER_TILE, HEIGHT, MemSpec, closest_common_divisor
 

@@ -27,7 +27,7 @@ from typing import Iterable
 from .errors import LayoutError
 from .formats import BLOCK_FLOAT_DTYPES
 from .graph import TILE, round_up
-from .layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
+from .layout import (HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                      TensorLayout)
 from .sharding import (ParallelConfig, Shape4, _rows_c, block_shard_shape,  # noqa: F401
                        closest_divisor_with_padding, core_count, cores_to_grid,

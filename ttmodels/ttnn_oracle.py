@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from .graph import Precision, TensorShape, const_flat
-from .layout import MemSpec, TensorLayout
+from .layout import TensorLayout
 
 log = logging.getLogger("ttmodels")
 
@@ -496,7 +496,7 @@ class TtnnRecord:
 
 
 def rules_output(step: Step) -> tuple[bool, list[str]]:
-    """(rules accept the step, their violations) as ``planner.check_plan`` runs them."""
+    """(rules accept the step, their violations) as ``plan_checks.check_plan`` runs them."""
     from . import rules as R
     from .ops import get as _op
     if step.kind == "adapter":

@@ -11,7 +11,7 @@ from typing import Any
 from ..arch import DEFAULT_GRID
 from ..errors import LayoutError
 from ..graph import Precision
-from ..layout import BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec
+from ..layout import BLOCK, ROW_MAJOR, TILE_LAYOUT, MemSpec
 from ..layout import TTNN_MEMORY_LAYOUTS
 from ..layout import core_ranges as layout_core_ranges
 

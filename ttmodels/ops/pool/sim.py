@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ... import rules
 from .sharding import pool_output_padded_shape
 from ...backends.sim import types as T
 from ...backends.sim.numerics import DEVICE_GRID, _emit, _layout_name, _out_layout, _pad4, _pair
