@@ -36,8 +36,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--blocks", type=int, nargs="+", default=[250, 1000, 4000])
     args = ap.parse_args()
-    from ttmodels.planner import plan_graph
-    from ttmodels.spec import load_graph
+    from ttmodels.planning.planner import plan_graph
+    from ttmodels.language.spec import load_graph
 
     base = None
     for n in args.blocks:

@@ -186,7 +186,7 @@ def _rss_worker(which: str, case: Case, wpath: str, q) -> None:
                 import bevdet_reference  # noqa: F401
         else:
             import ttmodels.weights  # noqa: F401
-            import ttmodels.builder  # noqa: F401
+            import ttmodels.runtime.builder  # noqa: F401
             import ttmodels.backends.sim  # noqa: F401
         x = images(case)
         base, _ = rss_mb()

@@ -121,7 +121,7 @@ def instrument_sim(timer: Timer):
                 patch(mod, name, part)
     for name in ("quantize", "quantize_"):
         patch(tensor, name, "rounding")
-    import ttmodels.activations as A
+    import ttmodels.ops.activations as A
     patch(A, "sim_apply", "activation")
     patch(onednn, "conv", "kernel")
     # F is shared with torch's own forward: the wrapper passes through outside a sim step

@@ -24,7 +24,7 @@ CAM_BACK, CAM_BACK_RIGHT:
 Any image mode works (grayscale, RGBA, 16-bit, CMYK, palette). A missing or unreadable file is
 reported in one line and the demo exits with status 2.
 
-Each image is prepared as BEVDet's test pipeline does (ttmodels.bevdet.preprocess): resize by
+Each image is prepared as BEVDet's test pipeline does (ttmodels.tools.bevdet.preprocess): resize by
 fW / W (keeping the aspect ratio), keep the bottom fH rows and the centred fW columns, then mmcv
 normalisation mean (123.675, 116.28, 103.53), std (58.395, 57.12, 57.375) with BEVDet's to_rgb
 channel swap. Default input size 256 x 704.
@@ -55,7 +55,7 @@ IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".g
 def find_camera_files(directory: Path, cameras) -> list[Path]:
     """The six files for ``cameras`` in ``directory`` (see the module docstring). Raises
     ImageError with one line when that is impossible."""
-    from ttmodels.images import ImageError
+    from ttmodels.tools.images import ImageError
 
     if not directory.is_dir():
         raise ImageError(f"--dir {directory}: not a directory")
@@ -77,7 +77,7 @@ def find_camera_files(directory: Path, cameras) -> list[Path]:
 
 def camera_preview(im, input_size):
     """The part of the image the encoder sees (BEVDet's resize + crop), for the figure."""
-    from ttmodels.bevdet import eval_transform
+    from ttmodels.tools.bevdet import eval_transform
 
     t = eval_transform(im.height, im.width, input_size)
     return im.resize(t.resize_dims).crop(t.crop)
@@ -85,7 +85,7 @@ def camera_preview(im, input_size):
 
 def save_figure(path: Path, cameras, previews, neck, title: str, plan=None) -> None:
     """Each camera's input above its feature map; with ``plan``, the encoder's plan strip (L1 per
-    core per layer, output layouts, adapters: ttmodels.plan_plot) underneath."""
+    core per layer, output layouts, adapters: ttmodels.planning.plan_plot) underneath."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -96,7 +96,7 @@ def save_figure(path: Path, cameras, previews, neck, title: str, plan=None) -> N
         fig, axes = plt.subplots(2, len(cameras), figsize=(width, cams_h), squeeze=False)
         cells = [[axes[r, i] for i in range(len(cameras))] for r in range(2)]
     else:
-        from ttmodels.plan_plot import draw_plan, margins, plot_data
+        from ttmodels.planning.plan_plot import draw_plan, margins, plot_data
 
         data = plot_data(plan)
         m = margins(data)
@@ -281,7 +281,7 @@ def main(argv=None) -> int:
                          "the six cameras must divide over them (default: one chip)")
     args = ap.parse_args(argv)
     from ttmodels.errors import Error
-    from ttmodels.plan_plot import check_plot_path
+    from ttmodels.planning.plan_plot import check_plot_path
     try:
         # before minutes of building: savefig would write DIR.png for --out DIR
         args.out = check_plot_path(args.out or ("bev_features.png" if args.bev else
@@ -300,8 +300,8 @@ def main(argv=None) -> int:
         return 2
 
     import ttmodels
-    from ttmodels.bevdet import CAMERA_ORDER, preprocess_cameras
-    from ttmodels.images import ImageError, load_rgb, sample_image_path
+    from ttmodels.tools.bevdet import CAMERA_ORDER, preprocess_cameras
+    from ttmodels.tools.images import ImageError, load_rgb, sample_image_path
 
     try:
         if args.images:

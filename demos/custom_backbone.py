@@ -36,7 +36,7 @@ def main(argv=None) -> int:
     size = tuple(args.input_size)
 
     import ttmodels
-    from ttmodels.reference import pcc
+    from ttmodels.weights.reference import pcc
 
     try:
         ttmodels.register("my_backbone", Path(args.spec))

@@ -52,8 +52,8 @@ def main(argv=None) -> int:
         return 2
 
     import ttmodels
-    from ttmodels import yolo
-    from ttmodels.images import ImageError, load_rgb, sample_image_path
+    from ttmodels.tools import yolo
+    from ttmodels.tools.images import ImageError, load_rgb, sample_image_path
 
     try:
         path = Path(args.image) if args.image else sample_image_path()

@@ -49,7 +49,7 @@ def main(argv=None) -> int:
         return 2
 
     import ttmodels
-    from ttmodels.images import ImageError, imagenet_tensor, sample_image_path
+    from ttmodels.tools.images import ImageError, imagenet_tensor, sample_image_path
 
     try:
         path = Path(args.image) if args.image else sample_image_path()

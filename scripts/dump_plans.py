@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 import ttmodels
-from ttmodels.spec import load_graph
-from ttmodels.planner import plan_graph
+from ttmodels.language.spec import load_graph
+from ttmodels.planning.planner import plan_graph
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -50,15 +50,15 @@ def one(name: str, size: int, batch: int, do_verify: bool) -> dict:
     """Every step for one model; the row as a dict (a step that fails ends the row)."""
     import warnings
     warnings.filterwarnings("ignore")
-    from ttmodels import mock_device
+    from ttmodels.backends import mock_device
     mock_device.prepare("n150")
     import torch
     import torchvision
 
     import ttmodels
-    from ttmodels import importer
-    from ttmodels.reference import pcc
-    from ttmodels.spec import load_graph
+    from ttmodels.tools import importer
+    from ttmodels.weights.reference import pcc
+    from ttmodels.language.spec import load_graph
     from ttmodels.weights import synthetic_images
 
     torch.manual_seed(0)
@@ -91,7 +91,7 @@ def one(name: str, size: int, batch: int, do_verify: bool) -> dict:
     row["t_plan"] = round(time.time() - t, 1)
 
     if do_verify:
-        from ttmodels.verify import verify
+        from ttmodels.tools.verify import verify
         t = time.time()
         try:
             rep = verify(text, batch_size=batch, input_size=(size, size), diagnostics=False)

@@ -41,7 +41,7 @@ def parse(args: list[str]) -> dict[str, tuple[int, ...]]:
 
 
 def run(model: str, batch: int) -> dict:
-    cmd = [sys.executable, "-m", "ttmodels.cli", "verify", model, "--batch", str(batch),
+    cmd = [sys.executable, "-m", "ttmodels.tools.cli", "verify", model, "--batch", str(batch),
            "--format", "json", *SIZES.get(model, ())]
     t0 = time.time()
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)

@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from bevdet_reference import load_into  # noqa: F401  (one loader for both halves' references)
-from ttmodels.reference import pcc  # noqa: F401  (re-exported for the tests)
+from ttmodels.weights.reference import pcc  # noqa: F401  (re-exported for the tests)
 
 
 class BasicBlock(nn.Module):

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ttmodels.reference import pcc  # noqa: F401  (re-exported for the tests)
+from ttmodels.weights.reference import pcc  # noqa: F401  (re-exported for the tests)
 
 BACKBONE = "img_backbone."
 NECK = "img_neck."

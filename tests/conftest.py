@@ -15,7 +15,7 @@ os.environ["TTMODELS_TTNN_ORACLE"] = "0"
 # Without a card, ttnn runs on a mock Wormhole n150: its host tile conversions (test_formats)
 # and the mock device (test_verify) both need tt-metal pointed at the mock runtime before ttnn
 # initialises, which happens once per process.
-from ttmodels import mock_device  # noqa: E402
+from ttmodels.backends import mock_device  # noqa: E402
 
 mock_device.prepare("n150")
 
@@ -37,9 +37,9 @@ def real_run():
     """``real_run(spec, addresses=True, **load_graph kwargs) -> (plan, verify report)``: the plan
     run for real on the mock n150, once per session whichever test module asks (each run is a
     few seconds to a minute on two cores)."""
-    from ttmodels.planner import plan_graph
-    from ttmodels.spec import load_graph
-    from ttmodels.verify import verify
+    from ttmodels.planning.planner import plan_graph
+    from ttmodels.language.spec import load_graph
+    from ttmodels.tools.verify import verify
     cache = {}
 
     def get(spec, addresses=True, **kw):

@@ -1,6 +1,6 @@
 """A generated corpus of single-op cases: ``rules.check``'s verdict against ttnn's own.
 
-Each case is one ttnn call the project makes (a graph layer through ``ttmodels.layers``, or a
+Each case is one ttnn call the project makes (a graph layer through ``ttmodels.runtime.layers``, or a
 layout adapter through ``AdapterLayer``) with given input layouts, shapes and config. The rules
 verdict is ``rules.check`` exactly as ``plan_checks.check_plan`` runs it; ttnn's verdict is whether
 the installed ttnn 0.81.1 accepts the same call on a mock Wormhole n150 under NO_DISPATCH graph
@@ -18,12 +18,12 @@ import itertools
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ttmodels import rules as R
+from ttmodels.planning import rules as R
 from ttmodels.ops.conv2d.sharding import conv_memspec, determine_parallel_config
-from ttmodels.graph import Node, Precision, TensorShape
-from ttmodels.layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
+from ttmodels.language.graph import Node, Precision, TensorShape
+from ttmodels.planning.layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                              TensorLayout)
-from ttmodels.plans import Adapter, PlannedLayer
+from ttmodels.planning.plans import Adapter, PlannedLayer
 
 DRAM = MemSpec(INTERLEAVED, "dram")
 L1 = MemSpec(INTERLEAVED, "l1")
@@ -383,7 +383,7 @@ def linear_cases():
 def matmul_conv_cases():
     """1x1 convs lowered to ttnn.linear with the matmul solver's program config (1D mcast in1 on
     height shards, 2D mcast on block shards), fed the config's in0 memory or something else."""
-    from ttmodels.matmul_solver import solve_node
+    from ttmodels.planning.matmul_solver import solve_node
     for s, cout in ((TensorShape(2, 16, 16, 64), 128), (TensorShape(1, 14, 14, 256), 256),
                     (TensorShape(1, 32, 32, 64), 64)):
         o = TensorShape(s.n, s.h, s.w, cout)
@@ -645,8 +645,8 @@ def ttnn_verdict(case: Case, tt, dev) -> TtnnVerdict:
     import torch
 
     from ttmodels.backends import Backend, common
-    from ttmodels.layers import AdapterLayer, make_layer
-    from ttmodels.verify import split_error, ttnn_memory_key, describe_key
+    from ttmodels.runtime.layers import AdapterLayer, make_layer
+    from ttmodels.tools.verify import split_error, ttnn_memory_key, describe_key
 
     be = Backend("ttnn-mock", tt, dev, {})
     stage = "input"
@@ -731,8 +731,8 @@ def planner_graphs(*, big: bool = False):
     import test_plan_sim as ps
     import test_planner as tp
 
-    from ttmodels.graph import Graph, LayoutPolicy
-    from ttmodels.spec import load_graph
+    from ttmodels.language.graph import Graph, LayoutPolicy
+    from ttmodels.language.spec import load_graph
 
     out = [("field_report", tp.field_report_graph())]
     g = tp.field_report_graph()
@@ -801,11 +801,11 @@ class PlanOutcome:
 
 def run_planner_graphs(tt, dev, graphs=None, *, progress=None) -> list[PlanOutcome]:
     """Each graph planned with adapters=False; per layer, check_plan's verdict against ttnn's
-    acceptance through ``ttmodels.verify`` (and the planned dtype, as for the corpus)."""
+    acceptance through ``ttmodels.tools.verify`` (and the planned dtype, as for the corpus)."""
     from ttmodels.errors import LayoutError
-    from ttmodels.planner import plan_graph
-    from ttmodels.plan_checks import check_plan
-    from ttmodels.verify import verify
+    from ttmodels.planning.planner import plan_graph
+    from ttmodels.planning.plan_checks import check_plan
+    from ttmodels.tools.verify import verify
 
     out = []
     for gid, g in (graphs if graphs is not None else planner_graphs()):
@@ -841,7 +841,7 @@ if __name__ == "__main__":     # python tests/rules_corpus.py [substring]: the a
     import sys
     import time
 
-    from ttmodels import mock_device
+    from ttmodels.backends import mock_device
     mock_device.prepare("n150")
     t0 = time.time()
     tt, dev = mock_device.open_device("n150", l1_small_size=32768)

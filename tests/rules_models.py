@@ -77,10 +77,10 @@ def run(models, *, adapters: bool = True, progress=None) -> list[ModelOutcome]:
     steps too) with the oracle on; per step the rules' verdict (``check_plan``'s) against
     ttnn's (``ttnn_oracle.contradiction``: rules accept and ttnn rejects, rules reject and
     ttnn accepts, or both accept and ttnn's output is not the table's)."""
-    from ttmodels import ttnn_oracle as O
+    from ttmodels.planning import ttnn_oracle as O
     from ttmodels.errors import Error
-    from ttmodels.planner import plan_graph
-    from ttmodels.spec import load_graph
+    from ttmodels.planning.planner import plan_graph
+    from ttmodels.language.spec import load_graph
 
     oracle = O.get(True)
     assert oracle is not None, O.why_off(True)

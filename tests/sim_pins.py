@@ -88,7 +88,7 @@ def state_dict(graph, seed: int = 0) -> dict:
     """Seeded weights for every key the graph reads (He-normal convs, small residual-end BN scales
     so that the deep net stays well conditioned, random BN statistics)."""
     import torch
-    from ttmodels.reference import expected_parameters
+    from ttmodels.weights.reference import expected_parameters
     g = torch.Generator().manual_seed(seed)
     sd = {}
     for key, shape in expected_parameters(graph).items():

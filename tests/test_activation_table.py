@@ -7,9 +7,9 @@ import pytest
 import torch
 
 import ttmodels
-from ttmodels import activations as A
+from ttmodels.ops import activations as A
 from ttmodels.errors import SpecError
-from ttmodels.spec import load_graph
+from ttmodels.language.spec import load_graph
 
 
 def test_parameters_in_every_spec_form():
@@ -91,7 +91,7 @@ def test_mish_and_hardtanh_sim_kernels_differ_where_the_card_does():
 
 @pytest.fixture(scope="module")
 def device():
-    from ttmodels import mock_device
+    from ttmodels.backends import mock_device
     tt, dev = mock_device.open_device("n150", l1_small_size=24576)
     yield tt, dev
     tt.close_device(dev)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from ttmodels.errors import LayoutError, SpecError
-from ttmodels.planner import plan_graph
-from ttmodels.spec import load_graph
+from ttmodels.planning.planner import plan_graph
+from ttmodels.language.spec import load_graph
 
 
 def _deep(blocks: int) -> dict:
@@ -45,7 +45,7 @@ def test_planning_walks_the_node_list_a_bounded_number_of_times():
 def test_liveness_queries_see_only_live_tensors(monkeypatch):
     """The per-layer liveness query gets the tensors that can still be alive, not every tensor
     planned so far (which made planning quadratic again)."""
-    from ttmodels import liveness, planner
+    from ttmodels.planning import liveness, planner
     sizes = []
     real = liveness.others_alive
 
@@ -92,7 +92,7 @@ def test_huge_input_fails_fast_quoting_the_slice_size(monkeypatch):
 def test_bounded_slice_search_finds_the_fewest_slices(monkeypatch):
     """Past the one-by-one range the search doubles and bisects; it still returns the smallest
     slice count that fits (checked against trying every count)."""
-    from ttmodels import planner
+    from ttmodels.planning import planner
     from ttmodels.ops.conv2d import plan as conv2d_plan
     g = load_graph(_one_conv(6144))
     sl = plan_graph(g).layers[0].config.slice
@@ -111,7 +111,7 @@ def test_bounded_slice_search_finds_the_fewest_slices(monkeypatch):
 
 
 # ---- defects 2, 3, 7: explicit layouts honoured or rejected with file and line ----------------
-from ttmodels.plan_checks import check_plan, edge_mismatches  # noqa: E402
+from ttmodels.planning.plan_checks import check_plan, edge_mismatches  # noqa: E402
 
 
 def _conv_spec(layout: str, c: int = 64, hw: int = 56) -> str:
@@ -227,7 +227,7 @@ def bombs(tmp_path):
 def test_imagenet_tensor_refuses_size_bombs(bombs, which, what):
     import resource
 
-    from ttmodels.images import ImageError, imagenet_tensor
+    from ttmodels.tools.images import ImageError, imagenet_tensor
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with pytest.raises(ImageError, match=what):
         imagenet_tensor(bombs[which])
@@ -240,7 +240,7 @@ def test_demo_and_compare_exit_2_with_one_line_on_image_bombs(bombs, which, caps
     import importlib.util
     from pathlib import Path
 
-    from ttmodels.cli import main as cli_main
+    from ttmodels.tools.cli import main as cli_main
     demo = Path(__file__).resolve().parent.parent / "demos" / "resnet50.py"
     spec = importlib.util.spec_from_file_location("demo_resnet50", demo)
     mod = importlib.util.module_from_spec(spec)
@@ -266,7 +266,7 @@ outputs: {y: fc}
 def _tiny_weights():
     import torch
 
-    from ttmodels.reference import expected_parameters
+    from ttmodels.weights.reference import expected_parameters
     g = load_graph(_TINY)
     sd = {k: torch.rand(tuple(s)) + 0.5 for k, s in expected_parameters(g).items()}
     return g, sd
@@ -305,7 +305,7 @@ def test_misspelt_weights_name_suggests_the_close_one(typo, near, tmp_path, monk
 
 # ---- defect 9: the command line ----------------------------------------------------------------
 def _cli(argv, capsys):
-    from ttmodels.cli import main
+    from ttmodels.tools.cli import main
     rc = main(argv)
     out = capsys.readouterr()
     return rc, out.out, out.err
@@ -321,7 +321,7 @@ def tiny_spec(tmp_path):
 def test_compare_exit_status_threshold_and_plot_name(tiny_spec, tmp_path, capsys, monkeypatch):
     """One real comparison (threshold 0, --plot without extension), then the same rows against a
     threshold no layer reaches: exit 1."""
-    from ttmodels import compare
+    from ttmodels.tools import compare
     rows = []
     real = compare.compare_layers
     monkeypatch.setattr(compare, "compare_layers", lambda *a, **k: rows.extend(real(*a, **k)) or rows)
@@ -337,7 +337,7 @@ def test_compare_exit_status_threshold_and_plot_name(tiny_spec, tmp_path, capsys
 
 
 def test_compare_plot_path_is_checked_before_comparing(tiny_spec, tmp_path, capsys, monkeypatch):
-    from ttmodels import compare
+    from ttmodels.tools import compare
     monkeypatch.setattr(compare, "compare_layers",
                         lambda *a, **k: pytest.fail("compared before checking --plot"))
     for bad, why in ((tmp_path / "no" / "such" / "dir.png", "does not exist"),
@@ -353,7 +353,7 @@ def test_plan_into_a_closed_pipe_prints_no_traceback():
     from pathlib import Path
     import ttmodels
     repo = Path(ttmodels.__file__).resolve().parent.parent     # the package under test
-    p = subprocess.Popen([sys.executable, "-m", "ttmodels.cli", "plan", "resnet50", "--format",
+    p = subprocess.Popen([sys.executable, "-m", "ttmodels.tools.cli", "plan", "resnet50", "--format",
                           "json"], cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          env={**os.environ, "PYTHONPATH": str(repo)})
     p.stdout.close()                  # the reader (head) has gone before anything is written
@@ -364,7 +364,7 @@ def test_plan_into_a_closed_pipe_prints_no_traceback():
 
 def test_version_and_help_texts(capsys):
     import ttmodels
-    from ttmodels.cli import main
+    from ttmodels.tools.cli import main
     with pytest.raises(SystemExit) as e:
         main(["--version"])
     assert e.value.code == 0 and capsys.readouterr().out.strip() == f"ttmodels {ttmodels.__version__}"
@@ -420,7 +420,7 @@ layers:
 
 # ---- spec.py no longer re-labels its own bugs as the user's mistakes --------------------------
 def test_internal_bug_in_the_compiler_is_not_reported_as_a_spec_error(monkeypatch):
-    from ttmodels.spec import compiler as S
+    from ttmodels.language.spec import compiler as S
 
     def bug(self, *a, **k):
         raise KeyError("an internal key")
@@ -487,7 +487,7 @@ CONTROL_CHARS = ["\x00", "\x01", "\x07", "\x1b", "\x7f", "\x85\x00", "\ufffe"]
 
 def _cli_sub(args, timeout=60, **kw):
     """``ttmodels ARGS`` in a subprocess (a hang must fail the test, not the test run)."""
-    return subprocess.run([sys.executable, "-m", "ttmodels.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "ttmodels.tools.cli", *args], capture_output=True,
                           text=True, timeout=timeout, cwd=kw.pop("cwd", _REPO),
                           env={**os.environ, "PYTHONPATH": str(_REPO)}, **kw)
 
@@ -531,7 +531,7 @@ def test_validate_on_a_fifo_and_dev_zero_returns_at_once(tmp_path):
 
 
 def test_a_spec_file_is_read_no_further_than_the_size_limit(tmp_path, monkeypatch):
-    from ttmodels import _yaml, registry
+    from ttmodels.language import _yaml, registry
     monkeypatch.setattr(registry, "MAX_TEXT", 1000)
     monkeypatch.setattr(_yaml, "MAX_TEXT", 1000)
     f = tmp_path / "big.yaml"
@@ -642,9 +642,9 @@ outputs: {block2: trunk_output.block2, head: head}
 # ---- item 4: weights paths that are FIFOs or devices, through the cache, compare and demos ----
 _PREPARE = """
 import sys
-from ttmodels import cache
+from ttmodels.weights import cache
 from ttmodels.errors import WeightsError
-from ttmodels.spec import load_graph
+from ttmodels.language.spec import load_graph
 g = load_graph(sys.argv[1])
 try:
     cache.cached_prepare(g, sys.argv[2], cache=sys.argv[3])
@@ -700,7 +700,7 @@ def test_safetensors_reads_only_the_tensors_the_graph_needs(tmp_path, monkeypatc
     import torch
     from safetensors.torch import save_file
 
-    from ttmodels.cache import prepared_parameters
+    from ttmodels.weights.cache import prepared_parameters
     g, sd = _tiny_weights()
     junk = {f"junk.{i}": torch.zeros(0) for i in range(20000)}
     f = tmp_path / "w.safetensors"
@@ -754,7 +754,7 @@ def test_compare_ignore_drops_keys_the_hint_names(tiny_spec, tmp_path, capsys, m
 
 
 def test_compare_threshold_must_be_finite(tiny_spec, capsys, monkeypatch):
-    from ttmodels import compare
+    from ttmodels.tools import compare
     monkeypatch.setattr(compare, "compare_layers",
                         lambda *a, **k: pytest.fail("compared with a NaN threshold"))
     for bad in ("nan", "inf", "-inf"):
@@ -773,7 +773,7 @@ def test_cli_output_onto_a_full_device_is_one_line(how, tmp_path):
         (tmp_path / "p.png").symlink_to("/dev/full")
         args += ["--plot", str(tmp_path / "p.png")]
     with open("/dev/full" if how == "stdout" else os.devnull, "w") as out:
-        r = subprocess.run([sys.executable, "-m", "ttmodels.cli", *args], stdout=out,
+        r = subprocess.run([sys.executable, "-m", "ttmodels.tools.cli", *args], stdout=out,
                            stderr=subprocess.PIPE, text=True, timeout=120, cwd=_REPO,
                            env={**os.environ, "PYTHONPATH": str(_REPO)})
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr[-800:]
@@ -782,7 +782,7 @@ def test_cli_output_onto_a_full_device_is_one_line(how, tmp_path):
 
 
 def test_ctrl_c_exits_130_without_a_traceback(capsys, monkeypatch):
-    from ttmodels import cli
+    from ttmodels.tools import cli
 
     def interrupted(args):
         raise KeyboardInterrupt
@@ -790,7 +790,7 @@ def test_ctrl_c_exits_130_without_a_traceback(capsys, monkeypatch):
     try:
         rc = cli.main(["list"])
     except KeyboardInterrupt:
-        pytest.fail("KeyboardInterrupt escaped ttmodels.cli.main")    # not: abort the test run
+        pytest.fail("KeyboardInterrupt escaped ttmodels.tools.cli.main")    # not: abort the test run
     assert rc == 130
     assert capsys.readouterr().err == "interrupted\n"
 
@@ -832,7 +832,7 @@ def test_concat_of_a_tile_and_a_row_major_input_runs_on_the_sim(tmp_path):
     import torch
 
     import ttmodels
-    from ttmodels.reference import ReferenceModel, pcc
+    from ttmodels.weights.reference import ReferenceModel, pcc
     from ttmodels.weights import load_state_dict
     f = tmp_path / "mixed.yaml"
     f.write_text(_MIXED_CONCAT)

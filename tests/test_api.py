@@ -6,7 +6,7 @@ import sys
 import pytest
 
 import ttmodels
-from ttmodels import cli
+from ttmodels.tools import cli
 
 
 def test_error_hierarchy():
@@ -93,7 +93,7 @@ def test_cli_compare_prints_per_layer_table_and_plot(tmp_path, capsys):
 
 
 def test_compare_marks_first_layer_below_threshold():
-    from ttmodels.compare import LayerDiff, format_table
+    from ttmodels.tools.compare import LayerDiff, format_table
     rows = [LayerDiff("a", "conv2d", "[1]", 0.999, 0.1, 1.0), LayerDiff("b", "add", "[1]", 0.95, 1.0, 1.0),
             LayerDiff("c", "relu", "[1]", 0.90, 1.0, 1.0)]
     text = format_table(rows, 0.99)

@@ -8,7 +8,8 @@ def test_hardware_facts_live_in_one_place():
     """issue 22 item 3: the grid, the L1 bank and the bank count are ``arch`` data; the modules
     that used to spell them out read them from there."""
     import inspect
-    from ttmodels import arch, l1, matmul_solver, plan_alloc, plans, rules
+    from ttmodels import arch
+    from ttmodels.planning import l1, matmul_solver, plan_alloc, plans, rules
     w = arch.get("wormhole_b0")
     assert w is arch.DEFAULT and w.grid == arch.DEFAULT_GRID and w.cores == w.l1_banks
     assert l1.l1_bank_bytes("wormhole_b0", 32768) == w.l1_bank_no_l1_small - 32768

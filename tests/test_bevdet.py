@@ -1,6 +1,6 @@
 """BEVDet-R50 image encoder: ttmodels (sim backend) against an independent torch reference
 (tests/bevdet_reference.py: torchvision resnet50 trunk + BEVDet's CustomFPN), the planned shapes,
-BEVDet checkpoint loading, and BEVDet's test-time image preprocessing (ttmodels.bevdet)."""
+BEVDet checkpoint loading, and BEVDet's test-time image preprocessing (ttmodels.tools.bevdet)."""
 from __future__ import annotations
 
 import sys
@@ -94,7 +94,7 @@ def _compare_with_reference(batch, size, seed=0):
 def test_reference_keys_match_spec():
     """The spec's state-dict keys and shapes are exactly BEVDet's (the reference's), minus the
     num_batches_tracked entries ttmodels accepts and ignores."""
-    from ttmodels.reference import expected_parameters, optional_keys
+    from ttmodels.weights.reference import expected_parameters, optional_keys
 
     graph = _graph(1, (64, 64))
     ref = BEVDetEncoderReference()
@@ -108,11 +108,11 @@ def test_reference_keys_match_spec():
 
 
 def test_spec_float32_semantics_match_reference():
-    """ttmodels' own float32 execution of the spec (ttmodels.reference, no TTNN formats) equals
+    """ttmodels' own float32 execution of the spec (ttmodels.weights.reference, no TTNN formats) equals
     the torch module: same graph, same key semantics, same FPN upsample/add order."""
     import torch
 
-    from ttmodels.reference import ReferenceModel
+    from ttmodels.weights.reference import ReferenceModel
     from ttmodels.weights import synthetic_images
 
     graph = _graph(1, (64, 96))
@@ -262,7 +262,7 @@ def test_safetensors_round_trip(bevdet_checkpoint, tmp_path):
 
 
 def test_split_checkpoint_keys():
-    from ttmodels.bevdet import split_checkpoint_keys
+    from ttmodels.tools.bevdet import split_checkpoint_keys
 
     enc, other = split_checkpoint_keys(["img_backbone.conv1.weight", "img_neck.fpn_convs.0.conv.bias",
                                         *EXTRA_KEYS, "img_backbone_extra.x"])
@@ -302,13 +302,13 @@ def _noise_image(h, w, seed=0):
 
 
 def test_camera_order():
-    from ttmodels.bevdet import CAMERA_ORDER
+    from ttmodels.tools.bevdet import CAMERA_ORDER
     assert CAMERA_ORDER == ("CAM_FRONT_LEFT", "CAM_FRONT", "CAM_FRONT_RIGHT",
                             "CAM_BACK_LEFT", "CAM_BACK", "CAM_BACK_RIGHT")
 
 
 def test_eval_transform_nuscenes():
-    from ttmodels.bevdet import eval_transform
+    from ttmodels.tools.bevdet import eval_transform
 
     t = eval_transform(900, 1600)
     assert t.resize == pytest.approx(0.44)
@@ -322,7 +322,7 @@ def test_eval_transform_nuscenes():
 def test_preprocess_matches_bevdet_steps():
     import torch
 
-    from ttmodels.bevdet import preprocess
+    from ttmodels.tools.bevdet import preprocess
 
     for (h, w), rt in (((900, 1600), 0.0), ((450, 800), 0.04), ((300, 1200), 0.0)):
         img = _noise_image(h, w, seed=h)
@@ -336,7 +336,7 @@ def test_preprocess_crop_position():
     import numpy as np
     from PIL import Image
 
-    from ttmodels.bevdet import preprocess
+    from ttmodels.tools.bevdet import preprocess
 
     a = np.zeros((900, 1600, 3), dtype=np.uint8)
     a[:450] = 255                 # top half white: resized boundary at row 198, crop starts at 140
@@ -357,7 +357,7 @@ def test_preprocess_normalisation_and_channel_order():
     import torch
     from PIL import Image
 
-    from ttmodels.bevdet import MEAN, STD, preprocess
+    from ttmodels.tools.bevdet import MEAN, STD, preprocess
 
     img = Image.new("RGB", (320, 180), (200, 100, 50))
     y = preprocess(img, input_size=(64, 176))
@@ -375,7 +375,7 @@ def test_preprocess_any_mode_and_input_untouched():
     import numpy as np
     from PIL import Image
 
-    from ttmodels.bevdet import preprocess
+    from ttmodels.tools.bevdet import preprocess
 
     gray = Image.fromarray(np.full((90, 160), 77, dtype=np.uint8), mode="L")
     rgba = Image.new("RGBA", (160, 90), (10, 20, 30, 0))   # fully transparent -> white
@@ -391,7 +391,7 @@ def test_preprocess_any_mode_and_input_untouched():
 def test_preprocess_cameras_order():
     from PIL import Image
 
-    from ttmodels.bevdet import CAMERA_ORDER, MEAN, STD, preprocess_cameras
+    from ttmodels.tools.bevdet import CAMERA_ORDER, MEAN, STD, preprocess_cameras
 
     images = {cam: Image.new("RGB", (160, 90), (i * 40,) * 3) for i, cam in enumerate(CAMERA_ORDER)}
     shuffled = dict(reversed(list(images.items())))

@@ -63,7 +63,7 @@ def reference_run():
 
 def test_reference_keys_match_spec():
     """The spec's parameter keys and shapes are exactly BEVDet's (the reference module's)."""
-    from ttmodels.reference import expected_parameters, optional_keys
+    from ttmodels.weights.reference import expected_parameters, optional_keys
 
     graph = _graph(1, (32, 32))
     ref = {k: tuple(v.shape) for k, v in BEVEncoderReference().state_dict().items()}
@@ -93,7 +93,7 @@ def test_spec_float32_semantics_match_reference(reference_run):
     order, BN placement, the downsample conv with bias)."""
     import torch
 
-    from ttmodels.reference import ReferenceModel
+    from ttmodels.weights.reference import ReferenceModel
 
     graph = _graph(1, (32, 32))
     sd = reference_run[0]
@@ -141,7 +141,7 @@ def test_sim_matches_reference(batch, reference_run):
 
 def test_plan_lowers_upsampling_to_grid_sample_and_out_conv_to_linear():
     import ttmodels
-    from ttmodels.plan_checks import check_plan, edge_mismatches
+    from ttmodels.planning.plan_checks import check_plan, edge_mismatches
 
     plan = ttmodels.plan(SPEC, batch_size=1)
     by = {layer.name: layer for layer in plan.layers}
@@ -261,7 +261,7 @@ def test_verify_on_mock_device_accepts_every_step():
     """``ttmodels verify bevdet_r50_bev_encoder --batch 1``: every layer and adapter, the two
     grid_sample upsamplings and the linear out_conv included, is accepted by ttnn 0.81.1 with
     the planned memory config."""
-    from ttmodels.verify import verify
+    from ttmodels.tools.verify import verify
 
     report = verify(SPEC, batch_size=1)
     bad = [(s.name, s.error, s.planned_memory, s.ttnn_memory) for s in report.steps if not s.ok]

@@ -8,7 +8,7 @@ import torch
 
 import ttmodels
 from ttmodels.errors import SpecError, WeightsError
-from ttmodels.reference import pcc
+from ttmodels.weights.reference import pcc
 
 SIZE = 16
 EPS = 1e-3      # MobileNetV3, GoogLeNet and Ultralytics' BatchNorms
@@ -73,7 +73,7 @@ def test_bn_eps_matches_torch_and_the_default_eps_does_not(net):
 
 
 def test_eps_reaches_the_folded_conv_and_the_standalone_scale(net):
-    from ttmodels.cache import prepared_parameters
+    from ttmodels.weights.cache import prepared_parameters
     g = ttmodels.load_graph(_spec({"name": "bn1", "eps": EPS}, {"eps": EPS}))
     assert g.node("conv1").attrs["bn_eps"] == EPS and g.node("out").attrs["eps"] == EPS
     params, _ = prepared_parameters(g, net.state_dict(), cache=False)

@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ttmodels import registry
-from ttmodels.graph import LayoutPolicy, Precision, TensorShape
-from ttmodels.reference import expected_parameters
-from ttmodels.spec import load_graph
+from ttmodels.language import registry
+from ttmodels.language.graph import LayoutPolicy, Precision, TensorShape
+from ttmodels.weights.reference import expected_parameters
+from ttmodels.language.spec import load_graph
 
 PKG = Path(registry.__file__).parent
 CONFIGS = sorted(p.stem for p in (PKG / "configs").glob("*.yaml"))

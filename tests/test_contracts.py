@@ -19,14 +19,14 @@ import torch
 
 import ttnn  # noqa: E402  (a pinned dependency: a broken import must fail, not skip)
 
-from ttmodels.activations import ACTIVATIONS  # noqa: E402
+from ttmodels.ops.activations import ACTIVATIONS  # noqa: E402
 from ttmodels.backends import Backend, Call, common  # noqa: E402
-from ttmodels.graph import Constant, Graph, Node, Precision, TensorShape  # noqa: E402
-from ttmodels.layers import AdapterLayer, conv2d_config, make_layer  # noqa: E402
-from ttmodels.layout import (BLOCK, DRAM_INTERLEAVED, HEIGHT, L1_INTERLEAVED, WIDTH,  # noqa: E402
+from ttmodels.language.graph import Constant, Graph, Node, Precision, TensorShape  # noqa: E402
+from ttmodels.runtime.layers import AdapterLayer, conv2d_config, make_layer  # noqa: E402
+from ttmodels.planning.layout import (BLOCK, DRAM_INTERLEAVED, HEIGHT, L1_INTERLEAVED, WIDTH,  # noqa: E402
                              MemSpec, TensorLayout)
-from ttmodels.plans import Adapter, PlannedLayer  # noqa: E402
-from ttmodels.runtime import Executor  # noqa: E402
+from ttmodels.planning.plans import Adapter, PlannedLayer  # noqa: E402
+from ttmodels.runtime.executor import Executor  # noqa: E402
 
 S = TensorShape
 
@@ -257,7 +257,7 @@ def all_ops_graph(precision: Precision = Precision()) -> tuple[Graph, dict]:
 
 
 def _plan(graph):
-    from ttmodels import planner
+    from ttmodels.planning import planner
     return planner.plan_graph(graph)
 
 
@@ -531,8 +531,8 @@ def test_pool_layers_real_enums():
 # ================================================================================================
 
 def test_new_ops_calls_bind_to_real_ttnn():
-    from ttmodels import activations as A
-    from ttmodels.spec import load_graph
+    from ttmodels.ops import activations as A
+    from ttmodels.language.spec import load_graph
     layers = [{"name": "c", "op": "conv2d", "out": 32, "kernel": 3, "padding": 1, "act": "silu"},
               {"name": "dw", "op": "conv2d", "out": 32, "kernel": 3, "padding": 1, "groups": 32,
                "act": "relu6"},
@@ -569,7 +569,7 @@ def test_align_corners_upsample_calls_bind_to_real_ttnn():
     """The grid_sample lowering of an align_corners upsample (BEVDet's FPN_LSS): the host grid
     preparation, its move to the device and grid_sample itself bind to the real signatures, and
     the memory configs are real ttnn objects."""
-    from ttmodels.spec import load_graph
+    from ttmodels.language.spec import load_graph
     graph = load_graph({"inputs": {"x": {"channels": 64, "size": [8, 8]}},
                         "layers": [{"name": "c", "op": "conv2d", "out": 64, "kernel": 3, "padding": 1},
                                    {"name": "up", "op": "upsample", "scale": 4, "mode": "bilinear",
@@ -593,7 +593,7 @@ def test_conv_transpose2d_and_split_calls_bind_to_real_ttnn():
     """conv_transpose2d (weights prepared with prepare_conv_transpose2d_weights/bias, IOHW) and a
     split (one ttnn.slice per output): every call binds to ttnn 0.81.1's signatures and every
     config is a real ttnn one."""
-    from ttmodels.spec import load_graph
+    from ttmodels.language.spec import load_graph
     from ttmodels.weights import prepare_parameters, random_state_dict
     g = load_graph({"inputs": {"x": {"channels": 16, "size": 8}}, "layers": [
         {"name": "up", "op": "conv_transpose2d", "out": 64, "kernel": 2, "stride": 2,
@@ -623,7 +623,7 @@ def test_issue23_ops_calls_bind_to_real_ttnn():
     """layer_norm (weight/bias as [1, 1, 1, C] TILE tensors), the per-pixel linear, layer_scale,
     softmax and the reshape/permute lowerings of flatten, reshape, permute and channel_shuffle:
     every call binds to ttnn 0.81.1's signatures with real configs."""
-    from ttmodels.spec import load_graph
+    from ttmodels.language.spec import load_graph
     from ttmodels.weights import prepare_parameters, random_state_dict
     g = load_graph({"inputs": {"x": {"channels": 8, "size": 8}}, "layers": [
         {"name": "c", "op": "conv2d", "out": 32, "kernel": 3, "padding": 1},

@@ -14,12 +14,12 @@ import torch.nn.functional as F
 import ttmodels
 import ttmodels.backends.sim as tt
 from ttmodels import formats
-from ttmodels import rules as R
+from ttmodels.planning import rules as R
 from ttmodels.errors import LayoutError, SpecError, WeightsError
-from ttmodels.layout import MemSpec, TensorLayout
-from ttmodels.planner import plan_graph
-from ttmodels.reference import ReferenceModel, node_parameters, pcc
-from ttmodels.spec import load_graph
+from ttmodels.planning.layout import MemSpec, TensorLayout
+from ttmodels.planning.planner import plan_graph
+from ttmodels.weights.reference import ReferenceModel, node_parameters, pcc
+from ttmodels.language.spec import load_graph
 from ttmodels.weights import load_state_dict, synthetic_images
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import ttmodels
-from ttmodels.reference import pcc
+from ttmodels.weights.reference import pcc
 
 OPS_SPEC = {
     "name": "issue23_ops", "inputs": {"image": {"channels": 8, "size": [8, 8]}},
@@ -98,8 +98,8 @@ def test_layer_norm_refuses_a_height_sharded_input_like_ttnn():
     sim refuses: ttnn 0.81.1 raises on a HEIGHT_SHARDED input without a sharded program
     config, and on a block/width-sharded one asked for an interleaved output (seen on the mock
     device)."""
-    from ttmodels import rules as R
-    from ttmodels.layout import BLOCK, HEIGHT, INTERLEAVED, MemSpec, TensorLayout
+    from ttmodels.planning import rules as R
+    from ttmodels.planning.layout import BLOCK, HEIGHT, INTERLEAVED, MemSpec, TensorLayout
     hs = TensorLayout(MemSpec(HEIGHT, "l1", (8, 1), 8, (32, 64)), "tile", "bfloat16")
     assert [v.rule for v in R.check("layer_norm", [hs], {}, shapes=[(1, 1, 256, 64)])] == \
         ["layer_norm.interleaved"]
@@ -168,7 +168,7 @@ def test_convnext_tiny_plans_at_224():
 def test_convnext_tiny_runs_for_real_on_the_mock_device():
     """Every step accepted by ttnn 0.81.1 with the planned memory config (at 64x64 to keep CI
     short; `ttmodels verify convnext_tiny` at 224 passes too, 139 steps)."""
-    from ttmodels.verify import verify
+    from ttmodels.tools.verify import verify
     report = verify("convnext_tiny", input_size=(SIZE, SIZE), diagnostics=False)
     bad = [(s.name, s.error or (s.planned_memory, s.ttnn_memory)) for s in report.steps
            if not s.ok]

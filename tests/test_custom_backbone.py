@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import ttmodels
-from ttmodels import registry
+from ttmodels.language import registry
 from ttmodels.errors import SpecError, WeightsError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -22,7 +22,7 @@ from torch_model import KEY_MAP as PREFIX_MAP  # noqa: E402  (the user's module 
 from torch_model import my_backbone as torch_backbone  # noqa: E402
 from torch_model import user_key  # noqa: E402
 
-from ttmodels.reference import pcc  # noqa: E402
+from ttmodels.weights.reference import pcc  # noqa: E402
 SIZE = (64, 64)          # p4 is 4x4, p5 2x2: the FPN's upsample + add still sees a real 2x grid
 PCC_MIN = 0.99
 
@@ -159,7 +159,7 @@ def test_key_map_forms(form, user_module):
 
 
 def graph_keys(graph):
-    from ttmodels.reference import expected_parameters
+    from ttmodels.weights.reference import expected_parameters
     return expected_parameters(graph)
 
 
@@ -352,7 +352,7 @@ def test_register_path_text_and_dict(user_dir):
 
 
 def test_cli_validate_and_plan_user_file(user_dir, capsys):
-    from ttmodels.cli import main
+    from ttmodels.tools.cli import main
     spec = str(user_dir / "backbone.yaml")
     assert main(["validate", spec, "--input-size", *map(str, SIZE)]) == 0
     assert "valid (35 layers, outputs: p4, p5)" in capsys.readouterr().out
@@ -366,7 +366,7 @@ def test_cli_validate_and_plan_user_file(user_dir, capsys):
 
 
 def test_cli_compare_user_file(tmp_path, capsys):
-    from ttmodels.cli import main
+    from ttmodels.tools.cli import main
     (tmp_path / "tiny.yaml").write_text(
         "imports: [ttmodels/resnet]\n"
         "inputs: {image: {channels: 3, size: 32}}\n"

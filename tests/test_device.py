@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from ttmodels.backends import open_backend, select
 from ttmodels.errors import DeviceError
-from ttmodels.graph import Constant, Graph, Node, Precision, TensorShape
+from ttmodels.language.graph import Constant, Graph, Node, Precision, TensorShape
 
 S = TensorShape
 
@@ -68,8 +68,8 @@ def test_backend_closes_once_and_records():
 
 
 def test_trace_helper_replays_on_sim():
-    from ttmodels import planner
-    from ttmodels.runtime import Executor, to_torch_nchw
+    from ttmodels.planning import planner
+    from ttmodels.runtime.executor import Executor, to_torch_nchw
     g, params = _conv_relu_pool_graph(Precision("bfloat16", "bfloat16", "HiFi4"))
     with open_backend("sim") as be:
         ex = Executor(planner.plan_graph(g), params, be)
@@ -111,8 +111,8 @@ def card():
 
 
 def _run_on_card(card, g, params, inputs):
-    from ttmodels.planner import plan_graph
-    from ttmodels.runtime import Executor, to_torch_nchw
+    from ttmodels.planning.planner import plan_graph
+    from ttmodels.runtime.executor import Executor, to_torch_nchw
     ex = Executor(plan_graph(g), params, card)
     out = ex.run(inputs)
     return {k: to_torch_nchw(card, v, g.shape_of(k)) for k, v in out.items()}
@@ -130,8 +130,8 @@ def test_conv_relu_pool_on_card(card):
 
 @pytest.mark.device
 def test_trace_on_card():
-    from ttmodels.planner import plan_graph
-    from ttmodels.runtime import Executor, to_torch_nchw
+    from ttmodels.planning.planner import plan_graph
+    from ttmodels.runtime.executor import Executor, to_torch_nchw
     g, params = _conv_relu_pool_graph()
     with open_backend("ttnn", trace_region_size=1 << 22) as be:
         ex = Executor(plan_graph(g), params, be)

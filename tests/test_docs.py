@@ -36,7 +36,7 @@ def test_architecture_table_names_every_module_and_only_existing_ones():
 
 
 def test_spec_limits_table_matches_the_code():
-    from ttmodels import _yaml, expr, spec
+    from ttmodels.language import _yaml, expr, spec
     text = _doc("spec.md")
     table = dict(re.findall(r"^\| ([^|]+?) \| ([^|]+?) \|$", text.split("## Limits", 1)[1],
                             re.M))
@@ -61,7 +61,7 @@ def _sh_blocks(text: str) -> list[str]:
 def test_custom_backbones_cli_commands_run_as_documented(tmp_path, monkeypatch, capsys):
     """Every `ttmodels validate|plan` line of the page runs in a copy of the example (as the page
     says: outside the repository) and exits 0; a `# ...` output comment is what it prints."""
-    from ttmodels.cli import main
+    from ttmodels.tools.cli import main
     shutil.copytree(REPO / "examples" / "my_backbone", tmp_path / "my_backbone")
     monkeypatch.chdir(tmp_path)
     ran = 0

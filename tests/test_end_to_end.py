@@ -5,8 +5,8 @@ import torch
 
 import ttmodels
 from ttmodels.formats import quantize
-from ttmodels.reference import ReferenceModel, pcc
-from ttmodels.spec import load_graph
+from ttmodels.weights.reference import ReferenceModel, pcc
+from ttmodels.language.spec import load_graph
 from ttmodels.weights import load_state_dict, synthetic_images
 
 SPEC = """

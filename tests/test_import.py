@@ -10,10 +10,10 @@ import torch
 from torch import nn
 
 import ttmodels
-from ttmodels import importer
-from ttmodels.importer.entry import _parse_args
-from ttmodels.importer.selfcheck import _same_graph
-from ttmodels.spec import load_graph
+from ttmodels.tools import importer
+from ttmodels.tools.importer.entry import _parse_args
+from ttmodels.tools.importer.selfcheck import _same_graph
+from ttmodels.language.spec import load_graph
 from ttmodels.weights import load_state_dict
 
 
@@ -239,7 +239,7 @@ def test_module_references(tmp_path):
 
 
 def test_cli_writes_the_spec_or_nothing(tmp_path, capsys):
-    from ttmodels.cli import main
+    from ttmodels.tools.cli import main
     f = tmp_path / "nets.py"
     f.write_text("import torch\n"
                  "def ok():\n"

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 import ttmodels
-from ttmodels import importer
-from ttmodels.reference import pcc
-from ttmodels.spec import load_graph
+from ttmodels.tools import importer
+from ttmodels.weights.reference import pcc
+from ttmodels.language.spec import load_graph
 from ttmodels.weights import random_state_dict, synthetic_images
 
 SIZE = 64
@@ -54,7 +54,7 @@ def test_import_checks_itself_and_has_blocks(imported, name):
 
 @pytest.mark.parametrize("name", list(MODELS))
 def test_imported_spec_verifies_on_the_mock_device(imported, name):
-    from ttmodels.verify import verify
+    from ttmodels.tools.verify import verify
     _, _, text = imported(name)
     rep = verify(text, batch_size=1, input_size=(SIZE, SIZE), diagnostics=False)
     bad = [s for s in rep.steps if not s.accepted or not s.memory_match]

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import ttmodels
-from ttmodels.cli import main as cli_main
+from ttmodels.tools.cli import main as cli_main
 from ttmodels.errors import WeightsError
 from ttmodels.weights import load_state_dict
 
@@ -133,7 +133,7 @@ def test_reshape_errors_name_the_keys(net):
 
 
 def test_a_callable_key_map_may_return_a_shape_and_is_cached_by_it(net, tmp_path):
-    from ttmodels import cache as cache_mod
+    from ttmodels.weights import cache as cache_mod
     graph = ttmodels.load_graph(SPEC)
     names = {"stem.weight": "conv1.weight", "mix.bias": "proj.bias", "head.weight": "fc.weight",
              "head.bias": "fc.bias"}

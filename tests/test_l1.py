@@ -1,11 +1,11 @@
 """L1 estimates: they grow with what a core holds and respond to layout choices."""
-from ttmodels import l1
+from ttmodels.planning import l1
 from ttmodels.ops.conv2d.l1 import conv_l1
 from ttmodels.ops.pool.l1 import pool_l1
-from ttmodels import rules as R
+from ttmodels.planning import rules as R
 from ttmodels.ops.conv2d.sharding import (conv_memspec, conv_output_memspec,
                                           determine_parallel_config)
-from ttmodels.layout import BLOCK, HEIGHT, INTERLEAVED, MemSpec, TensorLayout
+from ttmodels.planning.layout import BLOCK, HEIGHT, INTERLEAVED, MemSpec, TensorLayout
 
 
 def _conv(kind, rows, cin, cout, k, n_in_rows=None, **kw):

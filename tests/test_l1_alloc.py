@@ -9,11 +9,11 @@ from dataclasses import replace
 
 import pytest
 
-from ttmodels import l1_alloc, plan_alloc
+from ttmodels.planning import l1_alloc, plan_alloc
 from ttmodels.errors import LayoutError
-from ttmodels.l1 import l1_bank_bytes, l1_region
-from ttmodels.planner import plan_graph
-from ttmodels.spec import load_graph
+from ttmodels.planning.l1 import l1_bank_bytes, l1_region
+from ttmodels.planning.planner import plan_graph
+from ttmodels.language.spec import load_graph
 
 BASE, TOP = l1_region("wormhole_b0", 32768)
 

@@ -5,14 +5,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ttmodels import planner  # noqa: E402
+from ttmodels.planning import planner  # noqa: E402
 from ttmodels.backends import sim  # noqa: E402
 
 from ttmodels.backends import open_backend  # noqa: E402
 from ttmodels.errors import LayoutError, WeightsError  # noqa: E402
-from ttmodels.graph import Constant, Graph, Node, Precision, TensorShape  # noqa: E402
-from ttmodels.layers import Layer, layer_class, make_layer  # noqa: E402
-from ttmodels.runtime import Executor, to_torch_nchw  # noqa: E402
+from ttmodels.language.graph import Constant, Graph, Node, Precision, TensorShape  # noqa: E402
+from ttmodels.runtime.layers import Layer, layer_class, make_layer  # noqa: E402
+from ttmodels.runtime.executor import Executor, to_torch_nchw  # noqa: E402
 
 S = TensorShape
 BF16 = Precision("bfloat16", "bfloat16", "HiFi4", False)
@@ -206,7 +206,7 @@ def test_conv_on_dram_input_asks_for_the_l1_path():
     L1_FULL; the plan wants L1 shards out, so the layer must pass Op2DL1FullSliceConfig."""
     import ttmodels
     from ttmodels.backends import open_backend
-    from ttmodels.runtime import Executor
+    from ttmodels.runtime.executor import Executor
     from ttmodels.weights import load_state_dict, prepare_parameters
 
     spec = {"name": "stem", "inputs": {"x": {"channels": 3, "size": [32, 32]}},

@@ -4,13 +4,13 @@ import pytest
 import torch
 
 import ttmodels
-from ttmodels import liveness as lv
+from ttmodels.planning import liveness as lv
 from ttmodels.errors import LayoutError
-from ttmodels.graph import Graph, LayoutPolicy, Node, TensorShape
-from ttmodels.l1 import bank_bytes, l1_bank_bytes
-from ttmodels.layout import HEIGHT, INTERLEAVED, TILE_LAYOUT, MemSpec, TensorLayout
-from ttmodels.planner import plan_graph
-from ttmodels.plan_checks import check_plan, edge_mismatches
+from ttmodels.language.graph import Graph, LayoutPolicy, Node, TensorShape
+from ttmodels.planning.l1 import bank_bytes, l1_bank_bytes
+from ttmodels.planning.layout import HEIGHT, INTERLEAVED, TILE_LAYOUT, MemSpec, TensorLayout
+from ttmodels.planning.planner import plan_graph
+from ttmodels.planning.plan_checks import check_plan, edge_mismatches
 
 from test_planner import conv
 
@@ -151,7 +151,7 @@ def test_spill_runs_on_sim_and_matches_the_unspilled_result():
     add_layer = forced.layer("sum")
     add_layer.inputs[1] = forced.spills[0].to
     from ttmodels.backends import open_backend
-    from ttmodels.runtime import Executor
+    from ttmodels.runtime.executor import Executor
     torch.manual_seed(1)
     params = {n.name: {"weight": torch.randn(n.attrs["out_channels"], n.attrs["in_channels"],
                                              *n.attrs["kernel"]) * 0.05,
@@ -210,11 +210,11 @@ def test_pool_over_the_bank_is_dram_sliced_and_runs_on_sim():
              TensorShape(2, 8, 8, 64)),
     ], {}, ["pool"])
     from ttmodels.backends import open_backend
-    from ttmodels.runtime import Executor
+    from ttmodels.runtime.executor import Executor
     x = torch.randn(2, 64, 16, 16)
     sliced = plan_graph(small)
     from dataclasses import replace
-    from ttmodels.plan_config import SliceConfig
+    from ttmodels.planning.plan_config import SliceConfig
     sliced.layers[0].config = replace(sliced.layers[0].config, slice=SliceConfig("height", 2),
                                       applied_shard_scheme=None)
     sliced.layers[0].output = TensorLayout(MemSpec(INTERLEAVED, "dram"),
@@ -306,7 +306,7 @@ def test_each_step_inherits_the_cbs_of_the_step_before_it():
 
 def test_a_halo_conv_allocates_its_output_after_the_halo_program():
     plan = plan_graph(bottleneck_branch())
-    from ttmodels.l1 import layer_parts
+    from ttmodels.planning.l1 import layer_parts
     c2, c3 = plan.layer("c2"), plan.layer("c3")
     p2 = layer_parts(c2)
     assert p2["halo"] > 0
@@ -332,7 +332,7 @@ def test_an_adapted_operand_at_its_last_use_is_freed_before_the_op_allocates():
     # and the executor does free it before the layer runs: c1's buffer is deallocated between
     # the adapter's call and c2's conv2d
     from ttmodels.backends import open_backend
-    from ttmodels.runtime import Executor
+    from ttmodels.runtime.executor import Executor
     torch.manual_seed(0)
     params = {n.name: {"weight": torch.randn(64, 64, *n.attrs["kernel"]) * 0.05,
                        "bias": torch.zeros(64)} for n in g.nodes}

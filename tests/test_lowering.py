@@ -17,10 +17,10 @@ import torch
 import ttmodels
 from ttmodels import weights as W
 from ttmodels.backends import Backend
-from ttmodels.layers import make_layer
-from ttmodels.planner import plan_graph
-from ttmodels.plan_checks import check_plan
-from ttmodels.spec import load_graph
+from ttmodels.runtime.layers import make_layer
+from ttmodels.planning.planner import plan_graph
+from ttmodels.planning.plan_checks import check_plan
+from ttmodels.language.spec import load_graph
 
 
 def _spec(lowering: str, name: str, size, cin: int, convs) -> dict:

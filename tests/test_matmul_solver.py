@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from ttmodels.errors import Error, LayoutError
-from ttmodels.graph import Node, Precision, TensorShape
-from ttmodels.matmul_solver import (KIND_1D, KIND_2D, can_lower_to_linear, conv1x1_as_matmul_shape,
+from ttmodels.language.graph import Node, Precision, TensorShape
+from ttmodels.planning.matmul_solver import (KIND_1D, KIND_2D, can_lower_to_linear, conv1x1_as_matmul_shape,
                                     resolve_lowering, solve, to_ttnn)
 
 import ttnn  # noqa: E402  (a pinned dependency: a broken import must fail, not skip)
@@ -271,7 +271,7 @@ def test_resolve_lowering():
 # --- probe ----------------------------------------------------------------------------------
 
 def test_probe_without_card_says_so_and_exits_2(tmp_path, capsys, monkeypatch):
-    from ttmodels import probe
+    from ttmodels.tools import probe
     monkeypatch.setattr(probe, "card_present", lambda: False)
     out = tmp_path / "p.json"
     rc = probe.run_probe("does-not-matter.yaml", batch_size=6, input_size=(256, 704),
@@ -283,8 +283,8 @@ def test_probe_without_card_says_so_and_exits_2(tmp_path, capsys, monkeypatch):
 
 
 def test_lowering_overrides_round_trip(tmp_path):
-    from ttmodels import probe
-    from ttmodels.graph import Graph
+    from ttmodels.tools import probe
+    from ttmodels.language.graph import Graph
     g = Graph(name="t", inputs={"x": TensorShape(B, 16, 44, 1024)},
               nodes=[_conv("neck.lateral0"), _conv("c3", k=3, pad=1)], constants={},
               outputs=["c3"])
@@ -304,8 +304,8 @@ def test_lowering_overrides_round_trip(tmp_path):
 
 
 def test_probe_groups_distinct_problems():
-    from ttmodels import probe
-    from ttmodels.graph import Graph
+    from ttmodels.tools import probe
+    from ttmodels.language.graph import Graph
     g = Graph(name="t", inputs={"x": TensorShape(B, 16, 44, 1024)},
               nodes=[_conv("a"), _conv("b"), _conv("c", act="relu"), _conv("d", s=2)],
               constants={}, outputs=["d"])

@@ -14,7 +14,7 @@ import yaml
 
 import ttmodels
 from ttmodels.errors import Error
-from ttmodels.mesh import SYSTEMS, MeshSpec, per_chip_batch, resolve_mesh
+from ttmodels.runtime.mesh import SYSTEMS, MeshSpec, per_chip_batch, resolve_mesh
 
 DATA = Path(ttmodels.__file__).parent / "data"
 
@@ -77,7 +77,7 @@ def test_plan_batch_must_divide():
 
 
 def test_cli_plan_and_validate_take_mesh(capsys):
-    from ttmodels.cli import main
+    from ttmodels.tools.cli import main
     assert main(["plan", "resnet18", "--batch", "4", "--mesh", "n300", "--format", "json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["mesh"]["per_chip_batch"] == 2 and d["mesh"]["name"] == "n300"
@@ -139,7 +139,7 @@ def test_sim_mesh_rejects_mixed_meshes():
 @pytest.fixture(scope="module")
 def resnet50_runs():
     torchvision = pytest.importorskip("torchvision")
-    from ttmodels.spec import load_graph
+    from ttmodels.language.spec import load_graph
     from ttmodels.weights import load_state_dict, synthetic_images
     sd = load_state_dict("random", load_graph("resnet50", batch_size=2), seed=0)
     x = synthetic_images(4, 3, 224, 224, seed=7)
@@ -150,7 +150,7 @@ def resnet50_runs():
         mesh_out = m(x)
         # Trace capture/replay on the mesh: the same executor path a card takes (the sim replay
         # re-runs the plan with the new input copied onto every chip).
-        from ttmodels.runtime import to_torch_nchw
+        from ttmodels.runtime.executor import to_torch_nchw
         m.executor.capture_trace({"image": x.flip(0)})
         raw = m.executor.run_traced({"image": x})["logits"]
         traced = to_torch_nchw(m.backend, raw, m.graph.shape_of("logits")).reshape(4, 1000)
@@ -174,7 +174,7 @@ def test_resnet50_n300_bit_identical_to_one_chip(resnet50_runs):
 
 
 def test_resnet50_n300_pcc_vs_torch(resnet50_runs):
-    from ttmodels.reference import pcc
+    from ttmodels.weights.reference import pcc
     mesh_out, _, ref, _ = resnet50_runs
     assert pcc(ref, mesh_out) >= 0.99
     for i in range(4):                                        # every sample, both chips

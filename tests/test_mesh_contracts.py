@@ -23,8 +23,8 @@ from test_contracts import (FakeTensor, RealTypes, _plan, all_ops_graph, bind_er
 
 from ttmodels.backends import Backend, Call  # noqa: E402
 from ttmodels.backends import ttnn_backend  # noqa: E402
-from ttmodels.mesh import resolve_mesh  # noqa: E402
-from ttmodels.runtime import Executor, to_torch_nchw  # noqa: E402
+from ttmodels.runtime.mesh import resolve_mesh  # noqa: E402
+from ttmodels.runtime.executor import Executor, to_torch_nchw  # noqa: E402
 
 N300 = resolve_mesh("n300")
 
@@ -173,7 +173,7 @@ def test_mesh_executor_refuses_a_plan_for_another_chip_count():
 
 
 def test_mesh_output_is_gathered_on_dim0_per_chip():
-    from ttmodels.graph import TensorShape
+    from ttmodels.language.graph import TensorShape
     shape = TensorShape(1, 2, 2, 3)                 # one chip: 4 rows of 3 channels
     be = _mesh_backend(gathered_shape=(2, 1, 32, 32))   # tile padded per chip
     out = to_torch_nchw(be, FakeTensor(), shape)

@@ -12,16 +12,16 @@ import sys
 
 import pytest
 
-from ttmodels import mock_device
+from ttmodels.backends import mock_device
 from ttmodels.errors import DeviceError
-from ttmodels.mesh import resolve_mesh
+from ttmodels.runtime.mesh import resolve_mesh
 
 RUNS = {"n300": 32, "t3000": 128}
 
 
 @pytest.fixture(scope="module")
 def reports():
-    procs = {m: subprocess.Popen([sys.executable, "-m", "ttmodels.cli", "verify", "resnet50",
+    procs = {m: subprocess.Popen([sys.executable, "-m", "ttmodels.tools.cli", "verify", "resnet50",
                                   "--mesh", m, "--batch", str(b), "--format", "json"],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for m, b in RUNS.items()}
@@ -68,6 +68,6 @@ def test_mock_mesh_needs_a_shipped_descriptor():
 
 
 def test_verify_mesh_batch_must_divide():
-    out = subprocess.run([sys.executable, "-m", "ttmodels.cli", "verify", "resnet50", "--mesh",
+    out = subprocess.run([sys.executable, "-m", "ttmodels.tools.cli", "verify", "resnet50", "--mesh",
                           "n300", "--batch", "3"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 2 and "batch_size 3 does not divide over the 2 chips" in out.stderr

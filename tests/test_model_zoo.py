@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import ttmodels
-from ttmodels.reference import pcc
-from ttmodels.spec import load_graph
+from ttmodels.weights.reference import pcc
+from ttmodels.language.spec import load_graph
 from ttmodels.weights import load_state_dict, synthetic_images
 
 CASES = {                      # model -> test input size
@@ -60,5 +60,5 @@ def test_torchvision_state_dict_loads_and_sim_matches(torchvision, name):
     fp32 = _run(name, size, sd, x, profile="float32")
     d_default = (out - ref).abs().max().item()
     d_fp32 = (fp32 - ref).abs().max().item()
-    # (efficientnet: the float32 run still has the SFPU silu model, see ttmodels/activations.py)
+    # (efficientnet: the float32 run still has the SFPU silu model, see ttmodels/ops/activations.py)
     assert d_default > 2 * d_fp32 and d_default > 1e-3

@@ -7,14 +7,15 @@ import pytest
 import torch
 
 import ttmodels
-from ttmodels import activations as A
-from ttmodels import ops, rules
+from ttmodels.ops import activations as A
+from ttmodels import ops
+from ttmodels.planning import rules
 from ttmodels.backends import sim
-from ttmodels.layers import Layer
-from ttmodels.plan_config import PlanConfig
-from ttmodels.planner import plan_graph
-from ttmodels.reference import ReferenceModel, node_parameters, pcc
-from ttmodels.spec import load_graph
+from ttmodels.runtime.layers import Layer
+from ttmodels.planning.plan_config import PlanConfig
+from ttmodels.planning.planner import plan_graph
+from ttmodels.weights.reference import ReferenceModel, node_parameters, pcc
+from ttmodels.language.spec import load_graph
 from ttmodels.weights import load_state_dict, synthetic_images
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,7 +68,7 @@ def test_plans_carry_each_ops_typed_config():
     from dataclasses import FrozenInstanceError
     from ttmodels.errors import LayoutError
     from ttmodels.ops.upsample import GridSamplePlan
-    from ttmodels.plans import PlannedLayer
+    from ttmodels.planning.plans import PlannedLayer
     g = load_graph({"inputs": {"x": {"channels": 16, "size": 8}}, "layers": [
         {"name": "c", "op": "conv2d", "out": 32, "kernel": 3, "padding": 1, "act": "relu"},
         {"name": "l", "op": "conv2d", "out": 32, "kernel": 1, "lowering": "linear"},

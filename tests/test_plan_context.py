@@ -5,9 +5,9 @@ from __future__ import annotations
 import inspect
 
 from ttmodels import ops
-from ttmodels.plan_context import PlanContext
-from ttmodels.planner import _Planner
-from ttmodels.spec import load_graph
+from ttmodels.planning.plan_context import PlanContext
+from ttmodels.planning.planner import _Planner
+from ttmodels.language.spec import load_graph
 
 
 def test_every_op_plans_in_its_own_package():

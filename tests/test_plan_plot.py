@@ -1,4 +1,4 @@
-"""The plan picture (``ttmodels/plan_plot.py``): its data model, the PNG, and that the numbers it
+"""The plan picture (``ttmodels/planning/plan_plot.py``): its data model, the PNG, and that the numbers it
 draws are the ones the plan table / JSON / verify records print."""
 import json
 import os
@@ -8,15 +8,15 @@ from types import SimpleNamespace
 import pytest
 
 import ttmodels
-from ttmodels.planner import plan_graph
-from ttmodels.spec import load_graph
-from ttmodels import cli
+from ttmodels.planning.planner import plan_graph
+from ttmodels.language.spec import load_graph
+from ttmodels.tools import cli
 from ttmodels.errors import Error
-from ttmodels.plan_plot import (LAYOUT_COLOURS, PART_LABELS, PARTS, RUNS_AS, SPILL,
+from ttmodels.planning.plan_plot import (LAYOUT_COLOURS, PART_LABELS, PARTS, RUNS_AS, SPILL,
                                 check_plot_path, classify_part,
                                 draw_plan, figure_size, layer_live, layer_parts, plot_data,
                                 stage_of, thin_ticks, tick_label)
-from ttmodels.plans import Adapter
+from ttmodels.planning.plans import Adapter
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +146,7 @@ def test_plan_with_liveness_bank_and_spill(r18, monkeypatch):
     spills = [e for e in data.edges if e.kind == SPILL]
     assert [(e.index, e.call) for e in spills] == [(4, "to_memory_config"), (5, SPILL)]
     # the planner's own spills (liveness.Spill) are drawn on the layer they make room for
-    from ttmodels.liveness import Spill
+    from ttmodels.planning.liveness import Spill
     plan.spills.append(Spill(plan.layers[1].name, plan.layers[2].name, lay, lay, 4096,
                              plan.layers[6].name))
     assert [e.index for e in plot_data(plan).edges if e.kind == SPILL] == [4, 5, 6]
@@ -372,7 +372,7 @@ def test_cli_verify_plot_overlays_ttnn_figures(tmp_path, capsys, monkeypatch):
 
     from PIL import Image
 
-    from ttmodels import plan_plot
+    from ttmodels.planning import plan_plot
 
     spec = Path(__file__).resolve().parent / "specs" / "field_report" / "residual_shards.yaml"
     drawn = []
@@ -397,7 +397,7 @@ def test_cli_verify_plot_overlays_ttnn_figures(tmp_path, capsys, monkeypatch):
 
 
 def test_cli_verify_bad_plot_path_fails_before_verifying(tmp_path, capsys, monkeypatch):
-    import ttmodels.verify as verify_mod
+    import ttmodels.tools.verify as verify_mod
 
     ran = []
     monkeypatch.setattr(verify_mod, "verify", lambda *a, **k: ran.append(a))

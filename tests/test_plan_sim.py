@@ -5,16 +5,16 @@ import pytest
 import torch
 
 import ttmodels
-from ttmodels import rules as R
+from ttmodels.planning import rules as R
 from ttmodels import weights as W
 from ttmodels.backends import open_backend
 from ttmodels.errors import LayoutError
-from ttmodels.layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH,
+from ttmodels.planning.layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH,
                              MemSpec)
-from ttmodels.planner import plan_graph
-from ttmodels.plan_checks import check_plan, edge_mismatches
-from ttmodels.runtime import Executor
-from ttmodels.spec import load_graph
+from ttmodels.planning.planner import plan_graph
+from ttmodels.planning.plan_checks import check_plan, edge_mismatches
+from ttmodels.runtime.executor import Executor
+from ttmodels.language.spec import load_graph
 
 # ---------------------------------------------------------------------------------------------
 # shipped configs: planning only (cheap), no full runs
@@ -150,7 +150,7 @@ def test_bevdet_batch6_acceptance_plan():
 
 
 def test_cli_plan_prints_the_batch6_bevdet_table(capsys):
-    from ttmodels.cli import main
+    from ttmodels.tools.cli import main
     assert main(["plan", "bevdet_r50_encoder", "--batch", "6", "--input-size", "256", "704"]) in (0, None)
     out = capsys.readouterr().out
     assert out.startswith("plan bevdet_r50_encoder on wormhole_b0")
@@ -323,7 +323,7 @@ STEM_CONV = {**STEM, "layers": STEM["layers"][:1]}
 
 
 def test_stem_conv_is_dram_sliced_when_l1_is_short():
-    from ttmodels.layout import MemSpec, TensorLayout
+    from ttmodels.planning.layout import MemSpec, TensorLayout
     # BEVDet's stem conv at batch 12, 256x704: ~2 MB/core unsliced (ttnn's own per-op figure)
     plan = plan_graph(load_graph(STEM_CONV, batch_size=12))
     conv = plan.layer("conv1")
@@ -338,7 +338,7 @@ def test_stem_conv_is_dram_sliced_when_l1_is_short():
     # the smallest count that fits: one slice fewer (along the same dimension) does not
     p = plan_graph(load_graph(STEM_CONV, batch_size=12))
     from ttmodels.ops.conv2d import plan as conv2d_plan
-    from ttmodels.planner import _Planner
+    from ttmodels.planning.planner import _Planner
     pl = _Planner(p.graph, "wormhole_b0", True)
     pl.seed()
     x = pl.layouts["x"]

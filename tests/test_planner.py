@@ -3,12 +3,12 @@ import re
 
 import pytest
 
-from ttmodels import rules
+from ttmodels.planning import rules
 from ttmodels.errors import LayoutError
-from ttmodels.graph import Constant, Graph, LayoutPolicy, Node, Precision, TensorShape
-from ttmodels.layout import BLOCK, HEIGHT, INTERLEAVED, TILE_LAYOUT, MemSpec
-from ttmodels.planner import plan_graph
-from ttmodels.plan_checks import check_plan, edge_mismatches
+from ttmodels.language.graph import Constant, Graph, LayoutPolicy, Node, Precision, TensorShape
+from ttmodels.planning.layout import BLOCK, HEIGHT, INTERLEAVED, TILE_LAYOUT, MemSpec
+from ttmodels.planning.planner import plan_graph
+from ttmodels.planning.plan_checks import check_plan, edge_mismatches
 
 
 def conv(name, inp, out_shape, cin, cout, k, s=1, p=None, layout=None, **kw):
@@ -151,7 +151,7 @@ def test_over_budget_tries_other_layout():
     assert e.value.layer == "c"
     m = re.search(r"conv2d needs at least (\d+) B of L1 per core \(height_sharded", str(e.value))
     assert m, str(e.value)
-    from ttmodels.l1 import l1_bank_bytes
+    from ttmodels.planning.l1 import l1_bank_bytes
     bank = l1_bank_bytes()
     assert int(m.group(1)) > bank and f"left by the {bank} B bank" in str(e.value)
     g.nodes[0].layout = LayoutPolicy()
@@ -166,7 +166,7 @@ def test_over_budget_everywhere_raises_naming_layer_and_bytes():
     with pytest.raises(LayoutError) as e:
         plan_graph(g)
     msg = str(e.value)
-    from ttmodels.l1 import l1_bank_bytes
+    from ttmodels.planning.l1 import l1_bank_bytes
     assert "layer 'c'" in msg and str(l1_bank_bytes()) in msg
 
 
@@ -311,7 +311,7 @@ def test_resnet50_224_plans_unchanged(batch):
     import json
     from pathlib import Path
 
-    from ttmodels.spec import load_graph
+    from ttmodels.language.spec import load_graph
     fixture = Path(__file__).parent / "data" / f"plan_resnet50_b{batch}_224.json"
     plan = plan_graph(load_graph("resnet50", batch_size=batch))
     d = json.loads(plan.to_json())

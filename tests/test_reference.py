@@ -13,8 +13,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ttmodels.errors import Error, WeightsError
-from ttmodels.graph import Constant, Graph, Node, TensorShape
-from ttmodels.reference import ReferenceModel, compare, expected_parameters, optional_keys, pcc
+from ttmodels.language.graph import Constant, Graph, Node, TensorShape
+from ttmodels.weights.reference import ReferenceModel, compare, expected_parameters, optional_keys, pcc
 
 
 def _out(size, k, s, pad_lo, pad_hi, d=1, ceil=False):

@@ -3,8 +3,8 @@ import pytest
 import torch
 
 import ttmodels
-from ttmodels.reference import pcc
-from ttmodels.spec import load_graph
+from ttmodels.weights.reference import pcc
+from ttmodels.language.spec import load_graph
 from ttmodels.weights import load_state_dict
 
 STAGES = ("layer1", "layer2", "layer3", "layer4")

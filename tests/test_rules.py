@@ -1,12 +1,12 @@
 """The rule table: structure, layout math, and each op's accept/reject behaviour."""
 import pytest
 
-from ttmodels import rules as R
+from ttmodels.planning import rules as R
 from ttmodels.ops.conv2d.sharding import (conv_reshards_input, determine_parallel_config,
                                           select_conv_shard_layout)
 from ttmodels.ops.pool.sharding import pool_input_memspec, pool_output_memspec, pool_parallel_config
 from ttmodels.errors import LayoutError
-from ttmodels.layout import BLOCK, HEIGHT, INTERLEAVED, WIDTH, MemSpec, TensorLayout
+from ttmodels.planning.layout import BLOCK, HEIGHT, INTERLEAVED, WIDTH, MemSpec, TensorLayout
 
 DRAM = TensorLayout(MemSpec(INTERLEAVED, "dram"))
 HS = TensorLayout(R.sharded_memspec(HEIGHT, 12544, 64, num_cores=56))

@@ -60,7 +60,7 @@ KNOWN_DIFFERENCES = {
 
 @pytest.fixture(scope="module")
 def device():
-    from ttmodels import mock_device
+    from ttmodels.backends import mock_device
     tt, dev = mock_device.open_device("n150", l1_small_size=32768)
     yield tt, dev
     tt.close_device(dev)
@@ -78,7 +78,7 @@ def _check(outcomes):
 def test_corpus_is_generated_and_covers_every_op():
     cases = C.cases()
     assert len(cases) >= 200
-    from ttmodels import rules as R
+    from ttmodels.planning import rules as R
     assert {c.op for c in cases} == set(R.GRAPH_OPS) | set(R.ADAPTER_OPS)
     ids = {c.id for c in cases}
     # the field report: a height-sharded conv output times an interleaved per-channel constant
@@ -134,7 +134,7 @@ def test_the_activation_tables_fusion_columns_are_ttnns(device):
     see, the table's "no" rests on the kernel defines, tests/test_sfpu.py)."""
     import torch
 
-    from ttmodels import activations as A
+    from ttmodels.ops import activations as A
     tt, dev = device
 
     def refused(fn) -> bool:
@@ -177,10 +177,10 @@ def test_a_1x1_conv_takes_a_width_sharded_input_only_with_width_shard_layout():
     (rule conv2d.mm_width_shard_layout; ttnn's side: the test above, adapters off)."""
     import rules_models as M
 
-    from ttmodels import rules as R
-    from ttmodels.planner import plan_graph
-    from ttmodels.plan_checks import check_plan
-    from ttmodels.spec import load_graph
+    from ttmodels.planning import rules as R
+    from ttmodels.planning.planner import plan_graph
+    from ttmodels.planning.plan_checks import check_plan
+    from ttmodels.language.spec import load_graph
     g = load_graph(str(M.SPECS / "rules_vs_ttnn" / "mm_width_input.yaml"))
     raw = plan_graph(g, adapters=False, oracle=False)
     squeeze = raw.layer("squeeze")
@@ -204,10 +204,10 @@ def test_a_dram_sliced_pool_outputs_dram_interleaved_by_the_table_too():
     runs DRAM-sliced, scripts/rules_vs_ttnn_models.py): ttnn gives the sliced pool's output DRAM
     interleaved, as the planner planned it, but rules.output_layout said height shards (rule
     pool2d.slice_input had no output function)."""
-    from ttmodels import rules as R
-    from ttmodels.graph import TensorShape
-    from ttmodels.layout import INTERLEAVED, MemSpec, TensorLayout
-    from ttmodels.plan_config import SliceConfig
+    from ttmodels.planning import rules as R
+    from ttmodels.language.graph import TensorShape
+    from ttmodels.planning.layout import INTERLEAVED, MemSpec, TensorLayout
+    from ttmodels.planning.plan_config import SliceConfig
     from ttmodels.ops.pool import PoolPlan
     dram = MemSpec(INTERLEAVED, "dram")
     x = TensorLayout(dram, "row_major", "bfloat16")

@@ -3,7 +3,7 @@
 ``kernel_*`` below is a second, per-element model of each kernel, written line by line from the
 wheel's sources (``ttnn/tt_metal/hw/ckernels/wormhole_b0/metal/llk_api/llk_sfpu/``) on Python
 floats and raw bit patterns (exexp / exman / shft / setexp as the SFPU instructions do them),
-independent of ``ttmodels/sfpu.py``'s vectorised torch form. The sim must equal it bit for bit on a
+independent of ``ttmodels/ops/sfpu.py``'s vectorised torch form. The sim must equal it bit for bit on a
 grid of inputs, and differ from torch where the kernel does.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import ttmodels
-from ttmodels import activations as A, sfpu
+from ttmodels.ops import activations as A, sfpu
 from ttmodels.errors import SpecError
 
 
@@ -396,7 +396,7 @@ def test_hardswish_is_not_fused_anywhere_but_runs_after_the_op():
     """ttnn 0.81.1 drops a fused hardswish silently (conv2d, binary_ng) or refuses it (matmul):
     the layers pass no fused activation and run ttnn.hardswish (hardswish_kernel.cpp) on the
     op's output, so `act: hardswish` computes hardswish wherever it is written."""
-    from ttmodels import activations as A
+    from ttmodels.ops import activations as A
     assert not any((A.get("hardswish").fuses_conv, A.get("hardswish").fuses_matmul,
                     A.get("hardswish").fuses_binary))
     for layer in ({"name": "c", "op": "conv2d", "out": 8, "kernel": 3, "padding": 1,

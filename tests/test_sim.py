@@ -242,7 +242,7 @@ def test_fused_relu_and_rounding_leave_inputs_untouched(dev):
 def test_fused_relu6_is_in_place_with_the_tables_bits():
     """A fused relu6 on an op's own output runs in place (no fresh tensor per conv) and gives
     bit for bit what the activation table computes, NaN patterns and -0.0 included."""
-    from ttmodels import activations as A
+    from ttmodels.ops import activations as A
     torch.manual_seed(3)
     x = torch.randn(4096) * 8
     x[:10] = torch.tensor([float("nan"), -float("nan"), -0.0, 0.0, -1e-45, 6.0, 6.0001,

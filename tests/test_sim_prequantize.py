@@ -8,7 +8,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 import ttmodels
-from ttmodels import cache as cache_mod
+from ttmodels.weights import cache as cache_mod
 from ttmodels.ops.conv2d import sim as sim_ops
 from ttmodels.weights import prepare_parameters, random_state_dict, synthetic_images
 
@@ -86,7 +86,7 @@ def test_prequantized_entry_with_wrong_shapes_is_rebuilt(tmp_path, weights, capl
     t["logits::bias"] = torch.zeros(3)
     meta["checksum"] = cache_mod.tensors_checksum(t)   # a consistent entry, but not this graph's
     save_file(t, str(entry), metadata=meta)
-    with caplog.at_level("WARNING", logger="ttmodels.cache"):
+    with caplog.at_level("WARNING", logger="ttmodels.weights.cache"):
         with _build(weights, cache=tmp_path) as m:
             assert "[cached]" not in m.weights_info
             got = m(x)

@@ -1,4 +1,4 @@
-"""The sim backend rejects what ttnn 0.81 rejects, naming the rule (ttmodels/rules.py ids, plus
+"""The sim backend rejects what ttnn 0.81 rejects, naming the rule (ttmodels/planning/rules.py ids, plus
 the tensor-level ids the sim enforces itself)."""
 from __future__ import annotations
 

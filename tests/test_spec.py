@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from ttmodels import expr, registry
+from ttmodels.language import expr, registry
 from ttmodels.errors import SpecError
-from ttmodels.graph import LayoutPolicy, Precision, TensorShape
-from ttmodels.reference import expected_parameters
-from ttmodels.spec import load_graph
+from ttmodels.language.graph import LayoutPolicy, Precision, TensorShape
+from ttmodels.weights.reference import expected_parameters
+from ttmodels.language.spec import load_graph
 
 SPECS = Path(__file__).parent / "specs"
 
@@ -486,7 +486,7 @@ def test_resnet50_graph_computes_torchvision_forward(tv_resnet50):
     """The graph's wiring (residuals, downsample placement, strides) is torchvision's: the float
     reference runner on the graph reproduces torchvision's logits with the same weights."""
     import torch
-    from ttmodels.reference import ReferenceModel
+    from ttmodels.weights.reference import ReferenceModel
     torch.manual_seed(0)
     sd = {k: v.clone() for k, v in tv_resnet50.state_dict().items()}
     for k in sd:   # non-trivial BN statistics so a mis-wired BN would show

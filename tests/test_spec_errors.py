@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from ttmodels.errors import SpecError
-from ttmodels.spec import load_graph
+from ttmodels.language.spec import load_graph
 
 SPECS = Path(__file__).parent / "specs"
 REPO = Path(__file__).resolve().parent.parent

@@ -11,14 +11,14 @@ import pytest
 import torch
 
 import ttmodels.backends.sim as sim
-from ttmodels import rules as R
+from ttmodels.planning import rules as R
 from ttmodels.errors import LayoutError
-from ttmodels.layout import (BLOCK, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, MemSpec,
+from ttmodels.planning.layout import (BLOCK, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, MemSpec,
                              TensorLayout)
-from ttmodels.planner import plan_graph
-from ttmodels.plan_checks import check_plan
-from ttmodels.spec import load_graph
-from ttmodels.verify import verify
+from ttmodels.planning.planner import plan_graph
+from ttmodels.planning.plan_checks import check_plan
+from ttmodels.language.spec import load_graph
+from ttmodels.tools.verify import verify
 
 from test_plan_sim import run_and_compare
 

@@ -1,4 +1,4 @@
-"""ttnn in the planning loop (ttmodels/ttnn_oracle.py): the planner asks ttnn about conv
+"""ttnn in the planning loop (ttmodels/planning/ttnn_oracle.py): the planner asks ttnn about conv
 candidates and every step, chooses among the candidates ttnn accepts, caches the answers on disk
 (a second plan asks nothing), records contradictions with rules.py, and says which steps ttnn
 has not confirmed when it is off."""
@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from ttmodels import ttnn_oracle as O
-from ttmodels.layout import HEIGHT
-from ttmodels.planner import plan_graph
-from ttmodels.spec import load_graph
+from ttmodels.planning import ttnn_oracle as O
+from ttmodels.planning.layout import HEIGHT
+from ttmodels.planning.planner import plan_graph
+from ttmodels.language.spec import load_graph
 
 SMALL = {"name": "small", "inputs": {"x": {"channels": 16, "size": [32, 32]}},
          "layers": [{"name": "c1", "op": "conv2d", "out": 32, "kernel": 3, "padding": 1,
@@ -34,7 +34,7 @@ class Scripted(O.Oracle):
 
 
 def _accept_as_planned(step):
-    from ttmodels.verify import describe_key, planned_memory_key
+    from ttmodels.tools.verify import describe_key, planned_memory_key
     out = step.output
     return O.Answer(True, memory=describe_key(planned_memory_key(out.memory)),
                     layout=f"{out.layout} {out.dtype}", memory_match=True, layout_match=True,
@@ -122,7 +122,7 @@ def test_contradictions_are_recorded_in_the_plan_and_the_cache(tmp_path, capsys,
     table = str(plan)
     assert "ttnn contradicts the rule table (2)" in table and "REJECTED" in table
     # the command lists them
-    from ttmodels.cli import main
+    from ttmodels.tools.cli import main
     monkeypatch.setenv("TTMODELS_CACHE_DIR", str(tmp_path))
     assert main(["oracle", "contradictions"]) == 0
     out = capsys.readouterr().out

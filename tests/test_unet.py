@@ -15,8 +15,8 @@ import pytest
 import torch
 
 import ttmodels
-from ttmodels.reference import expected_parameters, optional_keys, pcc
-from ttmodels.spec import load_graph
+from ttmodels.weights.reference import expected_parameters, optional_keys, pcc
+from ttmodels.language.spec import load_graph
 from ttmodels.weights import load_state_dict, random_state_dict, synthetic_images
 
 SIZE = 128
@@ -71,7 +71,7 @@ def test_sim_matches_the_torch_reference(reference, profile):
 
 
 def test_plans_at_the_shipped_256(capsys):
-    from ttmodels.cli import main as cli_main
+    from ttmodels.tools.cli import main as cli_main
     assert cli_main(["plan", "unet_resnet34"]) == 0
     out = capsys.readouterr().out
     assert "decoder.blocks.4.conv2.0" in out and "every step placed" in out

@@ -13,10 +13,10 @@ import torch.nn.functional as F
 
 import ttmodels
 from ttmodels.errors import LayoutError
-from ttmodels.layout import DRAM_INTERLEAVED, HEIGHT, INTERLEAVED, ROW_MAJOR, MemSpec, TensorLayout
-from ttmodels.planner import plan_graph
-from ttmodels.plan_checks import check_plan, edge_mismatches
-from ttmodels.spec import load_graph
+from ttmodels.planning.layout import DRAM_INTERLEAVED, HEIGHT, INTERLEAVED, ROW_MAJOR, MemSpec, TensorLayout
+from ttmodels.planning.planner import plan_graph
+from ttmodels.planning.plan_checks import check_plan, edge_mismatches
+from ttmodels.language.spec import load_graph
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -93,7 +93,7 @@ def test_bilinear_upsample_runs_on_sim_like_torch(producer):
 
 def test_examples_my_backbone_with_bilinear_merge_validates(tmp_path, capsys):
     """The issue's repro: examples/my_backbone with mode: bilinear on its fpn_lateral_merge."""
-    from ttmodels.cli import main
+    from ttmodels.tools.cli import main
 
     dst = tmp_path / "my_backbone"
     shutil.copytree(REPO / "examples" / "my_backbone", dst)
@@ -106,7 +106,7 @@ def test_examples_my_backbone_with_bilinear_merge_validates(tmp_path, capsys):
 
 
 def test_bilinear_rule_messages_say_what_is_wrong():
-    from ttmodels import rules as R
+    from ttmodels.planning import rules as R
     from ttmodels.ops.upsample.sharding import bilinear_upsample_memspec
     # ttnn 0.81.1 shards an interleaved bilinear input itself (measured on the mock device,
     # tests/test_rules_vs_ttnn.py); width/block shards are refused, and the message says so
@@ -272,7 +272,7 @@ def test_sim_grid_sample_rules():
 
 
 def test_rules_table_documents_grid_sample():
-    from ttmodels import rules as R
+    from ttmodels.planning import rules as R
     from ttmodels.ops.upsample.sharding import bilinear_upsample_memspec
     for rid in ("grid_sample.input", "grid_sample.grid", "grid_sample.output"):
         assert "grid_sample_device_operation.cpp" in R.RULES[rid].source

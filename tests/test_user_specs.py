@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from ttmodels.planner import plan_graph
+from ttmodels.planning.planner import plan_graph
 
-from ttmodels.plan_checks import check_plan, edge_mismatches
-from ttmodels.spec import load_graph
-from ttmodels.verify import verify
+from ttmodels.planning.plan_checks import check_plan, edge_mismatches
+from ttmodels.language.spec import load_graph
+from ttmodels.tools.verify import verify
 
 USER = Path(__file__).resolve().parent / "specs" / "user"
 SPECS = sorted(p.name for p in USER.glob("*.yaml"))

@@ -1,6 +1,6 @@
 """ttmodels verify: plans judged by the installed ttnn 0.81.1 on a mock Wormhole n150.
 
-No card: tt-metal runs on a mock cluster with the stand-in toolchain of ttmodels.mock_device;
+No card: tt-metal runs on a mock cluster with the stand-in toolchain of ttmodels.backends.mock_device;
 ops run under NO_DISPATCH graph capture. These tests fail (never skip) when the mechanism
 breaks: ttnn is a pinned dependency."""
 import json
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from ttmodels import mock_device
+from ttmodels.backends import mock_device
 from ttmodels.errors import DeviceError
-from ttmodels.l1_timeline import parse_core_ranges, read
-from ttmodels.verify import split_error, verify
+from ttmodels.planning.l1_timeline import parse_core_ranges, read
+from ttmodels.tools.verify import split_error, verify
 
 REPO = Path(__file__).resolve().parent.parent
 FIELD = REPO / "tests" / "specs" / "field_report"
@@ -121,8 +121,8 @@ def test_field_report_graphs_are_accepted_by_ttnn(residual_report):
 
 
 def test_a_rejected_step_reports_ttnn_error_and_the_rest_still_runs():
-    from ttmodels.planner import plan_graph
-    from ttmodels.spec import load_graph
+    from ttmodels.planning.planner import plan_graph
+    from ttmodels.language.spec import load_graph
     plan = plan_graph(load_graph(FIELD / "conv_maxpool.yaml"))
     conv = plan.layer("conv")
     from dataclasses import replace
@@ -137,7 +137,7 @@ def test_a_rejected_step_reports_ttnn_error_and_the_rest_still_runs():
 
 
 def test_cli_json_has_the_documented_keys():
-    out = subprocess.run([sys.executable, "-m", "ttmodels.cli", "verify",
+    out = subprocess.run([sys.executable, "-m", "ttmodels.tools.cli", "verify",
                           str(FIELD / "conv_multiply.yaml"), "--format", "json"],
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -165,7 +165,7 @@ def test_mock_backend_model_returns_specs_not_values():
 
 
 def test_probe_1x1_on_the_mock_device_reports_acceptance_and_l1(tmp_path, capsys):
-    from ttmodels import probe
+    from ttmodels.tools import probe
     out = tmp_path / "p.json"
     rc = probe.run_probe(REPO / "examples" / "my_backbone" / "backbone.yaml", out=str(out),
                          mock=True)
@@ -207,7 +207,7 @@ def test_a_step_ttnn_crashes_on_is_reported_not_run(tmp_path):
         "layers:\n"
         "  - {name: c, op: conv2d, out: 32, kernel: 3, padding: 1, layout: height_sharded l1 2x1}\n"
         "  - {name: up, op: upsample, scale: 2, mode: bilinear}\n")
-    p = subprocess.run([sys.executable, "-m", "ttmodels.cli", "verify", str(spec), "--no-adapters",
+    p = subprocess.run([sys.executable, "-m", "ttmodels.tools.cli", "verify", str(spec), "--no-adapters",
                         "--format", "json"], capture_output=True, text=True, timeout=600,
                        cwd=tmp_path)
     assert p.returncode == 1, (p.returncode, p.stderr[-2000:])
@@ -222,7 +222,7 @@ def test_ttnn_errors_stay_out_of_stdout_and_its_files_out_of_the_cwd(tmp_path):
     verify's own output (breaking --format json), and wrote generated/ into the current
     directory. The example without adapters has steps ttnn rejects."""
     spec = REPO / "examples" / "my_backbone" / "backbone.yaml"
-    p = subprocess.run([sys.executable, "-m", "ttmodels.cli", "verify", str(spec), "--no-adapters",
+    p = subprocess.run([sys.executable, "-m", "ttmodels.tools.cli", "verify", str(spec), "--no-adapters",
                         "--format", "json"], capture_output=True, text=True, timeout=900,
                        cwd=tmp_path)
     assert p.returncode == 1, p.stderr[-2000:]

@@ -1,10 +1,10 @@
 """The shipped models, the custom-backbone example and the field-report graphs, judged by the
-installed ttnn 0.81.1 on a mock Wormhole n150 (no card; ``ttmodels.verify``).
+installed ttnn 0.81.1 on a mock Wormhole n150 (no card; ``ttmodels.tools.verify``).
 
 For each: every step (layer and adapter) is accepted by ttnn, and every output memory config,
 dtype and tile layout ttnn produces is exactly the plan's. L1: the planner's per-layer estimate
 against ttnn's own figure for the step (``ttnn_op_peak_total``) is within 10 %, or the layer's
-kind is one of the explained gaps listed in one place, ``ttmodels.l1.KNOWN_ESTIMATE_GAPS``
+kind is one of the explained gaps listed in one place, ``ttmodels.planning.l1.KNOWN_ESTIMATE_GAPS``
 (docs/layouts.md has the measured table).
 
 Each model runs once per session (module-scoped cache); the whole module is ~2-3 minutes on two
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ttmodels import l1 as l1m
+from ttmodels.planning import l1 as l1m
 
 REPO = Path(__file__).resolve().parent.parent
 FIELD = REPO / "tests" / "specs" / "field_report"

@@ -12,12 +12,12 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 
 from test_reference import GraphBuilder, resnet_graph, small_graph, small_net
-from ttmodels import cache as cache_mod
-from ttmodels import cache as C
+from ttmodels.weights import cache as cache_mod
+from ttmodels.weights import cache as C
 from ttmodels import weights as W
 from ttmodels.errors import WeightsError
-from ttmodels.graph import Precision
-from ttmodels.reference import ReferenceModel, expected_parameters
+from ttmodels.language.graph import Precision
+from ttmodels.weights.reference import ReferenceModel, expected_parameters
 
 
 def _same(a: dict, b: dict):
@@ -454,7 +454,7 @@ def test_corrupt_cache_entry_is_rebuilt(tmp_path, counting, damage, caplog):
     graph = small_graph()
     first = cache_mod.cached_prepare(graph, "random", cache=tmp_path)
     damage(first.cache_path)
-    with caplog.at_level("WARNING", logger="ttmodels.cache"):
+    with caplog.at_level("WARNING", logger="ttmodels.weights.cache"):
         again = cache_mod.cached_prepare(graph, "random", cache=tmp_path)
     assert not again.cache_hit and counting["load"] == 2
     assert "invalid" in caplog.text
@@ -510,7 +510,7 @@ def test_prepared_parameters_for_the_builder(tmp_path):
 # --------------------------------------------------------------------------------------------
 
 def _spec_graph(name):
-    from ttmodels import spec
+    from ttmodels.language import spec
     from ttmodels.errors import SpecError
     try:
         return spec.load_graph(name, batch_size=1)
@@ -624,7 +624,7 @@ def test_cache_entry_with_other_dtypes_is_rebuilt(tmp_path, counting, caplog):
     t = {k: v.to(torch.float16) for k, v in load_file(str(p)).items()}
     meta["checksum"] = cache_mod.tensors_checksum(t)     # a crafted, self-consistent entry
     save_file(t, str(p), metadata=meta)
-    with caplog.at_level("WARNING", logger="ttmodels.cache"):
+    with caplog.at_level("WARNING", logger="ttmodels.weights.cache"):
         again = cache_mod.cached_prepare(graph, "random", cache=tmp_path)
     assert not again.cache_hit and "dtypes other than float32" in caplog.text
     _same(dict(first), dict(again))
@@ -673,7 +673,7 @@ def test_non_string_keys_are_a_weights_error(where, tmp_path):
 def test_unusable_cache_location_builds_without_cache(cache, tmp_path, monkeypatch, caplog):
     monkeypatch.chdir(tmp_path)
     graph = small_graph()
-    with caplog.at_level("WARNING", logger="ttmodels.cache"):
+    with caplog.at_level("WARNING", logger="ttmodels.weights.cache"):
         out = cache_mod.cached_prepare(graph, "random", cache=cache)
     assert not out.cache_hit and out.cache_path is None
     assert "building without the cache" in caplog.text
@@ -682,7 +682,7 @@ def test_unusable_cache_location_builds_without_cache(cache, tmp_path, monkeypat
 
 def test_unusable_cache_dir_from_the_environment(tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("TTMODELS_CACHE_DIR", "y" * 5000)
-    with caplog.at_level("WARNING", logger="ttmodels.cache"):
+    with caplog.at_level("WARNING", logger="ttmodels.weights.cache"):
         out = cache_mod.cached_prepare(small_graph(), "random", cache=True)
     assert out.cache_path is None and "building without the cache" in caplog.text
 

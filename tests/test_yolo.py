@@ -1,6 +1,6 @@
 """YOLOv8n / YOLOv8s (issue 23 item 5): Ultralytics' key names, the fixed DFL buffer, PCC on the
 sim against a pure-torch reference (tests/yolo_reference.py), the real run on the mock device,
-the host-side decoding and NMS (ttmodels/yolo.py) and the detection demo.
+the host-side decoding and NMS (ttmodels/tools/yolo.py) and the detection demo.
 
 256x256, below the shipped 640, to keep CI short; at 640 the default profile's PCCs are lower
 (0.9965-0.998 for yolov8n; README) but above 0.99, and the real run passes too. The default
@@ -17,8 +17,8 @@ import torch
 
 import ttmodels
 from ttmodels.errors import WeightsError
-from ttmodels.reference import expected_parameters, optional_keys, pcc
-from ttmodels.spec import load_graph
+from ttmodels.weights.reference import expected_parameters, optional_keys, pcc
+from ttmodels.language.spec import load_graph
 from ttmodels.weights import load_state_dict, synthetic_images
 
 from yolo_reference import YOLOv8
@@ -130,7 +130,7 @@ def test_sim_matches_the_torch_reference(setups, name, profile):
 
 @pytest.mark.parametrize("name", list(PARAMS))
 def test_plans_at_the_shipped_640(name, capsys):
-    from ttmodels.cli import main as cli_main
+    from ttmodels.tools.cli import main as cli_main
     assert cli_main(["plan", name]) == 0
     out = capsys.readouterr().out
     assert "model.22.cv3.2.2" in out or "cls_p5" in out
@@ -177,7 +177,7 @@ def _hand_made(nc=3):
 
 
 def test_decode_gives_the_hand_made_boxes():
-    from ttmodels import yolo
+    from ttmodels.tools import yolo
     boxes, scores = yolo.decode(_hand_made())
     assert boxes.shape == (1, 64 + 16 + 4, 4) and scores.shape == (1, 84, 3)
     torch.testing.assert_close(boxes[0, 2 * 8 + 3], torch.tensor([12.0, 12.0, 52.0, 52.0]))
@@ -200,7 +200,7 @@ def test_decode_gives_the_hand_made_boxes():
 
 def test_decode_agrees_with_a_direct_dfl_conv():
     """The DFL as Ultralytics' fixed conv would compute it (arange weights over softmaxed bins)."""
-    from ttmodels import yolo
+    from ttmodels.tools import yolo
     g = torch.Generator().manual_seed(0)
     box = torch.randn(2, 64, 10, generator=g) * 3
     want = torch.nn.functional.conv2d(
@@ -212,7 +212,7 @@ def test_decode_agrees_with_a_direct_dfl_conv():
 def test_letterbox_maps_boxes_back_to_the_image():
     from PIL import Image
 
-    from ttmodels import yolo
+    from ttmodels.tools import yolo
     im = Image.new("RGB", (200, 100), (10, 20, 30))
     x, lb = yolo.letterbox(im, 64)
     assert x.shape == (3, 64, 64) and lb.scale == pytest.approx(0.32) and lb.pad == (0, 16)

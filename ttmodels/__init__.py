@@ -19,8 +19,8 @@ __all__ = ["plan", "build", "register", "list_models", "load_graph", "import_mod
 
 
 def load_graph(spec, *, batch_size: int = 1, input_size=None, profile: str | None = None):
-    """Parse and validate a spec into a shape-inferred Graph (see ``ttmodels.spec``)."""
-    from .spec import load_graph as _load
+    """Parse and validate a spec into a shape-inferred Graph (see ``ttmodels.language.spec``)."""
+    from .language.spec import load_graph as _load
     return _load(spec, batch_size=batch_size, input_size=input_size, profile=profile)
 
 
@@ -33,7 +33,7 @@ def plan(spec, *, batch_size: int = 1, input_size=None, profile: str | None = No
     chip's ``batch_size / chips`` (which must divide) and shows the mesh. ``oracle``: ask the
     installed ttnn on a mock device (True / False; None: unless ``TTMODELS_TTNN_ORACLE=0``),
     docs/layouts.md "ttnn in the planning loop"; ``plan.ttnn`` says what it confirmed."""
-    from .builder import make_plan
+    from .runtime.builder import make_plan
     return make_plan(spec, batch_size=batch_size, input_size=input_size, profile=profile,
                      arch=arch, mesh=mesh, oracle=oracle)
 
@@ -55,7 +55,7 @@ def build(spec, *, weights=None, backend: str = "auto", batch_size: int = 1, inp
     Weights are prepared for the backend during the build; the BN-folded float32 host copies
     are then dropped unless ``keep_params`` (layers' ``params``).
     """
-    from .builder import build as _build
+    from .runtime.builder import build as _build
     return _build(spec, weights=weights, backend=backend, batch_size=batch_size,
                   input_size=input_size, profile=profile, key_map=key_map, ignore=ignore, cache=cache, mesh=mesh,
                   keep_params=keep_params)
@@ -66,20 +66,20 @@ def import_module(module, example_input, *, name: str | None = None, partial: bo
     """The spec (YAML text) a person would write for a PyTorch ``module``, traced with torch.fx
     on ``example_input`` (NCHW): layer names are the module's state-dict prefixes, repeated
     structures blocks, BatchNorm and activations fused. Checks itself in the float32 profile
-    against the module (``ttmodels.importer``; docs/import.md)."""
-    from .importer import import_module as _import
+    against the module (``ttmodels.tools.importer``; docs/import.md)."""
+    from .tools.importer import import_module as _import
     return _import(module, example_input, name=name, partial=partial, check=check)
 
 
 def register(name: str, spec) -> None:
     """Register a spec (path, YAML text or dict) under ``name`` for build/plan/list_models."""
-    from .registry import register as _register
+    from .language.registry import register as _register
     _register(name, spec)
 
 
 def list_models() -> list[str]:
     """Names of the shipped configs and of every registered spec."""
-    from .registry import list_models as _list
+    from .language.registry import list_models as _list
     return _list()
 
 

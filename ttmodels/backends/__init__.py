@@ -1,6 +1,6 @@
 """Backends: a ttnn-like namespace ``tt`` plus an open device.
 
-    from ttmodels.backends import open_backend
+    from . import open_backend
     with open_backend("auto") as be:      # ttnn on a card, else the host sim (logged)
         y = be.tt.relu(x)
 
@@ -69,7 +69,7 @@ def _is_enum_type(obj) -> bool:
 @dataclass
 class Backend:
     """An open backend. ``name`` is "sim", "ttnn" or "ttnn-mock" (the real ttnn on a mock device,
-    ``ttmodels.mock_device``: ops are validated and planned by ttnn, nothing is computed); ``tt``
+    ``ttmodels.backends.mock_device``: ops are validated and planned by ttnn, nothing is computed); ``tt``
     the namespace layers call; ``device`` the open device (a ttnn MeshDevice or the sim's
     SimDevice). ``mesh`` is the ``MeshSpec`` a multi-chip backend was opened on (``device`` is
     then the mesh device), else None."""
@@ -142,12 +142,12 @@ def open_backend(name: str = "auto", *, device_id: int = 0, l1_small_size: int |
                  trace_region_size: int = 0, mesh=None) -> Backend:
     """Open a backend. ``name``: "auto" (ttnn when a card is present, else sim; logged on the
     "ttmodels" logger), "sim", "ttnn" (DeviceError without a card) or "ttnn-mock" (the installed
-    ttnn on a mock Wormhole n150: validation and L1 accounting only, see ``ttmodels.verify``).
+    ttnn on a mock Wormhole n150: validation and L1 accounting only, see ``ttmodels.tools.verify``).
     ``l1_small_size`` defaults to 32768 (conv/pool halo configs); ``trace_region_size`` > 0
     reserves DRAM for traces. ``mesh`` (None, "n150", "n300", "t3000" or (rows, cols); see
-    ``ttmodels.mesh``) opens a ttnn MeshDevice over that many chips (on "ttnn-mock", the mock
+    ``ttmodels.runtime.mesh``) opens a ttnn MeshDevice over that many chips (on "ttnn-mock", the mock
     system of that name), or as many sim devices (docs/multichip.md)."""
-    from ..mesh import resolve_mesh
+    from ..runtime.mesh import resolve_mesh
     from .ttnn_backend import DEFAULT_L1_SMALL_SIZE
     kind = resolve(name)
     mesh = resolve_mesh(mesh)
@@ -162,7 +162,7 @@ def open_backend(name: str = "auto", *, device_id: int = 0, l1_small_size: int |
                                    trace_region_size=trace_region_size)
             return Backend("ttnn", tt, device, options, mesh=mesh)
         if kind == "ttnn-mock":
-            from ..mock_device import open_mesh_device as open_mock_mesh
+            from .mock_device import open_mesh_device as open_mock_mesh
             tt, device = open_mock_mesh(mesh, l1_small_size=l1_small,
                                         trace_region_size=trace_region_size)
             return Backend("ttnn-mock", tt, device, options, mesh=mesh)
@@ -171,7 +171,7 @@ def open_backend(name: str = "auto", *, device_id: int = 0, l1_small_size: int |
                                       trace_region_size=trace_region_size)
         return Backend("sim", sim, device, options, mesh=mesh)
     if kind == "ttnn-mock":
-        from ..mock_device import open_device as open_mock
+        from .mock_device import open_device as open_mock
         tt, device = open_mock("n150", l1_small_size=l1_small, trace_region_size=trace_region_size)
         return Backend("ttnn-mock", tt, device, options)
     if kind == "ttnn":

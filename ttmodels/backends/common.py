@@ -10,10 +10,10 @@ from typing import Any
 
 from ..arch import DEFAULT_GRID
 from ..errors import LayoutError
-from ..graph import Precision
-from ..layout import BLOCK, ROW_MAJOR, TILE_LAYOUT, MemSpec
-from ..layout import TTNN_MEMORY_LAYOUTS
-from ..layout import core_ranges as layout_core_ranges
+from ..language.graph import Precision
+from ..planning.layout import BLOCK, ROW_MAJOR, TILE_LAYOUT, MemSpec
+from ..planning.layout import TTNN_MEMORY_LAYOUTS
+from ..planning.layout import core_ranges as layout_core_ranges
 
 _DTYPE_ATTRS = {"bfloat16": "bfloat16", "bfloat8_b": "bfloat8_b", "bfloat4_b": "bfloat4_b",
                 "float32": "float32"}
@@ -105,7 +105,7 @@ def memory_config(tt, memspec: MemSpec):
 def unary_relu(tt):
     """ReLU's fused form (``activations.unary_with_param(tt, "relu")``; kept for callers that
     name it, e.g. the 1x1 probe)."""
-    from .. import activations
+    from ..ops import activations
     return activations.unary_with_param(tt, "relu")
 
 
@@ -145,7 +145,7 @@ def matmul_program_config(tt, spec: dict[str, Any] | None):
                      per_core_N=int(spec.pop("per_core_N")))
     act = spec.pop("fused_activation", None)
     if act is not None:
-        from .. import activations
+        from ..ops import activations
         common_kw["fused_activation"] = activations.matmul_activation(tt, act)
     if kind == "1d":
         return tt.MatmulMultiCoreReuseMultiCast1DProgramConfig(

@@ -50,7 +50,7 @@ def resolve(name: str = "auto", *, device_dir: Path | str | None = None) -> str:
                      "host model of TTNN)", device_dir or DEVICE_DIR)
             return "sim"
     if name == "ttnn-mock":
-        return name   # the installed ttnn on a mock device (ttmodels.mock_device): no card needed
+        return name   # the installed ttnn on a mock device (ttmodels.backends.mock_device): no card needed
     if name == "ttnn" and not card_present(device_dir):
         raise DeviceError(no_card_message(device_dir))
     return name

@@ -8,7 +8,7 @@ below are derived from the registry (families share their planning, layer and ru
 
 * ``BINARY``: tensor (op) tensor-or-constant, numpy broadcasting of the second operand
   (binary_ng); ``activation`` fused.
-* ``UNARY``: the activations of ``ttmodels.activations`` as standalone ops, plus ``identity``
+* ``UNARY``: the activations of ``ttmodels.ops.activations`` as standalone ops, plus ``identity``
   (ttnn's eltwise unary ops: no dtype argument, memory config kept).
 """
 from __future__ import annotations

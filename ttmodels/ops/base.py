@@ -38,8 +38,8 @@ import importlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..graph import Node, TensorShape
-from ..plan_config import PlanConfig
+from ..language.graph import Node, TensorShape
+from ..planning.plan_config import PlanConfig
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -206,7 +206,7 @@ def pads(padding) -> tuple[int, int, int, int]:
 
 def activation(y: "torch.Tensor", act, node: Node) -> "torch.Tensor":
     """The float32 torch reference of a (fused) activation, errors naming the layer."""
-    from .. import activations
+    from . import activations
     from ..errors import Error
     try:
         return activations.torch_apply(act, y)

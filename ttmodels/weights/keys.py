@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from .. import ops
 from ..errors import WeightsError
-from ..graph import Graph
-from ..reference import expected_parameters, optional_keys
+from ..language.graph import Graph
+from .reference import expected_parameters, optional_keys
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from ..errors import WeightsError
-from ..graph import Graph
-from ..reference import expected_parameters, optional_keys
+from ..language.graph import Graph
+from .reference import expected_parameters, optional_keys
 from .keys import (_as_prefixes, _fmt_list, apply_key_map, check_key_types, check_state_dict,
                    graph_prefixes, warn_huge)
 from .pretrained import pretrained_state_dict

@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Mapping
 
 from .. import ops
-from ..graph import Graph
-from ..reference import constant_tensor, expected_parameters, node_parameters
+from ..language.graph import Graph
+from .reference import constant_tensor, expected_parameters, node_parameters
 from .keys import check_state_dict
 
 if TYPE_CHECKING:  # pragma: no cover

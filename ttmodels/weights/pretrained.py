@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import WeightsError
-from ..graph import Graph
+from ..language.graph import Graph
 
 
 # torchvision's weights for a graph name; the rest of the family uses the enum's DEFAULT.

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 from .. import ops
-from ..graph import Graph
-from ..reference import ReferenceModel, expected_parameters
+from ..language.graph import Graph
+from .reference import ReferenceModel, expected_parameters
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -105,7 +105,7 @@ def _in_depthwise_chain(node, graph: Graph) -> bool:
 
 
 def activation_names() -> tuple[str, ...]:
-    from ..activations import NAMES
+    from ..ops.activations import NAMES
     return NAMES
 
 

@@ -39,7 +39,7 @@ def read_file(path) -> Mapping[str, Any]:
     """The raw state dict in a ``.safetensors`` / ``.pth`` file (no key checks). A safetensors
     file's tensors are read when looked up (``SafetensorsFile``), so keys the graph does not use
     cost nothing but their header entries."""
-    from ..files import irregular
+    from ..language.files import irregular
     if str(path) == "":
         raise WeightsError("weights='' names no file: pass 'random', 'pretrained', a state dict, "
                            "an nn.Module or a .safetensors/.pth path")

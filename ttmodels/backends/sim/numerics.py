@@ -13,11 +13,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ... import activations as A
+from ...ops import activations as A
 from ...arch import DEFAULT_GRID
-from ... import rules
+from ...planning import rules
 from ...errors import Error
-from ...layout import MemSpec
+from ...planning.layout import MemSpec
 from . import types as T
 from .tensor import (SimTensor, memo_key, memoized, memory_config_for, memspec, memspec_token, quantize,  # noqa: F401
                      quantize_, validate_memory)
@@ -92,7 +92,7 @@ def _act_name(act) -> str | None:
 def _apply_unary(x: torch.Tensor, act, inplace: bool = False, fp32_dest: bool = False) -> torch.Tensor:
     """``act`` (None, "relu", UnaryWithParam, UnaryOpType or a list of them) applied to ``x``;
     ``inplace`` lets relu reuse ``x`` when the caller owns it. The activations of the one table
-    (``ttmodels.activations``) compute what the card's SFPU computes (``sim_apply``) with a 32-bit
+    (``ttmodels.ops.activations``) compute what the card's SFPU computes (``sim_apply``) with a 32-bit
     Dest when ``fp32_dest`` (the program's ``fp32_dest_acc_en``)."""
     if act is None:
         return x

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ...plans import Plan
+    from ...planning.plans import Plan
 
 # Bump when quantized_conv_weight (ops/conv2d/sim.py)'s output changes (part of the cache key).
 VERSION = 1

@@ -13,10 +13,12 @@ import math
 
 import torch
 
-from ... import formats, rules
+from ... import formats
+
+from ...planning import rules
 from ...arch import DEFAULT_GRID
 from ...errors import Error, LayoutError
-from ...layout import TTNN_MEMORY_LAYOUTS, MemSpec, TensorLayout
+from ...planning.layout import TTNN_MEMORY_LAYOUTS, MemSpec, TensorLayout
 from . import types as T
 from .device import SimDevice
 

@@ -364,7 +364,7 @@ class CoreGrid:
 def num_cores_to_corerangeset(target_num_cores: int, grid_size: CoreCoord, row_wise: bool = False):
     """``target_num_cores`` cores starting at (0, 0): whole rows (row_wise) or whole columns, then
     a partial last row/column -- tt-metal work_split.cpp ``num_cores_to_corerangeset``."""
-    from ...layout import core_ranges        # the one definition of the core layout
+    from ...planning.layout import core_ranges        # the one definition of the core layout
     gx, gy = grid_size.x, grid_size.y
     try:
         boxes = core_ranges(target_num_cores, (gx, gy), row_wise)

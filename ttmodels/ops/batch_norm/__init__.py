@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...graph import Node
-from ...layout import MemSpec
-from ...plan_config import PlanConfig
+from ...language.graph import Node
+from ...planning.layout import MemSpec
+from ...planning.plan_config import PlanConfig
 from ..base import Field, OpDef, Parsed, activation, register
 from ..binary.rules import _out_binary
 from .rules import _c_batch_norm

@@ -3,10 +3,10 @@
 spec compiler and never reaches here."""
 from __future__ import annotations
 
-from ... import activations as A
+from .. import activations as A
 from ...backends import common
-from ...layout import TensorLayout  # noqa: F401  (type of planned.inputs)
-from ...layers.base import Layer
+from ...planning.layout import TensorLayout  # noqa: F401  (type of planned.inputs)
+from ...runtime.layers.base import Layer
 
 
 class BatchNorm(Layer):

@@ -2,7 +2,7 @@
 are binary's)."""
 from __future__ import annotations
 
-from ...rules import Rule
+from ...planning.rules import Rule
 from ..binary.rules import _BNG, _c_binary
 
 _BN = "ttnn/cpp/ttnn/operations/normalization/batch_norm/device/batch_norm_device_operation.cpp"

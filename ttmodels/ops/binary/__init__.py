@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...graph import Node
-from ...layout import MemSpec
-from ...plan_config import PlanConfig, optional
+from ...language.graph import Node
+from ...planning.layout import MemSpec
+from ...planning.plan_config import PlanConfig, optional
 from ..base import Field, OpDef, Parsed, activation, register
 from .rules import _c_binary, _out_binary
 

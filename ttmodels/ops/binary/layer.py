@@ -2,8 +2,8 @@
 against a per-image vector [N, 1, 1, C] -- the squeeze-and-excitation gate)."""
 from __future__ import annotations
 
-from ... import activations as A
-from ...layers.base import Layer
+from .. import activations as A
+from ...runtime.layers.base import Layer
 
 
 class Binary(Layer):

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ... import l1 as l1m
-from ... import rules as R
-from ...graph import Node
-from ...layout import TILE_LAYOUT, MemSpec, TensorLayout
-from ...plan_context import PlanContext
-from ...plans import PlannedLayer
+from ...planning import l1 as l1m
+from ...planning import rules as R
+from ...language.graph import Node
+from ...planning.layout import TILE_LAYOUT, MemSpec, TensorLayout
+from ...planning.plan_context import PlanContext
+from ...planning.plans import PlannedLayer
 from . import BinaryPlan
 from .sharding import is_native_binary_sharding
 

@@ -2,9 +2,9 @@
 L1 sharding) and its output's layout. batch_norm and layer_scale run as binary ops."""
 from __future__ import annotations
 
-from ...graph import TILE
-from ...layout import ROW_MAJOR, TILE_LAYOUT, TensorLayout
-from ...rules import _RESHAPE, OutputQuery, Rule, Violation, _v
+from ...language.graph import TILE
+from ...planning.layout import ROW_MAJOR, TILE_LAYOUT, TensorLayout
+from ...planning.rules import _RESHAPE, OutputQuery, Rule, Violation, _v
 from .sharding import binary_output_source, is_native_binary_sharding
 
 _BNG = "ttnn/cpp/ttnn/operations/eltwise/binary_ng/device/binary_ng_device_operation.cpp"

@@ -1,9 +1,9 @@
 """binary_ng's layout math: its native L1-sharded path, and whose memory config its output takes."""
 from __future__ import annotations
 
-from ...graph import TILE, round_up
-from ...layout import MemSpec, TensorLayout
-from ...sharding import Shape4, _rows_c, core_count
+from ...language.graph import TILE, round_up
+from ...planning.layout import MemSpec, TensorLayout
+from ...planning.sharding import Shape4, _rows_c, core_count
 
 
 def is_native_binary_sharding(a: TensorLayout, b: TensorLayout, out: MemSpec,

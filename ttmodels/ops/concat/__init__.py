@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...graph import Node, TensorShape
-from ...plan_config import PlanConfig
+from ...language.graph import Node, TensorShape
+from ...planning.plan_config import PlanConfig
 from ..base import OpDef, Parsed, register
 from .rules import _c_concat, _out_concat
 

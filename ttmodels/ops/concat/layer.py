@@ -1,7 +1,7 @@
 """concat: channel concatenation of [1, 1, rows, C_i] tensors (dim 3)."""
 from __future__ import annotations
 
-from ...layers.base import Layer
+from ...runtime.layers.base import Layer
 
 
 class Concat(Layer):

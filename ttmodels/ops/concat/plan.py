@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ... import l1 as l1m
-from ... import rules as R
+from ...planning import l1 as l1m
+from ...planning import rules as R
 from ...formats import is_block_float
-from ...graph import Node
-from ...layout import HEIGHT, ROW_MAJOR, TILE_LAYOUT, TensorLayout
-from ...plan_context import PlanContext
-from ...plans import PlannedLayer
+from ...language.graph import Node
+from ...planning.layout import HEIGHT, ROW_MAJOR, TILE_LAYOUT, TensorLayout
+from ...planning.plan_context import PlanContext
+from ...planning.plans import PlannedLayer
 from . import ConcatPlan
 from .sharding import concat_shard_misalignment
 

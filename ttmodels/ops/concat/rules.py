@@ -1,8 +1,8 @@
 """concat's layout rules, check and output layout."""
 from __future__ import annotations
 
-from ...layout import WIDTH, TensorLayout
-from ...rules import OutputQuery, Rule, Violation, _v
+from ...planning.layout import WIDTH, TensorLayout
+from ...planning.rules import OutputQuery, Rule, Violation, _v
 from .sharding import concat_shard_misalignment
 
 _CAT = "ttnn/cpp/ttnn/operations/data_movement/concat/device/concat_device_operation.cpp"

@@ -2,7 +2,7 @@
 ttnn refuses."""
 from __future__ import annotations
 
-from ...layout import BLOCK, HEIGHT
+from ...planning.layout import BLOCK, HEIGHT
 
 
 def concat_shard_misalignment(kind: str, channels: list[int], dtype: str) -> str | None:

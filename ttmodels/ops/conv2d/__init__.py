@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ...graph import Node, TensorShape
-from ...layout import MemSpec
-from ...plan_config import PlanConfig, SliceConfig, optional
+from ...language.graph import Node, TensorShape
+from ...planning.layout import MemSpec
+from ...planning.plan_config import PlanConfig, SliceConfig, optional
 from ..base import (Field, OpDef, Parsed, activation, pads, prepare_weight_bias,
                    register, window_out)
 from .rules import _c_conv, _out_conv
@@ -260,6 +260,6 @@ register(OpDef(
     doc="convolution (dense, grouped, depthwise), BN folded, activation fused",
     attrs_doc="in_channels, out_channels, kernel (kh, kw), stride (sh, sw), padding (top, bottom, "
               "left, right), dilation (dh, dw), groups, bias (bool), activation (None | canonical "
-              "act of ttmodels.activations), lowering ('conv2d' | 'linear' | 'auto'), bn_eps (float, "
+              "act of ttmodels.ops.activations), lowering ('conv2d' | 'linear' | 'auto'), bn_eps (float, "
               "only with a bn)",
 ))

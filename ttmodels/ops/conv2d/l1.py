@@ -1,10 +1,10 @@
 """conv2d's per-core L1 estimate (ttnn 0.81.1's phases: halo, conv; or the matmul of a 1x1
-conv), on the shared model of ``ttmodels/l1.py``."""
+conv), on the shared model of ``ttmodels/planning/l1.py``."""
 from __future__ import annotations
 
-from ...graph import TILE, round_up
-from ...l1 import ConvGeometry, L1Estimate, _bpe, halo_sticks_per_core, per_core_bytes, tile_bytes
-from ...layout import BLOCK, HEIGHT, WIDTH, TensorLayout
+from ...language.graph import TILE, round_up
+from ...planning.l1 import ConvGeometry, L1Estimate, _bpe, halo_sticks_per_core, per_core_bytes, tile_bytes
+from ...planning.layout import BLOCK, HEIGHT, WIDTH, TensorLayout
 
 
 def conv_l1(*, kind: str, in_layout: TensorLayout, out_layout: TensorLayout, in_rows: int,

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from ... import activations
+from .. import activations
 from ...backends import common
 from ...errors import LayoutError
-from ...layout import DRAM_INTERLEAVED
-from ...plans import PlannedLayer
-from ...layers.base import Layer
+from ...planning.layout import DRAM_INTERLEAVED
+from ...planning.plans import PlannedLayer
+from ...runtime.layers.base import Layer
 
 
 def conv_padding(padding) -> list[int]:
@@ -148,7 +148,7 @@ class Conv2d(ConvLayer):
         common.mark_prequantized(tt, weight, self.params,
                                  self.config.weights_dtype or self.node.precision.weights)
         if getattr(backend, "name", None) == "ttnn-mock":
-            # ttmodels.verify captures each step's ttnn calls (and errors) on the mock device:
+            # ttmodels.tools.verify captures each step's ttnn calls (and errors) on the mock device:
             # there conv2d prepares its weights itself on the first call, inside its step
             self.weight, self.bias, self.prepared = weight, bias, False
         else:
@@ -178,7 +178,7 @@ class Conv2d(ConvLayer):
         shared along output channels in both lowerings, and conv2d also converts its bias to the
         weights dtype. TT's models prepare linear weights the same way
         (ttnn.model_preprocessing preprocess_linear_weight/bias: ``weight.T``, TILE)."""
-        from ...matmul_solver import to_ttnn
+        from ...planning.matmul_solver import to_ttnn
         tt = self.tt
         a, cfg = self.attrs, self.config
         if self.groups != 1 or self.kernel != (1, 1):

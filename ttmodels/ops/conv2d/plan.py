@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ... import l1 as l1m
-from ... import rules as R
+from ...planning import l1 as l1m
+from ...planning import rules as R
 from ...errors import LayoutError
-from ...graph import Node
-from ...layout import BLOCK, HEIGHT, INTERLEAVED, TILE_LAYOUT, WIDTH, MemSpec, TensorLayout
-from ...plan_config import SliceConfig
-from ...plan_context import (ConvCandidate, PlanContext, auto_pick, conv_candidate, conv_layer,
+from ...language.graph import Node
+from ...planning.layout import BLOCK, HEIGHT, INTERLEAVED, TILE_LAYOUT, WIDTH, MemSpec, TensorLayout
+from ...planning.plan_config import SliceConfig
+from ...planning.plan_context import (ConvCandidate, PlanContext, auto_pick, conv_candidate, conv_layer,
                              conv_on_candidate, is_mm, smaller_act_blocks)
-from ...plans import PlannedLayer
+from ...planning.plans import PlannedLayer
 from . import Conv2dPlan
 from .sharding import conv_slice_dim, conv_slice_type_guess
 
@@ -23,7 +23,7 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
     if node.layout.grid is not None and node.attrs.get("lowering") != "linear":
         return plan_conv_on_grid(ctx, node, ctx.layouts[node.inputs[0]])
     if (node.attrs.get("lowering") or "conv2d") in ("linear", "auto"):
-        from ...matmul_solver import resolve_lowering
+        from ...planning.matmul_solver import resolve_lowering
         # explicit linear that cannot lower raises here, naming the layer
         if resolve_lowering(node, grid=ctx.grid) == "linear":
             return plan_conv_as_linear(ctx, node)
@@ -156,7 +156,7 @@ def ttnn_first(ctx: PlanContext, node: Node, x: TensorLayout, cands: list[ConvCa
     ttnn is not asked or accepts none of them (the plan then shows the step unconfirmed)."""
     if ctx.oracle is None or len(cands) == 0:
         return cands[0] if cands else None
-    from ... import ttnn_oracle as O
+    from ...planning import ttnn_oracle as O
     params = O._param_shapes(ctx.g)
     for c in cands:
         cin = replace(c.conv_in, layout=x.layout) if x.memory.sharded else x
@@ -313,7 +313,7 @@ def plan_conv_as_linear(ctx: PlanContext, node: Node) -> PlannedLayer:
     """A 1x1 stride-1 conv run as ttnn.linear with the solver's program config: in0 must be
     TILE and sharded exactly as the config expects (1D: height, 2D: block), the output is
     sharded the same way (matmul_device_operation.cpp 1D/2D branches)."""
-    from ...matmul_solver import KIND_1D, solve_node
+    from ...planning.matmul_solver import KIND_1D, solve_node
     cfg = solve_node(node, grid=ctx.grid, l1_budget=max(ctx.op_budget, 1))
     kind = HEIGHT if cfg.kind == KIND_1D else BLOCK
     x = ctx.layouts[node.inputs[0]]

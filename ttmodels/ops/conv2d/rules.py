@@ -3,11 +3,11 @@ advice and the layout of its output. Also conv_transpose2d's output (a conv2d mi
 from __future__ import annotations
 
 from ...formats import BLOCK_FLOAT_DTYPES
-from ...graph import TILE
+from ...language.graph import TILE
 from ...arch import DEFAULT_GRID
-from ...layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
+from ...planning.layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                        TensorLayout)
-from ...rules import _CONV, OutputQuery, Rule, Violation, _v
+from ...planning.rules import _CONV, OutputQuery, Rule, Violation, _v
 from .sharding import (conv_input_parallel_config, conv_output_memspec, conv_slice_dim,
                        determine_parallel_config, parallel_config_of)
 
@@ -166,7 +166,7 @@ def _c_conv(inputs, attrs, output, shapes):
 
 def _mm_activation(act) -> list[Violation]:
     """conv2d.mm_activation: ``act`` (canonical name or None) fused into a matmul kernel."""
-    from ... import activations
+    from .. import activations
     if act is None or activations.get(act).fuses_matmul:
         return []
     return [_v("conv2d.mm_activation", f"{act} fused into a matmul (conv run as matmul / linear)")]

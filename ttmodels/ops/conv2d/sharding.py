@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ...arch import DEFAULT_GRID
-from ...graph import TILE, round_up
-from ...layout import BLOCK, HEIGHT, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec
-from ...sharding import (ParallelConfig, block_shard_shape, closest_divisor_with_padding,
+from ...language.graph import TILE, round_up
+from ...planning.layout import BLOCK, HEIGHT, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec
+from ...planning.sharding import (ParallelConfig, block_shard_shape, closest_divisor_with_padding,
                          cores_to_grid, height_shard_shape, width_shard_shape)
 
 

@@ -8,7 +8,7 @@ import logging
 import torch
 import torch.nn.functional as F
 
-from ... import rules
+from ...planning import rules
 from .sharding import is_matmul_conv
 from ...backends.sim import onednn
 from ...backends.sim import types as T

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from ...graph import Node, TensorShape
+from ...language.graph import Node, TensorShape
 from ..base import Field, OpDef, Parsed, activation, prepare_weight_bias, register
 from ..conv2d.rules import _out_conv
 from .rules import _c_conv_transpose

@@ -2,7 +2,7 @@
 its stride-1 conv2d micro-op."""
 from __future__ import annotations
 
-from ...l1 import ConvGeometry
+from ...planning.l1 import ConvGeometry
 
 
 def conv_transpose_geometry(n: int, ih: int, iw: int, oh: int, ow: int, kernel, stride, padding,

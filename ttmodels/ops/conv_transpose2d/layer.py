@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...backends import common
 from ...errors import LayoutError
-from ... import activations
+from .. import activations
 from ..conv2d.layer import ConvLayer, conv2d_config
 
 

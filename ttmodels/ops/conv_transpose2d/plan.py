@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ... import rules as R
+from ...planning import rules as R
 from ...errors import LayoutError
-from ...graph import Node
-from ...layout import BLOCK, HEIGHT, INTERLEAVED, WIDTH, MemSpec
-from ...plan_context import (PlanContext, auto_pick, conv_candidate, conv_on_candidate,
+from ...language.graph import Node
+from ...planning.layout import BLOCK, HEIGHT, INTERLEAVED, WIDTH, MemSpec
+from ...planning.plan_context import (PlanContext, auto_pick, conv_candidate, conv_on_candidate,
                              smaller_act_blocks)
-from ...plans import PlannedLayer
+from ...planning.plans import PlannedLayer
 from . import ConvTranspose2dPlan
 
 

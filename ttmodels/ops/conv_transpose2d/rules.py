@@ -2,7 +2,7 @@
 zero-inserted input), plus its own geometry and L1-path rules. Its output is conv2d's."""
 from __future__ import annotations
 
-from ...rules import _CONV, Rule, _v
+from ...planning.rules import _CONV, Rule, _v
 from ..conv2d.rules import _c_conv
 
 _CONVT = "ttnn/cpp/ttnn/operations/conv/conv_transpose2d/conv_transpose2d.cpp"

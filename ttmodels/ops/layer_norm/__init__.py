@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...graph import Node
-from ...layout import MemSpec
-from ...plan_config import PlanConfig
+from ...language.graph import Node
+from ...planning.layout import MemSpec
+from ...planning.plan_config import PlanConfig
 from ..base import Field, OpDef, Parsed, register
-from ...rules import _out_same_memory
+from ...planning.rules import _out_same_memory
 from .rules import _c_layer_norm
 from ..conv2d import need_prefix
 

@@ -2,8 +2,8 @@
 config."""
 from __future__ import annotations
 
-from ...layout import HEIGHT
-from ...rules import Rule, _v
+from ...planning.layout import HEIGHT
+from ...planning.rules import Rule, _v
 
 _LN = "ttnn/cpp/ttnn/operations/normalization/layernorm/device/layernorm_device_operation.cpp"
 

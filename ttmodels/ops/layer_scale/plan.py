@@ -1,9 +1,9 @@
 """layer_scale's planning (``OpDef.plan``)."""
 from __future__ import annotations
 
-from ...graph import Node
-from ...plan_context import PlanContext, per_channel_constant
-from ...plans import PlannedLayer
+from ...language.graph import Node
+from ...planning.plan_context import PlanContext, per_channel_constant
+from ...planning.plans import PlannedLayer
 from . import LayerScalePlan
 
 

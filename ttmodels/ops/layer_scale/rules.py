@@ -1,7 +1,7 @@
 """layer_scale's layout rule: run as x * gamma, binary_ng's rules."""
 from __future__ import annotations
 
-from ...rules import Rule
+from ...planning.rules import Rule
 from ..binary.rules import _BNG, _c_binary
 
 RULE_LIST = (

@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ...graph import Node, TensorShape
-from ...layout import MemSpec
-from ...plan_config import PlanConfig
+from ...language.graph import Node, TensorShape
+from ...planning.layout import MemSpec
+from ...planning.plan_config import PlanConfig
 from ..base import Field, OpDef, Parsed, activation, prepare_weight_bias, register
 from .rules import _c_linear, _out_linear
 from ..conv2d import need_prefix

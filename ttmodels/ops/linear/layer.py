@@ -1,10 +1,10 @@
 """linear: [1, 1, rows, in] x weight^T + bias (the classifier head after the global pool)."""
 from __future__ import annotations
 
-from ... import activations
+from .. import activations
 from ...backends import common
-from ...layout import DRAM_INTERLEAVED
-from ...layers.base import Layer
+from ...planning.layout import DRAM_INTERLEAVED
+from ...runtime.layers.base import Layer
 
 
 class Linear(Layer):

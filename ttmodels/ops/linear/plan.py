@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ... import l1 as l1m
-from ...activations import matmul_split
-from ...graph import Node
-from ...layout import INTERLEAVED, TILE_LAYOUT, MemSpec, TensorLayout
-from ...plan_context import PlanContext
-from ...plans import PlannedLayer
+from ...planning import l1 as l1m
+from ..activations import matmul_split
+from ...language.graph import Node
+from ...planning.layout import INTERLEAVED, TILE_LAYOUT, MemSpec, TensorLayout
+from ...planning.plan_context import PlanContext
+from ...planning.plans import PlannedLayer
 from . import LinearPlan
 
 

@@ -1,8 +1,8 @@
 """matmul / linear's layout rules, check and output layout."""
 from __future__ import annotations
 
-from ...layout import BLOCK, INTERLEAVED, TILE_LAYOUT, MemSpec, TensorLayout
-from ...rules import OutputQuery, Rule, _v
+from ...planning.layout import BLOCK, INTERLEAVED, TILE_LAYOUT, MemSpec, TensorLayout
+from ...planning.rules import OutputQuery, Rule, _v
 from ..conv2d.rules import _mm_activation
 
 _MM = "ttnn/cpp/ttnn/operations/matmul/device/matmul_device_operation.cpp"

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...graph import Node, TensorShape
-from ...layout import MemSpec
-from ...plan_config import PlanConfig
+from ...language.graph import Node, TensorShape
+from ...planning.layout import MemSpec
+from ...planning.plan_config import PlanConfig
 from ..base import Field, OpDef, Parsed, pads, register
-from ...rules import _out_same_memory
+from ...planning.rules import _out_same_memory
 from .rules import _c_pad
 
 

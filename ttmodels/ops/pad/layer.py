@@ -3,8 +3,8 @@ from __future__ import annotations
 from ...formats import BLOCK_FLOAT_DTYPES
 
 from ...backends import common
-from ...layout import TILE_LAYOUT
-from ...layers.base import Layer
+from ...planning.layout import TILE_LAYOUT
+from ...runtime.layers.base import Layer
 
 
 

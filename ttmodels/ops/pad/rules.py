@@ -3,8 +3,8 @@ memory config."""
 from __future__ import annotations
 
 from ...formats import BLOCK_FLOAT_DTYPES
-from ...layout import ROW_MAJOR, TensorLayout
-from ...rules import Rule, _tensor_checks, _v
+from ...planning.layout import ROW_MAJOR, TensorLayout
+from ...planning.rules import Rule, _tensor_checks, _v
 
 RULE_LIST = (
     # --- pad --------------------------------------------------------------------------------

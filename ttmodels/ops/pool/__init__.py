@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...graph import Node, TensorShape
-from ...layout import MemSpec
-from ...plan_config import PlanConfig, SliceConfig, optional
+from ...language.graph import Node, TensorShape
+from ...planning.layout import MemSpec
+from ...planning.plan_config import PlanConfig, SliceConfig, optional
 from ..base import Field, OpDef, Parsed, pads, register, window_out
 from .rules import _c_pool, _out_pool
 

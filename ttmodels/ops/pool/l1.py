@@ -1,10 +1,10 @@
 """pool2d's per-core L1 estimate, and the global average pool's reduce path (its CBs, measured
-on the mock device), on the shared model of ``ttmodels/l1.py``."""
+on the mock device), on the shared model of ``ttmodels/planning/l1.py``."""
 from __future__ import annotations
 
-from ...graph import TILE, round_up
-from ...l1 import ConvGeometry, L1Estimate, _bpe, halo_sticks_per_core, per_core_bytes, tile_bytes
-from ...layout import L1_INTERLEAVED, TensorLayout
+from ...language.graph import TILE, round_up
+from ...planning.l1 import ConvGeometry, L1Estimate, _bpe, halo_sticks_per_core, per_core_bytes, tile_bytes
+from ...planning.layout import L1_INTERLEAVED, TensorLayout
 
 
 def pool_l1(*, in_layout: TensorLayout, out_layout: TensorLayout, in_rows: int, in_w: int,

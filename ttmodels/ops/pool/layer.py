@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ...backends import common
-from ...layers.base import Layer
+from ...runtime.layers.base import Layer
 from ..conv2d.layer import conv_padding
 
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ... import l1 as l1m
-from ... import rules as R
+from ...planning import l1 as l1m
+from ...planning import rules as R
 from ...formats import is_block_float
-from ...graph import Node
-from ...layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
+from ...language.graph import Node
+from ...planning.layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                        TensorLayout)
-from ...plan_config import SliceConfig
-from ...plan_context import PlanContext
-from ...plans import PlannedLayer
+from ...planning.plan_config import SliceConfig
+from ...planning.plan_context import PlanContext
+from ...planning.plans import PlannedLayer
 from . import PoolPlan
 from ..conv2d.sharding import select_conv_shard_layout
 from .l1 import pool_l1

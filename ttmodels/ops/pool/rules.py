@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from ...arch import DEFAULT_GRID
 from ...formats import BLOCK_FLOAT_DTYPES
-from ...layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
+from ...planning.layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                        TensorLayout)
-from ...rules import _POOL, OutputQuery, Rule, _v
+from ...planning.rules import _POOL, OutputQuery, Rule, _v
 from .sharding import pool_output_memspec, pool_parallel_config, pool_parallel_config_of
 
 _POOL_API = "ttnn/cpp/ttnn/operations/pool/generic/generic_pools.cpp"

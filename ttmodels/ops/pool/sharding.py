@@ -3,9 +3,9 @@ input over, the memory configs of its input and output, and its output's padded 
 from __future__ import annotations
 
 from ...arch import DEFAULT_GRID
-from ...graph import TILE, round_up
-from ...layout import BLOCK, HEIGHT, WIDTH, MemSpec, closest_common_divisor
-from ...sharding import ParallelConfig, closest_divisor_with_padding, cores_to_grid
+from ...language.graph import TILE, round_up
+from ...planning.layout import BLOCK, HEIGHT, WIDTH, MemSpec, closest_common_divisor
+from ...planning.sharding import ParallelConfig, closest_divisor_with_padding, cores_to_grid
 
 L1_ALIGNMENT = 16          # bytes (Wormhole hal::get_l1_alignment)
 

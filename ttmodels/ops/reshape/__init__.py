@@ -7,9 +7,9 @@ flatten: ``[N, H, W, C] -> permute (0, 3, 1, 2) -> [1, 1, N, C*H*W]`` (torch's C
 the classifier's weights load as they are)."""
 from __future__ import annotations
 
-from ...graph import Node, TensorShape
+from ...language.graph import Node, TensorShape
 from ..base import Field, OpDef, Parsed, register
-from ...rules import _out_same_memory
+from ...planning.rules import _out_same_memory
 from .rules import _c_reshape
 
 _NHWC_TO_NCHW = (0, 3, 1, 2)

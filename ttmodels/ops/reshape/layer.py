@@ -2,7 +2,7 @@
 their op module lists (``ops.reshape.steps``); the last call gets the plan's memory config."""
 from __future__ import annotations
 
-from ...layers.base import Layer
+from ...runtime.layers.base import Layer
 
 
 class Reshape(Layer):

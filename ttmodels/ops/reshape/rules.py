@@ -2,7 +2,7 @@
 bfloat16 TILE) and check."""
 from __future__ import annotations
 
-from ...rules import _RESHAPE, Rule
+from ...planning.rules import _RESHAPE, Rule
 
 _PERMUTE = "ttnn/cpp/ttnn/operations/data_movement/permute/permute.cpp"
 

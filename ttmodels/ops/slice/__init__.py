@@ -1,9 +1,9 @@
 """slice: the channels ``[start, stop)`` of a tensor (ttnn.slice on the last dim)."""
 from __future__ import annotations
 
-from ...graph import Node, TensorShape
+from ...language.graph import Node, TensorShape
 from ..base import Field, OpDef, Parsed, register
-from ...rules import _out_same_memory
+from ...planning.rules import _out_same_memory
 from .rules import _c_slice
 
 

@@ -1,7 +1,7 @@
 """slice: channels [start, stop) of a [1, 1, rows, C] tensor (ttnn.slice with starts/ends/steps)."""
 from __future__ import annotations
 
-from ...layers.base import Layer
+from ...runtime.layers.base import Layer
 
 
 class Slice(Layer):

@@ -1,7 +1,7 @@
 """slice's layout rule (ttnn.slice on interleaved tensors) and check."""
 from __future__ import annotations
 
-from ...rules import Rule, _v
+from ...planning.rules import Rule, _v
 
 _SLICE = "ttnn/cpp/ttnn/operations/data_movement/slice/device/slice_device_operation.cpp"
 

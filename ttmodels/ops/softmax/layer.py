@@ -1,7 +1,7 @@
 """softmax over channels."""
 from __future__ import annotations
 
-from ...layers.base import Layer
+from ...runtime.layers.base import Layer
 
 
 class Softmax(Layer):

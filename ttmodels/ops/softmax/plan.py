@@ -1,11 +1,11 @@
 """softmax's planning (``OpDef.plan``)."""
 from __future__ import annotations
 
-from ... import l1 as l1m
-from ... import rules as R
-from ...graph import Node
-from ...plan_context import PlanContext, interleaved_tile_input
-from ...plans import PlannedLayer
+from ...planning import l1 as l1m
+from ...planning import rules as R
+from ...language.graph import Node
+from ...planning.plan_context import PlanContext, interleaved_tile_input
+from ...planning.plans import PlannedLayer
 from . import SoftmaxPlan
 
 

@@ -1,8 +1,8 @@
 """softmax's layout rule (TILE out), check and output layout."""
 from __future__ import annotations
 
-from ...layout import TILE_LAYOUT, TensorLayout
-from ...rules import OutputQuery, Rule
+from ...planning.layout import TILE_LAYOUT, TensorLayout
+from ...planning.rules import OutputQuery, Rule
 
 _SOFTMAX = "ttnn/cpp/ttnn/operations/normalization/softmax/softmax.cpp"
 

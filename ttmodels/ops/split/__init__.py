@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from ...graph import Node
+from ...language.graph import Node
 from ..base import Field, OpDef, Parsed, register
-from ...rules import _out_same_memory
+from ...planning.rules import _out_same_memory
 from .rules import _c_split
 from ..slice import _is_int
 
@@ -32,7 +32,7 @@ def parse(x) -> Parsed:
     if lo != s.c:
         raise f.fail(f"split channels {', '.join(f'{k}: {v}' for k, v in ch.items())} sum to "
                      f"{lo}, but the input '{src}' has {s.c} channels", "channels")
-    from ...graph import TensorShape
+    from ...language.graph import TensorShape
     outs = tuple((k, TensorShape(s.n, s.h, s.w, hi - lo_)) for k, lo_, hi in sections)
     return Parsed({"sections": tuple(sections)}, s, outputs=outs, outputs_field="channels")
 

@@ -1,7 +1,7 @@
 """split: channel sections of a [1, 1, rows, C] tensor, one ``ttnn.slice`` each."""
 from __future__ import annotations
 
-from ...layers.base import Layer
+from ...runtime.layers.base import Layer
 
 
 class Split(Layer):

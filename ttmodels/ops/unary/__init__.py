@@ -1,12 +1,12 @@
 """The standalone eltwise unary ops: one per row of the activation table
-(``ttmodels.activations``: relu, sigmoid, silu, ..., leaky_relu with its slope) plus identity.
+(``ttmodels.ops.activations``: relu, sigmoid, silu, ..., leaky_relu with its slope) plus identity.
 ttnn's unary ops take no dtype and keep their input's memory config."""
 from __future__ import annotations
 
-from ... import activations as A
-from ...graph import Node
+from .. import activations as A
+from ...language.graph import Node
 from ..base import Field, OpDef, Parsed, activation, register
-from ...rules import _out_same_memory
+from ...planning.rules import _out_same_memory
 from .rules import _c_relu
 
 

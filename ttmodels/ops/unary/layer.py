@@ -2,8 +2,8 @@
 identity."""
 from __future__ import annotations
 
-from ... import activations as A
-from ...layers.base import Layer
+from .. import activations as A
+from ...runtime.layers.base import Layer
 from . import unary_activation
 
 

@@ -3,14 +3,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ... import l1 as l1m
-from ... import rules as R
+from ...planning import l1 as l1m
+from ...planning import rules as R
 from ...formats import is_block_float
-from ...graph import Node
-from ...layout import TILE_LAYOUT
-from ...plan_config import PlanConfig
-from ...plan_context import PlanContext
-from ...plans import PlannedLayer
+from ...language.graph import Node
+from ...planning.layout import TILE_LAYOUT
+from ...planning.plan_config import PlanConfig
+from ...planning.plan_context import PlanContext
+from ...planning.plans import PlannedLayer
 
 
 def plan(ctx: PlanContext, node: Node) -> PlannedLayer:

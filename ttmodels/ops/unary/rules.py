@@ -2,8 +2,8 @@
 input's memory config (``rules._out_same_memory``)."""
 from __future__ import annotations
 
-from ... import activations as A
-from ...rules import Rule, _v
+from .. import activations as A
+from ...planning.rules import Rule, _v
 
 _UNARY_H = "ttnn/cpp/ttnn/operations/eltwise/unary/unary.hpp"
 _UNARY_OP = "ttnn/cpp/ttnn/operations/eltwise/unary/device/unary_device_operation.cpp"

@@ -6,7 +6,7 @@ from typing import Callable
 
 import torch
 
-from ... import activations as A
+from .. import activations as A
 from ...backends.sim import types as T
 from ...backends.sim.numerics import _emit, _out_layout, _write_into
 from ...backends.sim.tensor import _check, _on_device, quantize_

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...graph import Node, TensorShape
-from ...layout import MemSpec, TensorLayout
-from ...plan_config import PlanConfig, optional
+from ...language.graph import Node, TensorShape
+from ...planning.layout import MemSpec, TensorLayout
+from ...planning.plan_config import PlanConfig, optional
 from ..base import Field, OpDef, Parsed, register
 from .rules import _c_upsample, _out_upsample
 

@@ -10,7 +10,7 @@ output pixel) and kept on the device.
 from __future__ import annotations
 
 from ...errors import LayoutError
-from ...layers.base import Layer
+from ...runtime.layers.base import Layer
 
 
 def align_corners_grid(n: int, out_h: int, out_w: int):

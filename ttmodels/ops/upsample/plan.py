@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ... import l1 as l1m
-from ... import rules as R
+from ...planning import l1 as l1m
+from ...planning import rules as R
 from ...errors import LayoutError
-from ...graph import TILE, Node
-from ...layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
+from ...language.graph import TILE, Node
+from ...planning.layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                        TensorLayout)
-from ...plan_context import PlanContext
-from ...plans import PlannedLayer
+from ...planning.plan_context import PlanContext
+from ...planning.plans import PlannedLayer
 from . import GridSamplePlan, UpsamplePlan
 from .sharding import bilinear_upsample_memspec
 

@@ -6,11 +6,11 @@ from dataclasses import replace
 
 from ...arch import DEFAULT_GRID
 from ...formats import BLOCK_FLOAT_DTYPES
-from ...graph import TILE, round_up
-from ...layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
+from ...language.graph import TILE, round_up
+from ...planning.layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                        TensorLayout)
-from ...rules import OutputQuery, Rule, _rows_c, _v
-from ...sharding import cores_to_grid, split_work_to_cores
+from ...planning.rules import OutputQuery, Rule, _rows_c, _v
+from ...planning.sharding import cores_to_grid, split_work_to_cores
 from .sharding import grid_sample_points, upsample_output_memspec
 
 _UP = "ttnn/cpp/ttnn/operations/pool/upsample/device/upsample_device_operation.cpp"

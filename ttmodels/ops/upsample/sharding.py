@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ...arch import DEFAULT_GRID
-from ...graph import round_up
-from ...layout import HEIGHT, MemSpec
-from ...sharding import cores_to_grid
+from ...language.graph import round_up
+from ...planning.layout import HEIGHT, MemSpec
+from ...planning.sharding import cores_to_grid
 
 
 def bilinear_upsample_memspec(rows: int, c: int, device_grid: tuple[int, int] = DEFAULT_GRID) -> MemSpec:

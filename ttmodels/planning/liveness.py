@@ -1,0 +1,256 @@
+"""Which tensors are alive in L1 while each layer runs, by the executor's own rules.
+
+The executor (``runtime.Executor.run``) runs ``plan.layers`` in order and frees a tensor right
+after its last consumer has run; graph outputs and constants are never freed; an adapter's copy
+lives only while its consumer runs (the original stays alive until its own last use); a spill
+(``plan.spills``) moves a tensor to DRAM right after layer ``after`` and frees its L1 copy.
+During layer ``i`` the L1 of each core therefore holds the op's own buffers (inputs as the op
+receives them, its output, its circular buffers: ``PlannedLayer.l1_bytes_per_core``) plus every
+*other* tensor alive at that moment: ``others_alive`` lists them with their bytes per bank.
+
+**Circular buffers outlive their program.** ttnn releases a program's circular buffers only when
+the next program starts (``circular_buffer_deallocate_all`` in a graph capture comes right before
+the next program's own CBs, *after* that op has created its output tensor). So while step ``s``
+allocates what it needs before its first program (its output; a halo'd conv only its halo
+buffer, since the halo is its first program), the previous program's CBs are still reserved:
+
+    L1(s) = others + max(own, first + carry),   carry = the previous step's CBs
+
+``StepL1`` holds those figures for every step the executor runs (adapters, layers, spills);
+``layer_steps`` computes them for one layer and the adapters in front of it; ``step_figures``
+walks a whole plan. On the mock device the result equals ttnn's own timeline figure to within a
+few hundred bytes per step (``tests/test_verify_models.py``).
+
+Pure functions over plan data (no torch, no ttnn); the planner calls them while planning (to give
+each op the L1 that is really left) and once planned (``live_l1`` per layer, ``Plan.step_l1``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence
+
+from ..language.graph import TILE, Graph, Node
+from .l1 import bank_bytes, layer_parts, tile_bytes
+from ..ops.pool.l1 import global_pool_last_cbs
+from .layout import TensorLayout
+
+
+@dataclass(frozen=True)
+class Spill:
+    """Move ``tensor`` to ``to`` (DRAM) right after layer ``after`` has run, freeing ``frees``
+    bytes per core of L1 for ``for_layer`` (the first layer it makes room for)."""
+    tensor: str
+    after: str
+    before: TensorLayout
+    to: TensorLayout
+    frees: int
+    for_layer: str
+
+    @property
+    def kind(self) -> str:
+        return "spill"
+
+    @property
+    def reason(self) -> str:
+        return f"spill: frees {self.frees:,} B/core for {self.for_layer}"
+
+
+def last_uses(nodes: Sequence[Node]) -> dict[str, int]:
+    """Tensor name -> index of the layer after which the executor frees it (its last consumer;
+    a layer nobody reads is freed right after it runs, unless kept)."""
+    last: dict[str, int] = {}
+    for i, n in enumerate(nodes):
+        for t in n.tensors:
+            last.setdefault(t, i)
+        for s in n.inputs:
+            last[s] = i
+    return last
+
+
+def tensor_rows_c(graph: Graph, name: str) -> tuple[int, int]:
+    if name in graph.constants:
+        shape = (1, 1, 1, 1) + tuple(int(v) for v in graph.constants[name].shape)
+        return shape[-4] * shape[-3] * shape[-2], shape[-1]
+    s = graph.shape_of(name)
+    return s.rows, s.c
+
+
+def freed_after_adapters(src: str, i: int, node: Node, last: Mapping[str, int],
+                         keep: Iterable[str]) -> bool:
+    """Whether the executor frees operand ``src`` of layer ``i`` as soon as its adapters have
+    made the copy the op reads: this is its last use, it is not kept, and the layer reads it once
+    (a DRAM-sliced pool's input then leaves L1 before the pool allocates)."""
+    return last.get(src, -1) == i and src not in keep and list(node.inputs).count(src) == 1
+
+
+def others_alive(i: int, node: Node, held: Mapping[str, TensorLayout], last: Mapping[str, int],
+                 keep: Iterable[str], graph: Graph,
+                 received: Sequence[TensorLayout] | None = None) -> dict[str, int]:
+    """Bytes per bank of every tensor other than ``node``'s operands that is alive in L1 while
+    layer ``i`` runs. ``held``: every tensor produced before ``i`` (graph inputs, constants,
+    earlier layers) as it is held then (spilled ones in DRAM). ``received``: the layouts the op
+    receives (after adapters), when known: an operand whose adapter made a copy is counted here
+    too, since the original stays alive until its own last use."""
+    keep = set(keep)
+    own = set(node.inputs)
+    if received:
+        own = {s for s, got in zip(node.inputs, received) if held.get(s) == got}
+        # an original whose copy is this op's input, freed right after its adapters
+        own |= {s for s, got in zip(node.inputs, received)
+                if held.get(s) != got and freed_after_adapters(s, i, node, last, keep)}
+    elif received is not None:
+        own = set()
+    out: dict[str, int] = {}
+    for name, t in held.items():
+        if name in own or name in node.tensors:
+            continue
+        if last.get(name, -1) < i and name not in keep:
+            continue
+        b = bank_bytes(t, *tensor_rows_c(graph, name))
+        if b:
+            out[name] = b
+    return out
+
+
+@dataclass(frozen=True)
+class StepL1:
+    """One executor step's L1 per core as ttnn's timeline counts it (module docstring):
+    ``own`` its buffers and CBs (inputs as it holds them, outputs, halo, CBs), of which ``cbs``
+    circular buffers and ``first`` what it allocates before its first program starts; ``carry``
+    the CBs the previous program still holds then; ``others`` every other tensor alive in L1."""
+    kind: str                   # "layer", "adapter" or "spill"
+    name: str
+    own: int
+    cbs: int
+    first: int
+    carry: int
+    others: Mapping[str, int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.others.values()) + max(self.own, self.first + self.carry)
+
+    @property
+    def carried(self) -> bool:
+        """The previous program's CBs make this step's peak (not its own)."""
+        return self.first + self.carry > self.own
+
+
+def layer_cbs(layer) -> int:
+    """A planned layer's circular-buffer bytes per core (what the next step inherits). A
+    DRAM-sliced conv2d's last program writes its last slice into the DRAM output, with a few
+    kB of CBs (measured on the mock device): nothing worth carrying; the global pool's last
+    program is its reduce (or the tilize after it)."""
+    if layer.node.op == "conv2d" and layer.config.slice:
+        return 0
+    if layer.node.op == "global_avg_pool":      # three programs; the last one's CBs
+        return global_pool_last_cbs(layer.output, tuple(layer.config.kernel))
+    # a pool's halo program (its first) releases its own CBs when the pool program starts
+    return layer_parts(layer)["cb"] - int((layer.config.l1_parts or {}).get("halo_cb", 0))
+
+
+def layer_first(layer) -> int:
+    """What a layer allocates before its first program releases the previous one's CBs: all but
+    its CBs; a conv that first runs a halo, or makes its own copy of the input (tilize,
+    reshard, interleaved_to_sharded), allocates its output only after that program (measured on
+    the mock device; pools allocate their output first)."""
+    parts = layer_parts(layer)
+    first = int(layer.l1_bytes_per_core) - parts["cb"]
+    raw = layer.config.l1_parts or {}
+    if layer.node.op == "conv2d" and (parts["halo"] > 0 or "tilized_input" in raw or
+                                      "input_copy" in raw):
+        first -= parts["outputs"]
+    return first
+
+
+def adapter_cbs(a, c: int) -> int:
+    """CBs an adapter's program leaves for the next step: an untilize (``to_layout`` to row
+    major) double-buffers a row of the core's channel tiles (measured on the mock device: 2 x 4
+    bf16 tiles for 128-channel shards); a tilize (pad + tilize), reshards and memory moves
+    read and write the tensors' own buffers or a few tiles."""
+    if a.kind != "to_layout" or a.after.layout != "row_major":
+        return 0
+    m = a.before.memory if a.before.memory.sharded else a.after.memory
+    width = m.shard_shape[1] if m.sharded else c
+    return 2 * -(-width // TILE) * tile_bytes("bfloat16")
+
+
+def _executor_order(adapters: Sequence) -> list:
+    # the executor runs operand 0's adapters first, each operand's chain in planning order
+    return sorted(adapters, key=lambda a: a.index)
+
+
+def layer_steps(i: int, node: Node, layer, adapters: Sequence, held: Mapping[str, TensorLayout],
+                last: Mapping[str, int], keep: Iterable[str], graph: Graph,
+                carry: int) -> tuple[list[StepL1], int]:
+    """The steps of layer ``i``: its adapters (``plans.Adapter``, the ones into ``node``) in the
+    executor's order, then the layer; ``carry``: the previous step's CBs. Returns the steps and
+    the CBs the next step inherits (the layer's)."""
+    steps: list[StepL1] = []
+    alive = others_alive(i, node, held, last, keep, graph, received=())   # every operand too
+    temps: dict[int, tuple[str, int]] = {}      # operand index -> (its latest copy, bytes)
+    ordered = _executor_order(adapters)
+    chains_end = {a.index: a for a in ordered}  # each operand's last adapter
+    for a in ordered:
+        rows, c = tensor_rows_c(graph, a.src)
+        src_b, dst_b = bank_bytes(a.before, rows, c), bank_bytes(a.after, rows, c)
+        others = {k: v for k, v in alive.items() if not (k == a.src and a.index not in temps)}
+        others.update({name: b for idx, (name, b) in temps.items() if idx != a.index})
+        if a.index in temps:        # a chain: its input is the previous copy (freed after)
+            src_b = temps[a.index][1]
+        cbs = adapter_cbs(a, c)
+        steps.append(StepL1("adapter", a.edge, src_b + dst_b + cbs, cbs, src_b + dst_b, carry,
+                            others))
+        carry = cbs
+        temps[a.index] = (f"{a.edge} (copy)", dst_b)
+        if a is chains_end.get(a.index) and freed_after_adapters(a.src, i, node, last, keep):
+            alive.pop(a.src, None)
+    received = getattr(layer, "inputs", None)
+    others = others_alive(i, node, held, last, keep, graph, received)
+    cbs = layer_cbs(layer)
+    steps.append(StepL1("layer", node.name, int(layer.l1_bytes_per_core), cbs,
+                        layer_first(layer), carry, others))
+    return steps, cbs
+
+
+def step_figures(plan) -> list[StepL1]:
+    """Every step of ``plan`` in the executor's order (``runtime.Executor.run``): each layer's
+    adapters, the layer, the spills after it; with the final layouts and spills."""
+    g = plan.graph
+    nodes = [pl.node for pl in plan.layers]
+    last = last_uses(nodes)
+    keep = set(g.outputs) | set(g.constants)
+    held: dict[str, TensorLayout] = {**plan.input_layouts, **plan.constant_layouts}
+    into: dict[str, list] = {}
+    for a in plan.adapters:
+        into.setdefault(a.dst, []).append(a)
+    out: list[StepL1] = []
+    carry = 0
+    for i, pl in enumerate(plan.layers):
+        for name in [n for n in held if last.get(n, -1) < i and n not in keep]:
+            del held[name]          # freed: keeps the walk linear in depth
+        steps, carry = layer_steps(i, pl.node, pl, into.get(pl.name, ()), held, last, keep, g,
+                                   carry)
+        out.extend(steps)
+        made = pl.tensor_layouts()          # a split makes several tensors
+        held.update(made)
+        for sp in plan.spills_after(pl.name):
+            # runs before the layer's inputs are freed; writes DRAM, so it allocates no L1
+            alive = others_alive(i, pl.node, held, last, keep, g, received=())
+            for t, lay in made.items():
+                alive[t] = bank_bytes(lay, *tensor_rows_c(g, t))
+            own = alive.pop(sp.tensor, 0)
+            out.append(StepL1("spill", f"{sp.tensor} after {sp.after}", own, 0, 0, carry, alive))
+            held[sp.tensor] = sp.to
+            carry = 0
+    return out
+
+
+def refresh(plan) -> None:
+    """Set ``plan.step_l1`` and each layer's ``live_l1`` / ``live_tensors`` from the plan as it
+    is now (after a change to its layers, e.g. plan_alloc's in-place ops)."""
+    plan.step_l1 = step_figures(plan)
+    by_name = {pl.name: pl for pl in plan.layers}
+    for st in plan.step_l1:
+        if st.kind == "layer":
+            by_name[st.name].live_l1, by_name[st.name].live_tensors = st.total, dict(st.others)

@@ -1,0 +1,533 @@
+"""A plan's L1 by address: the executor's allocation order run through ttnn's allocator model.
+
+Sums (``liveness``) say whether a step's bytes fit the bank; they cannot say whether they fit
+*where the free space is*. ttnn's allocator (``l1_alloc``) is deterministic, so given the order
+in which buffers are allocated and freed, every address follows. That order is:
+
+* the executor's (``runtime.Executor.run``): each layer's adapters in operand order (a chain
+  frees its previous copy), the original freed right after its copy when that is its last use,
+  the layer, its spills, then the adapter copies, then every tensor whose last reader it was;
+* each op's own, inside a step: measured on the mock device for the ops the shipped models use
+  (``op_events``; the table in docs/layouts.md): a conv or pool with a halo allocates the halo
+  buffer, frees it, allocates it again (its second pass), then the output, and frees the halo
+  after its program; a 1x1 conv that tilizes its input first makes two copies (the first freed
+  before the output), one that only shards it one; everything else allocates its output.
+
+``simulate(plan)`` walks the plan in that order and returns, per step, the allocator state
+right after the step's op (before the executor frees what it no longer needs: what
+``ttmodels verify`` reads from ttnn at the same point), the lowest L1 buffer while its programs
+ran, where its CBs end, and the first failure: an allocation no free block holds (out of memory
+by fragmentation or by sum) or CBs that run into the lowest L1 buffer (the clash ttnn raises
+when it places a program). ``Plan.remedies`` (reallocations, in-place ops) are part of the walk,
+so the planner can try one and see its effect before committing to it (``fit``).
+
+Pure: plan data in, figures out; no ttnn.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import l1_alloc
+from ..arch import WORMHOLE_B0
+from . import liveness as lv
+from .l1 import bank_bytes, l1_region, layer_parts
+from .plans import FreedEarlyNote, InPlaceNote, Reallocation
+
+ALLOC, FREE, PROGRAM = "alloc", "free", "program"
+
+
+@dataclass(frozen=True)
+class StepAddr:
+    """One executor step by address (module docstring). Bytes per bank; addresses absolute."""
+    kind: str                       # "layer" | "adapter" | "spill" | "reallocate"
+    name: str
+    allocated: int
+    largest_free: int
+    lowest: int | None              # lowest L1 buffer while its programs ran
+    cb_end: int                     # where its programs' CBs end (base + the planned CBs)
+    failure: str | None = None      # why ttnn's allocator would refuse it (first problem)
+    need: int | None = None         # the allocation that failed, bytes per bank
+    short: int = 0                  # by how much: the request less the largest free block
+                                    # then, or how far the CBs run into the lowest buffer
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+
+@dataclass
+class _Walk:
+    alloc: l1_alloc.L1Allocator
+    addr: dict[str, int] = field(default_factory=dict)        # buffer key -> address
+    steps: list[StepAddr] = field(default_factory=list)
+
+    def allocate(self, key: str, size: int) -> tuple[str, int] | None:
+        """None, or (why, by how many bytes) the allocation fails."""
+        if size <= 0:
+            return None
+        try:
+            self.addr[key] = self.alloc.allocate(size)
+        except l1_alloc.OutOfMemory as e:
+            return (f"out of memory: {e.size:,} B per bank wanted, largest free block "
+                    f"{e.state.largest_free:,} B (free {e.state.free:,} B)",
+                    e.size - e.state.largest_free)
+        return None
+
+    def free(self, key: str) -> None:
+        a = self.addr.pop(key, None)
+        if a is not None:
+            self.alloc.free(a)
+
+
+def tensor_bank_bytes(graph, name: str, layout) -> int:
+    return bank_bytes(layout, *lv.tensor_rows_c(graph, name))
+
+
+def op_events(pl, graph, banks: int = WORMHOLE_B0.l1_banks) -> list[tuple]:
+    """The L1 buffers layer ``pl`` allocates and frees itself, in order, with ``("program",
+    cb_bytes)`` where a program places its CBs; its outputs are keys ``"out:<tensor>"``."""
+    raw = dict(pl.config.l1_parts or {})
+    outs = [(f"out:{t}", tensor_bank_bytes(graph, t, lay))
+            for t, lay in pl.tensor_layouts().items()]
+    cbs = layer_parts(pl)["cb"]
+    op = pl.node.op
+    # ``banks``: the L1 banks (worker cores) an interleaved tensor spreads over
+    alloc_outs = [(ALLOC, k, b) for k, b in outs]
+    if op in ("add", "multiply", "subtract") and getattr(pl.config, "inplace", False):
+        return [(PROGRAM, cbs)]         # the output is operand a's buffer
+    halo = int(raw.get("halo", 0))
+    sliced = bool(getattr(pl.config, "slice", None))
+    if halo and not sliced and op in ("conv2d", "max_pool2d", "avg_pool2d"):
+        pre = []
+        if op == "conv2d" and pl.inputs and pl.inputs[0].memory.buffer == "dram":
+            # the stem: its DRAM input is first copied into L1 shards beside a halo pass
+            rows, c = lv.tensor_rows_c(graph, pl.node.inputs[0])
+            cores = max(1, pl.output.memory.num_cores if pl.output.memory.sharded else banks)
+            copy = -(-rows // cores) * -(-(c * 2) // 16) * 16
+            pre = [(ALLOC, "in_copy", copy), (ALLOC, "halo0", halo), (FREE, "in_copy"),
+                   (FREE, "halo0")]
+        elif getattr(pl.config, "deallocate_activation", False):
+            # measured: the halo program runs on the first halo buffer with the input still
+            # there; the input goes right after it
+            pre = [(ALLOC, "halo0", halo), (PROGRAM, 0), (FREE, "in:0"), (FREE, "halo0")]
+        else:
+            pre = [(ALLOC, "halo0", halo), (FREE, "halo0")]
+        return pre + [(ALLOC, "halo", halo)] + alloc_outs + [(PROGRAM, cbs), (FREE, "halo")]
+    if op == "global_avg_pool" and raw.get("reduce_phase"):
+        # its middle phase makes two copies of the partial sums, the first freed first
+        rp = int(raw["reduce_phase"])
+        return [(ALLOC, "phase0", rp), (ALLOC, "phase1", rp), (FREE, "phase0")] + alloc_outs + \
+            [(PROGRAM, cbs), (FREE, "phase1")]
+    if op == "linear" and raw.get("bias_add_output"):
+        # the matmul's output, then the bias add's (the layer's output); the first is freed
+        return [(ALLOC, "matmul_out", int(raw["bias_add_output"]))] + alloc_outs + \
+            [(PROGRAM, cbs), (FREE, "matmul_out")]
+    tilized, copied = int(raw.get("tilized_input", 0)), int(raw.get("input_copy", 0))
+    if op == "conv2d" and tilized and not sliced:
+        # tilize, then its sharded copy: the first is freed before the output
+        return [(ALLOC, "copy0", tilized), (ALLOC, "copy1", tilized), (FREE, "copy0")] + \
+            alloc_outs + [(PROGRAM, cbs), (FREE, "copy1")]
+    if op == "conv2d" and copied and not sliced:
+        # one sharded copy of a DRAM / interleaved input
+        return [(ALLOC, "copy1", copied)] + alloc_outs + [(PROGRAM, cbs), (FREE, "copy1")]
+    if op == "conv2d" and getattr(pl.config, "deallocate_activation", False):
+        return alloc_outs + [(PROGRAM, cbs), (FREE, "in:0")]    # measured: after its output
+    return alloc_outs + [(PROGRAM, cbs)]
+
+
+def can_free_input(pl, plan) -> bool:
+    """Whether conv ``pl`` may free its input itself (``deallocate_activation``): a conv2d run by
+    ttnn.conv2d (not as a linear, not DRAM-sliced) on an L1 input that it reads last and once,
+    that no caller keeps, and without an input copy of its own (whose order is not measured)."""
+    c = pl.config
+    if pl.node.op != "conv2d" or getattr(c, "deallocate_activation", False) or c.slice or \
+            c.lowering == "linear" or not pl.inputs or pl.inputs[0].memory.buffer != "l1":
+        return False
+    raw = dict(c.l1_parts or {})
+    if raw.get("tilized_input") or raw.get("input_copy"):
+        return False
+    g = plan.graph
+    src = pl.node.inputs[0]
+    if src in g.inputs or src in g.constants or src in g.outputs:
+        return False
+    last = lv.last_uses([x.node for x in plan.layers])
+    i = next(k for k, x in enumerate(plan.layers) if x.name == pl.name)
+    return last.get(src) == i and pl.node.inputs.count(src) == 1
+
+
+def freeing_input(pl):
+    """``pl`` (a conv ``can_free_input`` allows) with ``deallocate_activation``, and its
+    estimate as ttnn then counts it (measured): a halo conv frees its input right after its
+    first halo buffer, so its peak is the larger of the op without its input and the input with
+    that halo buffer; a matmul conv frees it after its output, so its peak does not change (the
+    space is free for the next step only)."""
+    from dataclasses import replace
+    parts = dict(pl.config.l1_parts or {})
+    total = int(pl.l1_bytes_per_core)
+    inp, halo = int(parts.get("input", 0)), int(parts.get("halo", 0))
+    if halo:
+        new_total = max(total - inp, inp + halo)
+        parts["input"] = new_total - (total - inp)      # what of the input the peak still holds
+        total = new_total
+    cfg = replace(pl.config, deallocate_activation=True, l1_parts=parts)
+    return replace(pl, config=cfg, l1_bytes_per_core=total)
+
+
+def simulate(plan, *, l1_small_size: int = 32768) -> list[StepAddr]:
+    """Every executor step of ``plan`` by address (module docstring)."""
+    g = plan.graph
+    base, top = l1_region(getattr(plan, "arch", "wormhole_b0"), l1_small_size)
+    w = _Walk(l1_alloc.L1Allocator(base, top))
+    keep = set(g.outputs) | set(g.constants)
+    nodes = [pl.node for pl in plan.layers]
+    last = lv.last_uses(nodes)
+    into: dict[tuple[str, int], list] = {}
+    for a in plan.adapters:
+        into.setdefault((a.dst, a.index), []).append(a)
+    moves = {}
+    for r in getattr(plan, "reallocations", ()):
+        moves.setdefault(r.before, []).append(r)
+    spills = {}
+    for sp in getattr(plan, "spills", ()):
+        spills.setdefault(sp.after, []).append(sp)
+
+    def t_key(name: str) -> str:
+        return f"t:{name}"
+
+    # graph inputs (DRAM) and constants (small, L1) before the first layer
+    for name, lay in plan.constant_layouts.items():
+        if any(name in n.inputs for n in nodes):
+            w.allocate(t_key(name), tensor_bank_bytes(g, name, lay))
+    for name, lay in plan.input_layouts.items():
+        w.allocate(t_key(name), tensor_bank_bytes(g, name, lay))
+
+    def step(kind: str, name: str, events: list[tuple], rename: dict[str, str]) -> None:
+        failure, need, short, lowest, cb_end = None, None, 0, None, base
+        for ev in events:
+            if ev[0] == ALLOC:
+                key = rename.get(ev[1], ev[1])
+                why = w.allocate(key, ev[2])
+                if why and failure is None:
+                    (failure, short), need = why, l1_alloc.aligned(ev[2])
+            elif ev[0] == FREE:
+                w.free(rename.get(ev[1], ev[1]))
+            else:
+                end = base + int(ev[1])
+                low = w.alloc.lowest()
+                cb_end = max(cb_end, end)
+                if low is not None:
+                    lowest = low if lowest is None else min(lowest, low)
+                    if end > low and failure is None:
+                        failure = (f"CB clash: its circular buffers end at {end:,}, above the "
+                                   f"lowest L1 buffer at {low:,}")
+                        short = end - low
+        st = w.alloc.state()
+        w.steps.append(StepAddr(kind, name, st.allocated, st.largest_free, lowest, cb_end,
+                                failure, need, short))
+
+    for i, pl in enumerate(plan.layers):
+        for r in moves.get(pl.name, ()):
+            # ttnn.reallocate (ttnn::move): the tensor is freed, then allocated again top-down
+            size = tensor_bank_bytes(g, r.tensor, r.layout)
+            key = t_key(r.tensor)
+            # (ttnn runs no program of its own here that the capture shows)
+            step("reallocate", f"{r.tensor} before {r.before}", [(FREE, key), (ALLOC, key, size)],
+                 {})
+        temps: list[str] = []
+        for idx, src in enumerate(pl.node.inputs):
+            cur = t_key(src)
+            chain = into.get((pl.name, idx), ())
+            for j, a in enumerate(sorted(chain, key=lambda a: a.index)):
+                copy = f"copy:{pl.name}:{idx}:{j}"
+                size = tensor_bank_bytes(g, src, a.after)
+                step("adapter", a.edge, [(ALLOC, copy, size),
+                                         (PROGRAM, lv.adapter_cbs(a, lv.tensor_rows_c(g, src)[1]))],
+                     {})
+                if cur in temps:
+                    w.free(cur)
+                    temps.remove(cur)
+                temps.append(copy)
+                cur = copy
+            if chain and lv.freed_after_adapters(src, i, pl.node, last, keep):
+                w.free(t_key(src))
+        rename = {f"out:{t}": t_key(t) for t in pl.tensor_layouts()}
+        if pl.node.inputs:      # what operand 0 is now: its adapter copy, or the tensor
+            copies0 = [t for t in temps if t.startswith(f"copy:{pl.name}:0:")]
+            rename["in:0"] = copies0[-1] if copies0 else t_key(pl.node.inputs[0])
+        events = op_events(pl, g, banks=plan.grid[0] * plan.grid[1])
+        step("layer", pl.name, events, rename)
+        inplace = getattr(pl.config, "inplace", False)
+        if inplace:
+            # the output is operand a's buffer: it takes over a's (or a's copy's) key
+            ia = 1 if getattr(pl.config, "swap_operands", False) else 0
+            src = pl.node.inputs[ia]
+            copies = [t for t in temps if t.startswith(f"copy:{pl.name}:{ia}:")]
+            holder = copies[-1] if copies else t_key(src)
+            if holder in w.addr:
+                w.addr[t_key(pl.name)] = w.addr.pop(holder)
+            temps = [t for t in temps if t != holder]
+        for sp in spills.get(pl.name, ()):
+            step("spill", f"{sp.tensor} after {sp.after}", [(PROGRAM, 0)], {})
+            w.free(t_key(sp.tensor))
+        for t in temps:
+            w.free(t)
+        for src in dict.fromkeys(list(pl.node.inputs) + list(pl.node.tensors)):
+            if last.get(src) == i and src not in keep:
+                if inplace and src == pl.node.inputs[1 if getattr(pl.config, "swap_operands",
+                                                                  False) else 0] \
+                        and src not in pl.node.tensors:
+                    continue            # its buffer is the output now
+                w.free(t_key(src))
+    return w.steps
+
+
+def first_failure(steps: list[StepAddr]) -> StepAddr | None:
+    return next((s for s in steps if not s.ok), None)
+
+
+# ---- remedies ------------------------------------------------------------------------------
+
+def _layer_of(plan, st: StepAddr) -> str:
+    """The layer a step belongs to: an adapter's consumer, a reallocation's next layer."""
+    if st.kind == "layer":
+        return st.name
+    if st.kind == "adapter":
+        return st.name.split(" -> ", 1)[1].rsplit("[", 1)[0]
+    if st.kind == "reallocate":
+        return st.name.split(" before ", 1)[1]
+    after = st.name.split(" after ", 1)[1]          # a spill runs after its layer
+    names = [pl.name for pl in plan.layers]
+    return names[min(names.index(after) + 1, len(names) - 1)]
+
+
+def _progress(plan, steps: list[StepAddr]) -> tuple[int, int]:
+    """How far a walk gets: (layers run before its first failing step, minus what that step
+    lacks); larger is better. Counted in layers, not steps, so that a remedy's own step (a
+    reallocation) is no progress by itself. A walk without failure scores past every layer."""
+    done = 0
+    for st in steps:
+        if not st.ok:
+            return done, -st.short
+        done += st.kind == "layer"
+    return len(plan.layers) + 1, 0
+
+
+def _live_before(plan, layer: str, l1_small_size: int) -> dict[str, int]:
+    """Tensor name -> bytes per bank of every tensor in L1 right before ``layer`` runs (with
+    the plan's remedies so far), by walking the plan up to there."""
+    g = plan.graph
+    held = {**plan.input_layouts, **plan.constant_layouts}
+    nodes = [pl.node for pl in plan.layers]
+    last = lv.last_uses(nodes)
+    keep = set(g.outputs) | set(g.constants)
+    for i, pl in enumerate(plan.layers):
+        if pl.name == layer:
+            out = {}
+            for name, lay in held.items():
+                if (last.get(name, -1) >= i or name in keep) and lay.memory.buffer == "l1" \
+                        and name not in g.constants:
+                    b = tensor_bank_bytes(g, name, lay)
+                    if b:
+                        out[name] = b
+            return out
+        held.update(pl.tensor_layouts())
+        for sp in plan.spills_after(pl.name):
+            held[sp.tensor] = sp.to
+    return {}
+
+
+def _in_place_candidate(plan, pl):
+    """``pl`` as an in-place binary op (output_tensor=a), or None where ttnn would not take it
+    (the same conditions as the planner's ``inplace_blocker``)."""
+    from dataclasses import replace
+    if pl.node.op not in ("add", "multiply") or getattr(pl.config, "inplace", False):
+        return None
+    if pl.config.broadcast is not None:
+        return None
+    g = plan.graph
+    ia = 1 if pl.config.swap_operands else 0
+    src = pl.node.inputs[ia]
+    a = pl.inputs[ia]
+    if a != pl.output or a.memory.buffer != "l1" or pl.node.inputs.count(src) > 1:
+        return None
+    copied = any(ad.dst == pl.name and ad.index == ia for ad in plan.adapters)
+    if not copied and (src in g.inputs or src in g.constants or src in g.outputs or
+                       [c.name for c in g.consumers(src)] != [pl.name]):
+        return None
+    s = pl.node.shape
+    parts = dict(pl.config.l1_parts or {})
+    own = int(parts.get("output", 0))
+    parts["output"] = 0             # the output is a's buffer (l1.eltwise_l1 output_aliases_input)
+    cfg = replace(pl.config, inplace=True, out_shape=(1, 1, s.rows, s.c), l1_parts=parts)
+    return replace(pl, config=cfg, l1_bytes_per_core=int(pl.l1_bytes_per_core) - own)
+
+
+def _with(plan, **changes):
+    from dataclasses import replace
+    return replace(plan, **changes)
+
+
+def _replanned(plan, new, extra_notes=()):
+    """``new`` (a replan of ``plan``'s graph, reordered or with more spills) with ``plan``'s
+    address remedies carried over where their layers still exist."""
+    from dataclasses import replace
+    names = {pl.name for pl in new.layers}
+    done = {n.layer for n in plan.in_place}
+    early = {n.layer for n in plan.freed_early}
+    layers = [(_in_place_candidate(new, pl) if pl.name in done else None) or pl
+              for pl in new.layers]
+    layers = [freeing_input(pl) if pl.name in early and can_free_input(pl, new) else pl
+              for pl in layers]
+    kept = [r for r in plan.reallocations if r.before in names]
+    return _with(new, layers=layers, in_place=list(plan.in_place),
+                 freed_early=[n for n in plan.freed_early if n.layer in names],
+                 reallocations=_ordered(new, kept),
+                 reordered=list(new.reordered) + list(extra_notes))
+
+
+def _reordered(plan, layer: str, replan):
+    """``plan`` replanned with ``layer`` run right after its inputs (``planner.moved``), its
+    remedies so far kept; None where it cannot move earlier or the replan fails."""
+    from ..errors import LayoutError
+    from ..language.graph import moved
+    from .plans import ReorderNote
+    g = plan.graph
+    pos = {n.name: k for k, n in enumerate(g.nodes)}
+    node = g.node(layer)
+    earliest = max([pos[s] + 1 for s in node.inputs if s in pos] + [0])
+    if replan is None or earliest >= pos[layer]:
+        return None
+    before = g.nodes[earliest].name
+    try:
+        new = replan(moved(g, layer, earliest), plan.spill_hints, plan.cap_hints)
+    except LayoutError:
+        return None
+    return _replanned(plan, new, [ReorderNote(layer, before)])
+
+
+def _spilled(plan, tensor: str, layer: str, replan):
+    """``plan`` replanned with ``tensor`` spilled to DRAM for ``layer`` (the planner's own spill:
+    its readers from then on are planned against the DRAM copy); None where the replan fails."""
+    from ..errors import LayoutError
+    if replan is None or (tensor, layer) in plan.spill_hints:
+        return None
+    try:
+        new = replan(plan.graph, plan.spill_hints | {(tensor, layer)}, plan.cap_hints)
+    except LayoutError:
+        return None
+    return _replanned(plan, new)
+
+
+def _capped(plan, layer: str, cbs: int, replan):
+    """``plan`` replanned with conv ``layer``'s circular buffers held to ``cbs`` bytes (a smaller
+    act block or another layout: the planner's own blockings), so that its CB region ends below
+    the lowest L1 buffer; None where no blocking meets it or the replan fails."""
+    from ..errors import LayoutError
+    if replan is None or cbs <= 0 or any(n == layer for n, _ in plan.cap_hints):
+        return None
+    try:
+        new = replan(plan.graph, plan.spill_hints, plan.cap_hints | {(layer, cbs)})
+    except LayoutError:
+        return None
+    if layer_parts(new.layer(layer))["cb"] > cbs:
+        return None
+    return _replanned(plan, new)
+
+
+_TRACE = None      # debugging: called with (failing step, its score, candidate, its score)
+
+
+def _candidates(plan, bad: StepAddr, small: int, replan):
+    """Remedies for ``bad``, cheapest first, each a new plan made only when asked for (the
+    replanning ones cost a plan of the whole graph): the conv frees its input itself, the
+    binary op runs in place, a live tensor is reallocated, the layer runs right after its
+    inputs, the conv keeps smaller CBs, a live tensor waits in DRAM."""
+    from dataclasses import replace
+    layer = _layer_of(plan, bad)
+    pl = plan.layer(layer)
+    if bad.kind == "layer" and can_free_input(pl, plan):
+        layers = [freeing_input(x) if x.name == layer else x for x in plan.layers]
+        yield _with(plan, layers=layers, freed_early=plan.freed_early + [
+            FreedEarlyNote(layer, pl.node.inputs[0], bad.failure)])
+    if bad.kind == "layer" and bad.need is not None:
+        ip = _in_place_candidate(plan, pl)
+        if ip is not None:
+            layers = [ip if x.name == layer else x for x in plan.layers]
+            yield _with(plan, layers=layers,
+                        in_place=plan.in_place + [InPlaceNote(layer, bad.need, bad.failure)])
+    live = sorted(_live_before(plan, layer, small).items(), key=lambda kv: kv[1])
+    for t, b in live:
+        if not any(r.tensor == t and r.before == layer for r in plan.reallocations):
+            r = Reallocation(t, layer, _held_layout(plan, t, layer), b, bad.name, bad.failure)
+            yield _with(plan, reallocations=_ordered(plan, plan.reallocations + [r]))
+    if replan is None:
+        return
+    if not any(n.layer == layer for n in plan.reordered):
+        yield _reordered(plan, layer, replan)
+    if bad.kind == "layer" and bad.need is None and pl.node.op == "conv2d":
+        yield _capped(plan, layer, layer_parts(pl)["cb"] - bad.short, replan)
+    for t, _ in live:
+        if t not in pl.node.inputs:
+            yield _spilled(plan, t, layer, replan)
+
+
+def fit(plan, *, l1_small_size: int | None = None, max_remedies: int = 64, replan=None):
+    """``plan`` with the address remedies ttnn's allocator needs (``_candidates``, cheapest
+    first), each tried in the model before it is kept: the first that gets the walk past the
+    failing step, else the one that gets closest. Returns a new Plan (the caller's is not
+    changed); raises ``LayoutError`` naming the step, its request and the largest free block
+    when no remedy helps. ``replan(graph, spill_hints, cap_hints)``: the planner's plan of a
+    graph with those hints, for the remedies that change more than one layer."""
+    from ..errors import LayoutError
+    small = plan.l1_small_size if l1_small_size is None else int(l1_small_size)
+    steps = simulate(plan, l1_small_size=small)
+    for _ in range(max_remedies):
+        score = _progress(plan, steps)
+        bad = next((s for s in steps if not s.ok), None)
+        if bad is None:
+            plan.step_addr = steps
+            if plan.in_place or plan.freed_early:
+                lv.refresh(plan)    # the layers these changed: their live figures again
+            return plan
+        best, best_steps, best_score = None, None, score
+        for cand in _candidates(plan, bad, small, replan):
+            if cand is None:
+                continue
+            cs = simulate(cand, l1_small_size=small)
+            sc = _progress(cand, cs)
+            if _TRACE is not None:
+                _TRACE(bad, score, cand, sc)
+            if sc > best_score:
+                best, best_steps, best_score = cand, cs, sc
+            if sc[0] > score[0]:
+                break               # cheapest first: the first that gets past the step wins
+        if best is None:
+            raise LayoutError(
+                f"ttnn's L1 allocator would refuse step '{bad.name}' ({bad.kind}): "
+                f"{bad.failure}; no remedy (the conv freeing its input, in place, reallocation, "
+                "reorder, smaller blocking, spill) gets past it; use a smaller batch or input "
+                "size (--batch / --input-size)", layer=_layer_of(plan, bad))
+        plan, steps = best, best_steps
+    raise LayoutError(f"ttnn's L1 allocator would refuse step '{bad.name}': {bad.failure}; "
+                      f"more than {max_remedies} address remedies would be needed",
+                      layer=_layer_of(plan, bad))
+
+
+def _held_layout(plan, tensor: str, before: str):
+    """The layout ``tensor`` is held in right before layer ``before`` (its producer's, or the
+    input's, or where a spill put it)."""
+    lay = plan.input_layouts.get(tensor)
+    for pl in plan.layers:
+        if pl.name == before:
+            break
+        if tensor in pl.tensor_layouts():
+            lay = pl.tensor_layouts()[tensor]
+        for sp in plan.spills_after(pl.name):
+            if sp.tensor == tensor:
+                lay = sp.to
+    return lay
+
+
+def _ordered(plan, reallocations: list) -> list:
+    order = {pl.name: i for i, pl in enumerate(plan.layers)}
+    return sorted(reallocations, key=lambda r: order[r.before])

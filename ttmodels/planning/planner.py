@@ -1,0 +1,581 @@
+"""The planner: resolve every tensor's TensorLayout and insert adapters only where needed.
+
+Procedure (see docs/layouts.md):
+1. Graph inputs enter interleaved in DRAM (row-major, or TILE for block-float dtypes); constants
+   are TILE, interleaved in L1 (tiny; binary_ng broadcasts them, see rules ``binary.broadcast``).
+2. Layers in topological order. Each op first receives its producers' layouts; the op's own
+   decisions (conv shard scheme, pool shard scheme, output layout/dtype arguments) are made so
+   that the op converts on its own wherever ttnn lets it (conv2d shards an interleaved input,
+   pools take ``dtype``/``output_layout``, binary ops take ``dtype``). Those decisions are the
+   op's own: ``plan(ctx, node)`` in ``ops/<op>/plan.py`` (``OpDef.plan``), given this planner as
+   its ``plan_context.PlanContext``; this module is the op-agnostic core around them.
+3. ``rules.check`` is run on the op with its inputs; each violation is repaired by one adapter on
+   the offending edge (``to_layout``, ``typecast``, ``sharded_to_interleaved``, ``reshard``, ...).
+   ``rules.advise`` (perf rules) adds a reshard only for binary ops with two sharded operands
+   whose shard specs differ; it moves the operand that costs fewer bytes (ties: operand b, so the
+   output keeps operand a's config, ttnn's default).
+4. Every layer's L1 bytes/core is estimated (``l1.py``). "auto" layouts are chosen as ttnn's
+   ``determine_conv_config_for_auto_shard`` does: estimate height, block and width sharding and
+   take the smallest (block only with more cores than a grid row, width never for matmul convs).
+   Over budget: the other schemes, then a smaller act_block_h, then (convs) DRAM slicing; an
+   add/multiply over budget writes its output into operand a (``output_tensor=a``, as TT's
+   ResNet50 ``ttnn.add_``; config ``inplace``) when a has the output's shape, dtype and memory and
+   nothing else reads it; else LayoutError with the bytes.
+
+``adapters=False`` keeps each op at its ttnn defaults (e.g. pool outputs ROW_MAJOR, producers'
+dtypes) and inserts nothing, so the sim backend can show what the card would reject.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import replace
+from functools import partial
+
+from ..arch import ARCHS
+from . import l1 as l1m
+from . import liveness as lv
+from . import rules as R
+from ..errors import LayoutError, SpecError
+from ..formats import is_block_float
+from ..language.graph import Graph, Node, TensorShape, const_flat, moved
+from .layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
+                     TensorLayout)
+from .. import ops
+from .plans import Adapter, BlockingNote, Plan, PlannedLayer, ReorderNote
+from ..ops.conv2d.sharding import determine_parallel_config
+
+
+def _flat(shape: TensorShape) -> tuple[int, int, int, int]:
+    return shape.flat
+
+
+class _Planner:
+    """The planning walk over one graph; what each op's ``plan(ctx, node)`` receives as ``ctx``
+    (``plan_context.PlanContext`` documents the part ops may use)."""
+
+    def __init__(self, graph: Graph, arch: str, adapters: bool, l1_small_size: int = 32768,
+                 no_reorder: frozenset[str] = frozenset(), cb_caps: dict[str, int] | None = None,
+                 no_cap: frozenset[str] = frozenset(),
+                 spill_hints: frozenset[tuple[str, str]] = frozenset(), oracle=None,
+                 ttnn_rejected: list[str] | None = None):
+        if arch not in ARCHS:
+            raise LayoutError(f"unknown arch {arch!r}; known: {sorted(ARCHS)}")
+        self.g, self.arch, self.with_adapters = graph, arch, adapters
+        self.l1_small_size = int(l1_small_size)
+        self.budget = l1m.l1_bank_bytes(arch, self.l1_small_size)
+        # what the op being planned may use: the bank less every other tensor alive in L1
+        self.op_budget = self.budget
+        self.grid = l1m.ARCH_GRID[arch]
+        self.spills: list[lv.Spill] = []
+        # (tensor, layer): spill the tensor for that layer whatever the sums say (the address
+        # model found its free blocks short there: plan_alloc.fit)
+        self.spill_hints = spill_hints
+        self.last = lv.last_uses(graph.nodes)
+        self.keep = set(graph.outputs) | set(graph.constants)
+        self.no_reorder = no_reorder if adapters else frozenset(n.name for n in graph.nodes)
+        # convs asked to keep their CBs small for the step after them (cap_previous_cbs), and
+        # the ones for which that did not work (they are not asked again)
+        self.cb_caps = dict(cb_caps or {})
+        self.no_cap = no_cap if adapters else frozenset(n.name for n in graph.nodes)
+        self.layouts: dict[str, TensorLayout] = {}
+        self.flat: dict[str, tuple[int, int, int, int]] = {}
+        self.adapters: list[Adapter] = []
+        self.adapted: set[tuple[str, int]] = set()   # (dst layer, operand index) with an adapter
+        self.slice_miss: list[tuple] = []   # this conv's failed DRAM slicings, for its error
+        self.current: Node | None = None
+        self._alive: dict[str, None] = {}        # see alive_at
+        self._alive_seen, self._alive_i = 0, -1
+        self.layers: list[PlannedLayer] = []
+        self.input_layouts: dict[str, TensorLayout] = {}
+        self.constant_layouts: dict[str, TensorLayout] = {}
+        # ttnn in the loop (ttnn_oracle): asked about conv candidates; the ones it refused
+        self.oracle = oracle
+        self.ttnn_rejected = ttnn_rejected if ttnn_rejected is not None else []
+
+    # ---- sources ---------------------------------------------------------------------------
+    def seed(self) -> None:
+        dt = self.g.input_precision.activations
+        for name, shape in self.g.inputs.items():
+            t = TensorLayout(MemSpec(INTERLEAVED, "dram"),
+                             TILE_LAYOUT if is_block_float(dt) else ROW_MAJOR, dt)
+            self.input_layouts[name] = self.layouts[name] = t
+            self.flat[name] = _flat(shape)
+        for name, c in self.g.constants.items():
+            t = TensorLayout(MemSpec(INTERLEAVED, "l1"), TILE_LAYOUT, c.dtype)
+            self.constant_layouts[name] = self.layouts[name] = t
+            self.flat[name] = const_flat(c.shape)
+
+    # ---- adapters --------------------------------------------------------------------------
+    def adapt(self, node: Node, idx: int, cur: TensorLayout, kind: str, after: TensorLayout,
+              reason: str) -> TensorLayout:
+        src = node.inputs[idx]
+        attrs = {"dtype": after.dtype, "layout": after.layout}
+        vs = R.check(kind, [cur], attrs, after.memory, shapes=[self.flat[src]])
+        if vs:
+            raise LayoutError(f"internal: adapter {kind} on {src} -> {node.name} breaks "
+                              f"{[str(v) for v in vs]}", layer=node.name, rule=vs[0].rule)
+        self.adapters.append(Adapter(src, node.name, idx, kind, cur, after, reason))
+        self.adapted.add((node.name, idx))
+        return after
+
+    def to_interleaved(self, node, idx, cur, reason, buffer="l1"):
+        after = TensorLayout(MemSpec(INTERLEAVED, buffer), cur.layout, cur.dtype)
+        return self.adapt(node, idx, cur, "sharded_to_interleaved", after, reason)
+
+    def to_tile(self, node, idx, cur, reason):
+        return self.adapt(node, idx, cur, "to_layout", replace(cur, layout=TILE_LAYOUT), reason)
+
+    def to_row_major(self, node, idx, cur, reason):
+        # block-float exists only in TILE (rule to_layout.dtype): untilize to bfloat16
+        dtype = "bfloat16" if is_block_float(cur.dtype) else cur.dtype
+        return self.adapt(node, idx, cur, "to_layout", replace(cur, layout=ROW_MAJOR, dtype=dtype),
+                          reason)
+
+    # ---- the walk --------------------------------------------------------------------------
+    def run(self) -> Plan:
+        self.seed()
+        for i, node in enumerate(self.g.nodes):
+            self.current = node        # plan_graph locates any LayoutError at this layer
+            for src in node.inputs:
+                if src not in self.layouts:
+                    raise LayoutError(f"input '{src}' has no layout (not a graph input, constant "
+                                      "or earlier layer)", layer=node.name)
+            if node.layout.kind in (HEIGHT, WIDTH, BLOCK) and node.layout.buffer == "dram":
+                raise LayoutError(f"policy {node.layout.kind} in dram: sharded activations live "
+                                  "in L1", layer=node.name, rule="tensor.shard_l1")
+            d = ops.REGISTRY.get(node.op)
+            if d is None:
+                raise LayoutError(f"no planning rule for op '{node.op}'", layer=node.name)
+            layer = self.plan_live(i, node, partial(d.plan, self))   # ops/<op>/plan.py
+            self.layers.append(layer)
+            for t, lay in layer.tensor_layouts().items():   # a split has several outputs
+                self.layouts[t] = lay
+                self.flat[t] = _flat(self.g.shape_of(t))
+            if self.with_adapters:
+                vs = R.check(self.rule_op(node), layer.inputs, self.check_attrs(layer),
+                             None, shapes=[self.flat[s] for s in node.inputs])
+                R.raise_if_violations(vs, node.name)
+            self.check_policy(node, layer)
+        plan = Plan(self.g, self.layers, self.adapters, self.input_layouts,
+                    self.constant_layouts, self.arch, self.grid, self.budget,
+                    spills=self.spills, l1_small_size=self.l1_small_size)
+        # the final figures: later spills shortened earlier layers' live sets and carries
+        lv.refresh(plan)
+        return plan
+
+    # ---- liveness ----------------------------------------------------------------------------
+    def others(self, i: int, node: Node, received=None) -> dict[str, int]:
+        return lv.others_alive(i, node, self.alive_at(i), self.last, self.keep, self.g, received)
+
+    def alive_at(self, i: int) -> dict[str, TensorLayout]:
+        """``self.layouts`` less the tensors freed before layer ``i`` (``others_alive`` skips
+        them anyway), kept incrementally: the liveness queries then cost O(live tensors) per
+        layer instead of O(layers so far), and planning stays linear in depth."""
+        alive = self._alive
+        new = len(self.layouts) - self._alive_seen
+        if new > 0:          # layouts only grows at its end (seed, then one layer at a time)
+            for name in itertools.islice(reversed(self.layouts), new):
+                alive[name] = None
+            self._alive_seen = len(self.layouts)
+        if i != self._alive_i:
+            for name in [n for n in alive if self.last.get(n, -1) < i and n not in self.keep]:
+                del alive[name]
+            self._alive_i = i
+        return {n: self.layouts[n] for n in alive}
+
+    def try_plan(self, node: Node, fn, others: dict[str, int]):
+        """fn(node) with the L1 that ``others`` leave; (layer or None, error, live others)."""
+        mark = len(self.adapters)
+        self.op_budget = self.budget - sum(others.values())
+        try:
+            layer = fn(node)
+        except LayoutError as e:
+            del self.adapters[mark:]
+            return None, e, others
+        return layer, None, others
+
+    def plan_live(self, i: int, node: Node, fn) -> PlannedLayer:
+        """Plan layer ``i`` against the L1 that the tensors alive around it leave (and the
+        previous program's CBs, liveness.py). Remedies, when it does not fit (fewest bytes moved
+        first): a smaller blocking of the previous conv (``_CapCBs``); the op's own smaller
+        blockings, other layouts and DRAM slicing (inside ``fn``, against ``op_budget``); an
+        earlier place in the order (``_Reorder``); spilling live tensors to DRAM (``Spill``),
+        when that moves fewer bytes than DRAM slicing or nothing else fits."""
+        mark = len(self.adapters)
+        self.apply_spill_hints(i, node)
+        pre = self.others(i, node)
+        carry = self.carry_in()
+
+        def attempt(others: dict[str, int]):
+            """fn against ``others``; if that does not fit only because of the previous
+            program's CBs, again against what they leave (the op's own smaller blockings,
+            layouts or DRAM slicing). (layer or None, error, fits, the others it used)."""
+            del self.adapters[mark:]
+            got, e, _ = self.try_plan(node, fn, others)
+            if got is not None and self.live_total(i, node, got, mark) <= self.budget:
+                return got, e, True, others
+            if got is not None and carry:
+                tight = dict(others, **{"(previous program's CBs)": carry})
+                del self.adapters[mark:]
+                cand, _, _ = self.try_plan(node, fn, tight)
+                if cand is not None and self.live_total(i, node, cand, mark) <= self.budget:
+                    return cand, None, True, tight
+                del self.adapters[mark:]
+                got, e, _ = self.try_plan(node, fn, others)
+            return got, e, False, others
+
+        layer, err, _ = self.try_plan(node, fn, pre)
+        fits = layer is not None and self.live_total(i, node, layer, mark) <= self.budget
+        if fits and not layer.config.slice:
+            return self.finish(i, node, layer, mark)
+        # the previous program's CBs, still reserved while this step allocates, are what tips
+        # it over: a smaller blocking of the previous conv (0 bytes moved; plan_graph replans)
+        if layer is not None and not fits:
+            self.cap_previous_cbs(i, node, layer, mark)
+        used = pre
+        if not fits:
+            layer, err, fits, used = attempt(pre)
+            if fits and not layer.config.slice:
+                return self.finish(i, node, layer, mark)
+        # an earlier place in the order, where fewer tensors are alive (0 bytes moved): e.g. a
+        # bottleneck's downsample right after the block input, before the branch (plan_graph
+        # replans the reordered graph, and keeps the order only if that plan works)
+        earliest = self.earliest_position(i, node)
+        if earliest < i and node.name not in self.no_reorder:
+            raise _Reorder(node.name, earliest)
+        # spills: tensors alive in L1 across this layer that a later layer reads again
+        sliced = layer if fits else None
+        sliced_moves = self.slice_bytes(node) if sliced is not None else None
+        best = None
+        for chosen in self.spill_sets(i, node, pre):
+            moved = sum(2 * self.total_bytes(t) for t in chosen)
+            if sliced_moves is not None and moved >= sliced_moves:
+                break
+            del self.adapters[mark:]
+            saved = {t: self.layouts[t] for t in chosen}
+            for t in chosen:
+                self.layouts[t] = self.spilled_layout(saved[t])
+            cand, _, ok, _ = attempt(self.others(i, node))
+            ok = ok and not cand.config.slice
+            if ok:
+                best = (chosen, saved, cand)
+                break
+            self.layouts.update(saved)
+        if best is not None:
+            chosen, saved, cand = best
+            for t in chosen:
+                after = self.spill_point(i, t)
+                frees = lv.bank_bytes(saved[t], *lv.tensor_rows_c(self.g, t))
+                self.spills.append(lv.Spill(t, after, saved[t], self.layouts[t], frees, node.name))
+            return self.finish(i, node, cand, mark)
+        if sliced is not None:      # planned again against what it was planned with
+            del self.adapters[mark:]
+            layer, _, _ = self.try_plan(node, fn, used)
+            return self.finish(i, node, layer, mark)
+        if err is not None and layer is None:
+            raise err
+        total = self.live_total(i, node, layer, mark)
+        others = self.others(i, node, layer.inputs)
+        why = layer.config.inplace_blocked
+        live = ", ".join(f"{k} {v:,}" for k, v in sorted(others.items(), key=lambda kv: -kv[1]))
+        raise LayoutError(
+            f"needs {total:,} B of L1 per core, over the {self.budget:,} B bank of {self.arch}: "
+            f"the op {layer.l1_bytes_per_core:,} B ({dict(layer.config.l1_parts)}) + live "
+            f"tensors {sum(others.values()):,} B ({live or 'none'}); no spill or smaller "
+            "blocking fits" + (f"; cannot write in place into operand a: {why}" if why else "")
+            + "; use a smaller batch or input size (--batch / --input-size)",
+            layer=node.name)
+
+    def earliest_position(self, i: int, node: Node) -> int:
+        """The first index at which ``node`` could run: right after its last-produced input."""
+        pos = {n.name: k for k, n in enumerate(self.g.nodes)}
+        return max([pos[s] + 1 for s in node.inputs if s in pos] + [0])
+
+    def carry_in(self) -> int:
+        """The CBs the previous program still holds when layer ``len(self.layers)`` starts: the
+        previous layer's, unless a spill ran after it (liveness.py)."""
+        if not self.layers:
+            return 0
+        prev = self.layers[-1]
+        if any(sp.after == prev.name for sp in self.spills):
+            return 0
+        return lv.layer_cbs(prev)
+
+    def live_steps(self, i: int, node: Node, layer: PlannedLayer, mark: int,
+                   carry: int | None = None) -> list[lv.StepL1]:
+        """Layer ``i``'s steps (its adapters ``self.adapters[mark:]``, then the layer) with the
+        L1 ttnn's timeline counts for each (liveness.layer_steps)."""
+        steps, _ = lv.layer_steps(i, node, layer, self.adapters[mark:], self.alive_at(i),
+                                  self.last, self.keep, self.g,
+                                  self.carry_in() if carry is None else carry)
+        return steps
+
+    def live_total(self, i: int, node: Node, layer: PlannedLayer, mark: int,
+                   carry: int | None = None) -> int:
+        return max(s.total for s in self.live_steps(i, node, layer, mark, carry))
+
+    def cap_previous_cbs(self, i: int, node: Node, layer: PlannedLayer, mark: int) -> None:
+        """Raise ``_CapCBs`` when layer ``i`` (or an adapter in front of it) would fit but for
+        the previous conv's CBs, and that conv has not been asked already."""
+        if not self.layers or layer.config.slice:
+            return
+        prev = self.layers[-1]
+        carry = self.carry_in()
+        if prev.node.op != "conv2d" or prev.name in self.no_cap or carry == 0 or \
+                self.live_total(i, node, layer, mark, carry=0) > self.budget:
+            return
+        excess = self.live_total(i, node, layer, mark) - self.budget
+        raise _CapCBs(prev.name, carry - excess, node.name)
+
+    def finish(self, i: int, node: Node, layer: PlannedLayer, mark: int) -> PlannedLayer:
+        step = self.live_steps(i, node, layer, mark)[-1]
+        layer.live_tensors = dict(step.others)
+        layer.live_l1 = step.total
+        return layer
+
+    def spill_sets(self, i: int, node: Node, others: dict[str, int]):
+        """Candidate sets of tensors to spill, fewest bytes moved first: each single tensor that
+        a later layer reads again (or a graph output, kept to the end), then the largest ones
+        together."""
+        cands = [t for t in others if t not in self.g.constants and self.layouts[t].memory.buffer
+                 == "l1" and (self.last.get(t, -1) > i or t in self.g.outputs)]
+        cands.sort(key=self.total_bytes)
+        for t in cands:
+            yield (t,)
+        by_size = sorted(cands, key=lambda t: -others[t])
+        for k in range(2, len(by_size) + 1):
+            yield tuple(by_size[:k])
+
+    def apply_spill_hints(self, i: int, node: Node) -> None:
+        """Spill the tensors ``spill_hints`` name for ``node`` (alive in L1, read again later)."""
+        for t, for_layer in sorted(self.spill_hints):
+            if for_layer != node.name or t not in self.layouts or t in self.g.constants:
+                continue
+            lay = self.layouts[t]
+            if lay.memory.buffer != "l1" or not (self.last.get(t, -1) > i or t in self.g.outputs):
+                continue
+            self.layouts[t] = self.spilled_layout(lay)
+            frees = lv.bank_bytes(lay, *lv.tensor_rows_c(self.g, t))
+            self.spills.append(lv.Spill(t, self.spill_point(i, t), lay, self.layouts[t], frees,
+                                        node.name))
+
+    def spill_point(self, i: int, t: str) -> str:
+        """The layer after which ``t`` goes to DRAM: its last reader before layer ``i``, or its
+        producer."""
+        after = self.g.producer(t).name if t not in self.g.inputs else t
+        for node in self.g.nodes[:i]:
+            if t in node.inputs:
+                after = node.name
+        return after
+
+    @staticmethod
+    def spilled_layout(t: TensorLayout) -> TensorLayout:
+        return replace(t, memory=MemSpec(INTERLEAVED, "dram"))
+
+    def total_bytes(self, name: str) -> int:
+        rows, c = lv.tensor_rows_c(self.g, name)
+        return l1m.total_bytes(self.layouts[name], rows, c)
+
+    def slice_bytes(self, node: Node) -> int:
+        """What DRAM slicing moves: the conv's input and output through DRAM."""
+        return self.total_bytes(node.inputs[0]) + int(node.shape.rows * node.shape.c * 2)
+
+    def check_policy(self, node: Node, layer: PlannedLayer) -> None:
+        """An explicit layout is honoured or rejected naming the spec line, never replaced."""
+        p = node.layout
+        if p.kind == "auto" or not self.with_adapters:
+            return
+        m = layer.output.memory
+        grid = tuple(m.grid) if m.grid else None
+        if m.memory_layout == p.kind and (p.buffer is None or m.buffer == p.buffer) and \
+                (p.grid is None or grid == tuple(p.grid)):
+            return
+        asked = " ".join([p.kind] + ([p.buffer] if p.buffer else []) +
+                         ([f"{p.grid[0]}x{p.grid[1]}"] if p.grid else []))
+        if layer.config.slice:
+            why = "no L1 layout fits, so it runs DRAM-sliced"
+        else:
+            # why an op's output cannot take a layout of its own (its registry entry says)
+            why = ops.get(node.op).follows_input or f"{node.op} does not take this layout here"
+        loc = node.loc
+        raise SpecError(f"layout '{asked}' cannot be applied to this {node.op}: the plan gives "
+                        f"{m.short()} ({why}); use 'layout: auto' or another layout",
+                        file=loc.file if loc else self.g.source, line=loc.line if loc else None,
+                        layer=node.name)
+
+    @staticmethod
+    def rule_op(node: Node) -> str:
+        return rule_op(node)
+
+    @staticmethod
+    def check_attrs(layer: PlannedLayer) -> dict:
+        c = layer.config.as_attrs()
+        c.setdefault("dtype", layer.output.dtype)
+        return c
+
+    def inputs_of(self, node: Node) -> list[TensorLayout]:
+        return [self.layouts[s] for s in node.inputs]
+
+    def rc(self, name: str) -> tuple[int, int]:
+        f = self.flat[name]
+        return f[0] * f[1] * f[2], f[3]
+
+    def requested_memory(self, node: Node, rows: int, c: int) -> MemSpec | None:
+        """A MemSpec for an explicit non-auto policy, None for auto."""
+        p = node.layout
+        if p.kind == "auto":
+            return None
+        if p.kind == INTERLEAVED:
+            return MemSpec(INTERLEAVED, p.buffer or "l1")
+        if p.buffer == "dram":
+            raise LayoutError(f"policy {p.kind} in dram: sharded activations live in L1 "
+                              f"[rule tensor.shard_l1]", layer=node.name, rule="tensor.shard_l1")
+        if p.kind == BLOCK:
+            g = p.grid or self.grid
+            return R.sharded_memspec(BLOCK, rows, c, grid=g, device_grid=self.grid)
+        if p.grid:
+            # the cores of the x-by-y rectangle the spec names (core_ranges gives it back as one
+            # CoreRange), not the same number of cores laid out along rows
+            return R.reshape_memspec(MemSpec(p.kind, "l1", tuple(p.grid), p.grid[0] * p.grid[1]),
+                                     rows, c)
+        pc = determine_parallel_config(p.kind, rows, c, c, self.grid)
+        return R.sharded_memspec(p.kind, rows, c, num_cores=pc.num_cores, device_grid=self.grid)
+
+    def consumers_need_tile(self, node: Node) -> bool:
+        return any(ops.get(c.op).tile_input or is_block_float(c.precision.activations)
+                   for c in self.g.consumers(node.name))
+
+
+def rule_op(node: Node) -> str:
+    """The ttnn op whose rules a node's layer obeys (its registry entry's ``rule_op``: an
+    align_corners upsample obeys ``grid_sample``'s, its lowering)."""
+    return ops.get(node.op).rule_op(node)
+
+
+class _Reorder(Exception):
+    """Raised by the planner: layer ``name`` does not fit where it is; try it at ``index``."""
+
+    def __init__(self, name: str, index: int):
+        super().__init__(name, index)
+        self.name, self.index = name, index
+
+
+def _conv_choice(layer: PlannedLayer) -> str:
+    """``block_sharded on 64 cores, act_block_h 64``: how a planned conv runs."""
+    c = layer.config
+    how = f"{c.shard_layout} on {c.num_cores} cores"
+    return how + (f", act_block_h {c.act_block_h_override}" if c.act_block_h_override else "")
+
+
+class _CapCBs(Exception):
+    """Raised by the planner: the next step would fit if conv ``name`` kept its circular buffers
+    to ``cap`` bytes per core (ttnn releases them only when the next program starts)."""
+
+    def __init__(self, name: str, cap: int, for_layer: str):
+        super().__init__(name, cap, for_layer)
+        self.name, self.cap, self.for_layer = name, cap, for_layer
+
+
+def plan_graph(graph: Graph, *, arch: str = "wormhole_b0", adapters: bool = True,
+               l1_small_size: int = 32768, addresses: bool = True,
+               spill_hints: frozenset[tuple[str, str]] = frozenset(),
+               cap_hints: frozenset[tuple[str, int]] = frozenset(),
+               oracle=None) -> Plan:
+    """Resolve every tensor's layout and insert adapters only on disagreeing edges. The L1
+    budget is the allocator's bank for a device opened with ``l1_small_size``.
+
+    ``oracle``: ask the installed ttnn on a mock device about conv candidates and every step of
+    the plan (``ttnn_oracle``; None: on unless ``TTMODELS_TTNN_ORACLE=0`` or without ttnn;
+    True / False; or an ``ttnn_oracle.Oracle`` to use).
+    ``plan.ttnn`` records its verdicts, or that the steps are unconfirmed.
+
+    Remedy "execution order": a layer that does not fit where it is may be moved to right after
+    its inputs (fewer tensors alive there); the plan of the reordered graph is kept when it
+    works, else the layer stays and the other remedies (spills) apply."""
+    from . import ttnn_oracle
+    if isinstance(oracle, ttnn_oracle.Oracle):       # a caller's own (tests, tools)
+        off, o = None, oracle
+    else:
+        off = ttnn_oracle.why_off(oracle)
+        o = None if off else ttnn_oracle.get(oracle)
+    rejected: list[str] = []
+    since = (o.queries, o.hits) if o is not None else None
+    plan = _plan_graph(graph, arch, adapters, l1_small_size, addresses, spill_hints, cap_hints,
+                       o, rejected)
+    ttnn_oracle.confirm(plan, o, off, rejected, since)
+    return plan
+
+
+def _plan_graph(graph, arch, adapters, l1_small_size, addresses, spill_hints, cap_hints, o,
+                rejected) -> Plan:
+    frozen: frozenset[str] = frozenset()
+    caps: dict[str, int] = dict(cap_hints)  # conv -> CB bytes it may keep (for the next step,
+    #                                         or for its own CBs to stay below L1 buffers)
+    asked: dict[str, str] = {n: n for n, _ in cap_hints}   # conv -> the layer that asked
+    no_cap: frozenset[str] = frozenset()
+    current, moves = graph, []
+    planner = None
+
+    def make(g: Graph) -> _Planner:
+        return _Planner(g, arch, adapters, l1_small_size, frozen, caps, no_cap, spill_hints,
+                        o, rejected)
+
+    try:
+        for _ in range(3 * len(graph.nodes) + 1):
+            try:
+                planner = make(current)
+                plan = planner.run()
+                plan.reordered = [ReorderNote(*m) for m in moves]
+                plan.blockings = [BlockingNote(n, _conv_choice(pl), lv.layer_cbs(pl), asked[n])
+                                  for n, pl in ((n, plan.layer(n)) for n in caps)
+                                  if lv.layer_cbs(pl) <= caps[n]]
+                if not (adapters and addresses):
+                    return plan
+
+                def replan(g: Graph, hints=spill_hints, capped=cap_hints) -> Plan:
+                    out = _plan_graph(g, arch, adapters, l1_small_size, False,
+                                      frozenset(hints), frozenset(capped), o, rejected)
+                    out.reordered = plan.reordered + out.reordered
+                    out.spill_hints, out.cap_hints = frozenset(hints), frozenset(capped)
+                    return out
+                return _fit_addresses(plan, replan)
+            except _CapCBs as c:
+                if c.name in caps or c.cap <= 0:
+                    # asked before and its blockings could not get there: the next step takes
+                    # the other remedies (spills) instead
+                    caps.pop(c.name, None)
+                    no_cap = no_cap | {c.name}
+                else:
+                    caps[c.name] = c.cap
+                    asked[c.name] = c.for_layer
+            except _Reorder as r:
+                frozen = frozen | {r.name}
+                candidate = moved(current, r.name, r.index)
+                try:
+                    make(candidate).run()
+                except (_Reorder, _CapCBs):
+                    pass                # the moved layer fitted; another one asks next
+                except LayoutError:
+                    continue            # no better there: keep the order, spill instead
+                before = current.nodes[r.index].name
+                current = candidate
+                moves.append((r.name, before))
+        raise LayoutError("internal: the planner did not settle on an execution order")
+    except LayoutError as e:
+        # the README promises file and line for spec mistakes: every layer's LayoutError
+        # carries where that layer was written
+        loc = planner.current.loc if planner is not None and planner.current is not None else None
+        raise (e.at(loc.file, loc.line) if loc else e) from None
+
+
+def _fit_addresses(plan: Plan, replan) -> Plan:
+    """The sums fit; now the addresses: ttnn's allocator model over the executor's order
+    (``plan_alloc``), with in-place ops, reorders and reallocations where a free block falls
+    short. ``replan(graph)``: the plan of a reordered graph (without this step)."""
+    from . import plan_alloc
+    try:
+        return plan_alloc.fit(plan, replan=replan)
+    except LayoutError as e:
+        node = next((n for n in plan.graph.nodes if n.name == e.layer), None)
+        loc = getattr(node, "loc", None)
+        raise (e.at(loc.file, loc.line) if loc else e) from None

@@ -1,0 +1,234 @@
+"""Per-layer comparison of a backend run against the float32 torch reference of the same graph.
+
+``ttmodels compare SPEC`` runs both side by side on one input and prints each layer's PCC and max
+abs error, marking the first layer whose PCC falls below the threshold (where the error starts).
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+
+@dataclass
+class LayerDiff:
+    name: str
+    op: str
+    shape: str
+    pcc: float
+    max_abs: float
+    ref_std: float
+
+
+def compare_layers(spec, *, weights="random", image=None, batch_size=1, input_size=None,
+                   profile=None, backend="sim", x=None, ignore=None,
+                   key_map=None) -> list[LayerDiff]:
+    """Run ``spec`` on ``backend`` and on the torch reference; one LayerDiff per layer, plan order.
+
+    ``x`` (NCHW float) overrides ``image``; without either the input is matplotlib's sample photo
+    preprocessed like ImageNet (resized to the graph's input size). ``ignore``: key prefixes
+    of ``weights`` to drop, ``key_map``: renames, reshapes and drops (``load_state_dict``)."""
+    import torch
+
+    from ..backends import open_backend
+    from ..planning.planner import plan_graph
+    from ..weights.reference import ReferenceModel, pcc
+    from ..runtime.executor import Executor, to_torch_nchw
+    from ..language.spec import load_graph
+    from ..weights import load_state_dict, prepare_parameters
+
+    graph = load_graph(spec, batch_size=batch_size, input_size=input_size, profile=profile)
+    if len(graph.inputs) != 1:
+        from ..errors import Error
+        raise Error(f"compare supports single-input graphs; '{graph.name}' has {list(graph.inputs)}")
+    (name, shape), = graph.inputs.items()
+    if x is None:
+        x = _image_batch(image, shape)
+    elif tuple(x.shape) != (shape.n, shape.c, shape.h, shape.w):
+        from ..errors import Error
+        raise Error(f"the input has shape {list(x.shape)}; '{graph.name}' takes "
+                    f"[{shape.n}, {shape.c}, {shape.h}, {shape.w}] (NCHW) here")
+    sd = load_state_dict(weights, graph, ignore=ignore, key_map=key_map)
+    ref = ReferenceModel(graph, sd).run({name: x}, return_all=True)
+    plan = plan_graph(graph)
+    be = open_backend(backend)
+    try:
+        ex = Executor(plan, prepare_parameters(graph, sd), be, keep_params=True)
+        got = ex.run({name: x}, keep_all=True)
+        rows = []
+        for pl in plan.layers:
+            n = pl.node
+            for t in n.tensors:            # a split: one row per named output
+                shape = graph.shape_of(t)
+                out = to_torch_nchw(be, got[t], shape)
+                r = ref[t].reshape(out.shape)
+                rows.append(LayerDiff(t, n.op, "x".join(map(str, shape.nhwc)), pcc(r, out),
+                                      float((r - out).abs().max()), float(r.std())))
+        return rows
+    finally:
+        be.close()
+
+
+def _image_batch(image, shape):
+    import torch
+
+    from .images import imagenet_tensor, sample_image_path
+
+    path = image or sample_image_path()
+    side = max(shape.h, shape.w)
+    t = imagenet_tensor(path, resize=side, crop=side)[:, :shape.h, :shape.w]
+    if shape.c != 3:
+        t = t.mean(0, keepdim=True).expand(shape.c, -1, -1)
+    return t.unsqueeze(0).repeat(shape.n, 1, 1, 1).contiguous()
+
+
+def format_table(rows: list[LayerDiff], threshold: float) -> str:
+    first_bad = next((i for i, r in enumerate(rows) if r.pcc < threshold), None)
+    w = max([len(r.name) for r in rows] + [5])
+    lines = [f"{'layer':<{w}}  {'op':<15} {'shape NHWC':<20} {'PCC':>9} {'max abs err':>12} "
+             f"{'ref std':>9}"]
+    for i, r in enumerate(rows):
+        mark = "  <-- first below %.4g" % threshold if i == first_bad else (
+            "  *" if r.pcc < threshold else "")
+        lines.append(f"{r.name:<{w}}  {r.op:<15} {r.shape:<20} {r.pcc:9.6f} {r.max_abs:12.5g} "
+                     f"{r.ref_std:9.4g}{mark}")
+    worst = min(rows, key=lambda r: r.pcc)
+    lines.append(f"{len(rows)} layers; lowest PCC {worst.pcc:.6f} at {worst.name}; "
+                 + ("all at or above threshold" if first_bad is None
+                    else f"first below {threshold}: {rows[first_bad].name}"))
+    return "\n".join(lines)
+
+
+def plot_pcc(rows: list[LayerDiff], path: str, threshold: float) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(max(8, len(rows) * 0.12), 4))
+    ax.plot(range(len(rows)), [r.pcc for r in rows], marker=".", lw=1)
+    ax.axhline(threshold, color="red", ls="--", lw=0.8, label=f"threshold {threshold}")
+    step = max(1, len(rows) // 40)
+    ax.set_xticks(range(0, len(rows), step))
+    ax.set_xticklabels([rows[i].name for i in range(0, len(rows), step)], rotation=90, fontsize=6)
+    ax.set_ylabel("PCC vs torch float32")
+    ax.set_title("per-layer PCC (sim vs reference)")
+    ax.legend(loc="lower left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run_compare(spec, *, batch_size=1, input_size=None, profile=None, image=None, weights="random",
+                threshold=0.99, plot=None, ignore=None, key_map=None, input_npy=None) -> int:
+    """Print the table (and draw the plot); exit status 0 when every layer's PCC is at or above
+    ``threshold``, 1 when one falls below it, 2 for bad input. ``key_map``: a dict or the path of
+    a YAML / JSON file holding one; ``input_npy``: a saved input (``.npy``) instead of ``image``."""
+    from .images import ImageError
+
+    if plot:
+        plot = plot_path(plot)
+        problem = unwritable(plot)
+        if problem:      # say so before minutes of comparison, not after
+            print(f"error: --plot {plot}: {problem}", file=sys.stderr)
+            return 2
+    if image and input_npy:
+        print("error: give --image or --input, not both", file=sys.stderr)
+        return 2
+    if isinstance(key_map, (str, bytes)) or hasattr(key_map, "__fspath__"):
+        key_map = read_key_map(key_map)
+    x = None
+    if input_npy is not None:
+        x = read_input(input_npy, batch_size)
+        if input_size is None:
+            input_size = tuple(x.shape[-2:])
+    try:
+        rows = compare_layers(spec, weights=weights, image=image, batch_size=batch_size,
+                              input_size=input_size, profile=profile, ignore=ignore, x=x,
+                              key_map=key_map)
+    except ImageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(format_table(rows, threshold))
+    if plot:
+        plot_pcc(rows, plot, threshold)
+        print(f"wrote {plot}")
+    return 1 if any(r.pcc < threshold for r in rows) else 0
+
+
+def read_key_map(path) -> dict:
+    """A key map file (YAML or JSON, which YAML reads too): a mapping whose values are key names,
+    ``null`` (drop) or ``{from: key, reshape: [sizes]}`` (``load_state_dict``'s dict form)."""
+    import yaml
+
+    from ..errors import Error
+    from ..language.files import irregular
+    p = _path(path)
+    what = irregular(p) if p.exists() else None
+    if not p.is_file() or what is not None:
+        raise Error(f"--key-map {path}: " + (what or "no such file"))
+    try:
+        data = yaml.safe_load(p.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise Error(f"--key-map {path}: not a YAML or JSON file "
+                    f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+    if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
+        raise Error(f"--key-map {path}: expected a mapping of key names (user key or prefix: "
+                    f"spec key, null, or {{from: key, reshape: [sizes]}}), got "
+                    f"{type(data).__name__}")
+    return data
+
+
+def read_input(path, batch_size: int):
+    """A saved input (``.npy``, no pickles): float, ``[N, C, H, W]`` or ``[C, H, W]`` (repeated
+    over the batch), as an NCHW float32 tensor."""
+    import numpy as np
+    import torch
+
+    from ..errors import Error
+    from ..language.files import irregular
+    p = _path(path)
+    what = irregular(p) if p.exists() else None
+    if not p.is_file() or what is not None:
+        raise Error(f"--input {path}: " + (what or "no such file"))
+    try:
+        a = np.load(p, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise Error(f"--input {path}: not a .npy array ({e})") from None
+    if not isinstance(a, np.ndarray) or a.dtype.kind not in "fiu" or a.ndim not in (3, 4):
+        raise Error(f"--input {path}: expected a float array [N, C, H, W] or [C, H, W], got "
+                    f"{getattr(a, 'dtype', type(a).__name__)} of shape {list(getattr(a, 'shape', []))}")
+    t = torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32))
+    if t.ndim == 3:
+        t = t.unsqueeze(0).repeat(batch_size, 1, 1, 1)
+    elif t.shape[0] != batch_size:
+        raise Error(f"--input {path}: holds {t.shape[0]} images, --batch is {batch_size}")
+    if not bool(torch.isfinite(t).all()):
+        raise Error(f"--input {path}: contains NaN or Inf")
+    return t
+
+
+def _path(path):
+    from pathlib import Path
+    return Path(path)
+
+
+def plot_path(plot: str) -> str:
+    """The file the plot goes to: matplotlib's savefig adds .png to a name without extension."""
+    from pathlib import Path
+    return plot if Path(plot).suffix or Path(plot).is_dir() else plot + ".png"
+
+
+def unwritable(path: str) -> str | None:
+    """Why ``path`` cannot be written (None when it can), without creating or changing it."""
+    import os
+    from pathlib import Path
+    p = Path(path)
+    if p.is_dir():
+        return "is a directory"
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        return f"directory {parent} does not exist"
+    if p.exists() and not os.access(p, os.W_OK):
+        return "is not writable"
+    if not p.exists() and not os.access(parent, os.W_OK | os.X_OK):
+        return f"directory {parent} is not writable"
+    return None

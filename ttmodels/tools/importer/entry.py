@@ -1,0 +1,148 @@
+"""The entry points: ``import_module`` and the ``ttmodels import`` command (``run_import``,
+module references ``path/file.py:fn(args)``).
+"""
+from __future__ import annotations
+
+import os
+import re
+
+from .blocks import _ident
+from .emit import emit_spec
+from .intermediate import ImportError_, ImportedSpec, PCC_MIN, UnsupportedError
+from .selfcheck import _same_graph, check_spec
+from .tracing import trace
+
+
+def import_module(module, example_input, *, name: str | None = None, partial: bool = False,
+                  check: bool = True) -> ImportedSpec:
+    """The spec (YAML text) of ``module`` traced on ``example_input`` (an NCHW tensor).
+
+    Raises ``UnsupportedError`` listing every node the spec language has no op for (``partial``:
+    the spec stops before the first one, which it names). With ``check`` the spec is built in
+    the float32 profile on the sim with the module's weights and compared with the module;
+    below ``PCC_MIN`` that is an ``ImportError_`` naming the first layer that differs."""
+    import torch
+    if not isinstance(example_input, torch.Tensor) or example_input.dim() != 4:
+        raise ImportError_("example_input must be an NCHW tensor (one image input)")
+    tr = trace(module, example_input, partial=partial)
+    if tr.unsupported and not partial:
+        raise UnsupportedError(tr.unsupported)
+    n, c, h, w = tr.input_shape
+    text = emit_spec(tr, module, name=name)
+    flat = emit_spec(tr, module, name=name, flat=True)
+    diff = _same_graph(text, flat, n, (h, w))
+    note = ""
+    if diff is not None:              # a library block that does not fit after all: own blocks
+        text = emit_spec(tr, module, name=name, library=False)
+        diff = _same_graph(text, flat, n, (h, w))
+    if diff is not None:              # the block finder got it wrong: the flat spec is exact
+        text, note = flat, f"blocks dropped (they did not expand to the traced layers: {diff})"
+    out = ImportedSpec(text)
+    out.layers = len(tr.layers)
+    out.blocks = tuple(sorted(set(re.findall(r"block: \"?([A-Za-z0-9_/]+)", text))))
+    out.ignored_prefixes = tr.unused_prefixes
+    out.report = note
+    if check:
+        res = check_spec(text, module, tr, example_input)
+        out.pcc, out.max_abs = res.pcc, res.max_abs
+        out.report = (note + "\n" if note else "") + res.summary()
+        if res.pcc < PCC_MIN:
+            raise ImportError_(f"{tr.module_class}: the imported spec does not reproduce the "
+                               f"module: {res.summary()}")
+    return out
+
+
+_REF = re.compile(r"^(?P<mod>[^:]+):(?P<fn>[A-Za-z_][A-Za-z0-9_.]*)(?:\((?P<args>.*)\))?$")
+
+
+def _parse_args(text: str):
+    """``resnet50d, pretrained=False`` -> (args, kwargs): literals, bare names as strings."""
+    import ast
+    if not text.strip():
+        return [], {}
+    try:
+        call = ast.parse(f"f({text})", mode="eval").body
+    except SyntaxError as e:
+        raise ImportError_(f"cannot read the arguments ({text}): {e.msg}") from None
+
+    def lit(n):
+        if isinstance(n, ast.Name):
+            return n.id
+        try:
+            return ast.literal_eval(n)
+        except ValueError:
+            raise ImportError_(f"argument {ast.unparse(n)!r}: only literals and bare names") \
+                from None
+    return [lit(a) for a in call.args], {k.arg: lit(k.value) for k in call.keywords}
+
+
+def resolve_module_ref(ref: str):
+    """``package.module:callable``, ``package:callable(arg, k=v)`` or ``path/file.py:callable``
+    -> (the nn.Module it returns, a default name)."""
+    import importlib
+    import importlib.util
+    m = _REF.match(ref.strip())
+    if m is None:
+        raise ImportError_(f"module reference {ref!r}: use package.module:callable, "
+                           "package:callable(args) or path/to/file.py:callable")
+    mod_name, fn_name, args = m.group("mod"), m.group("fn"), m.group("args") or ""
+    if mod_name.endswith(".py"):
+        if not os.path.isfile(mod_name):
+            raise ImportError_(f"module reference {ref!r}: no file {mod_name}")
+        spec = importlib.util.spec_from_file_location(
+            f"_ttmodels_import_{abs(hash(os.path.abspath(mod_name)))}", mod_name)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    else:
+        try:
+            mod = importlib.import_module(mod_name)
+        except ModuleNotFoundError as e:
+            raise ImportError_(f"module reference {ref!r}: {e}") from None
+    obj = mod
+    for part in fn_name.split("."):
+        if not hasattr(obj, part):
+            raise ImportError_(f"module reference {ref!r}: {mod_name} has no {fn_name}")
+        obj = getattr(obj, part)
+    a, kw = _parse_args(args)
+    module = obj(*a, **kw) if callable(obj) and not _is_module(obj) else obj
+    if not _is_module(module):
+        raise ImportError_(f"module reference {ref!r} gave a {type(module).__name__}, "
+                           "not a torch.nn.Module")
+    default = str(a[0]) if a and isinstance(a[0], str) else fn_name.rsplit(".", 1)[-1]
+    return module, _ident(default)
+
+
+def _is_module(obj) -> bool:
+    import torch
+    return isinstance(obj, torch.nn.Module)
+
+
+def run_import(ref: str, output: str, *, batch: int = 1, input_size=(224, 224), channels: int = 3,
+               name: str | None = None, partial: bool = False, check: bool = True) -> int:
+    """``ttmodels import``: write the spec, print what was imported and the self-check."""
+    import sys
+
+    from ...weights import synthetic_images
+    if batch < 1 or min(input_size) < 1 or channels < 1:
+        raise ImportError_("--batch, --input-size and --channels must be positive")
+    parent = os.path.dirname(os.path.abspath(output))
+    if not os.path.isdir(parent):
+        raise ImportError_(f"-o {output}: directory {parent} does not exist")
+    module, default = resolve_module_ref(ref)
+    h, w = input_size
+    x = synthetic_images(batch, channels, h, w, seed=0)
+    try:
+        text = import_module(module, x, name=name or default, partial=partial, check=check)
+    except UnsupportedError as e:
+        print(f"error: {ref}: {e}", file=sys.stderr)
+        return 2
+    with open(output, "w") as f:
+        f.write(text)
+    print(f"wrote {output}: {text.layers} layers, {len(text.blocks)} block(s)"
+          + (f" ({', '.join(text.blocks)})" if text.blocks else ""))
+    if text.ignored_prefixes:
+        print(f"  modules unused by forward (build with ignore={list(text.ignored_prefixes)}): "
+              + ", ".join(text.ignored_prefixes))
+    if text.report:
+        print("  " + text.report.replace("\n", "\n  "))
+    return 0
