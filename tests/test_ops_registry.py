@@ -325,3 +325,33 @@ def test_spec_docs_tables_match_the_registry():
     rows = re.findall(r"^\| `([a-z0-9_]+)` \|", act_table, re.M)
     assert rows == list(A.NAMES)
     assert A.docs_table() in act_table      # made from the table, not written beside it
+
+
+def test_an_op_package_is_the_whole_op_and_is_found_by_the_registry():
+    """Issue 22: adding an op is its package plus tests. channel_shuffle is such a package
+    (``ops/channel_shuffle/``): not named in ``ops/__init__``'s list, found there; its spec
+    fields, shape inference, reference and ttnn calls are its own; its planning and layer
+    are the reshape family's, named by its own ``plan.py`` / ``layer.py``."""
+    import importlib
+
+    import ttmodels.ops as ops_pkg
+    from ttmodels.ops.reshape.layer import Reshape
+    from ttmodels.ops.reshape.plan import plan as reshape_plan
+
+    d = ops.get("channel_shuffle")
+    assert "channel_shuffle" not in ops_pkg._FIRST and "channel_shuffle" in ops_pkg._FOUND
+    assert d.package == "ttmodels.ops.channel_shuffle"
+    own = importlib.import_module(d.package)
+    assert d.parse is own.parse and d.reference is own.reference
+    assert d.plan is reshape_plan and d.layer.resolve() is Reshape
+    # nothing of it is left in the reshape family's package
+    reshape_pkg = importlib.import_module(ops.get("reshape").package)
+    assert d.package != reshape_pkg.__name__
+    assert "channel_shuffle" not in [od.name for od in ops.REGISTRY.values()
+                                     if od.parse is reshape_pkg.parse]
+    # its steps: a view as [rows, g, C/g], a transpose, a flatten back
+    g = load_graph({"name": "t", "inputs": {"x": {"channels": 8, "size": 2}},
+                    "layers": [{"name": "s", "op": "channel_shuffle", "groups": 2}]})
+    s = g.inputs["x"]
+    assert own.steps(g.node("s"), s) == [("reshape", (1, 4, 2, 4)), ("permute", (0, 1, 3, 2)),
+                                         ("reshape", (1, 1, 4, 8))]

@@ -1,8 +1,8 @@
-"""The op registry: every op of the spec language, one module each (``ttmodels/ops/<op>.py``),
+"""The op registry: every op of the spec language, one package each (``ttmodels/ops/<op>/``),
 each registering its ``OpDef`` (``ops/base.py``: spec fields and types, attrs and shape inference,
 parameter schema, float32 torch reference, planning hook, layout rules, layer class, sim ops).
 
-spec.py, reference.py, weights.py, planner.py, rules.py and layers/ look ops up here;
+The spec compiler, the reference, weights, the planner, rules, layers and the sim look ops up here;
 ``tests/test_ops_registry.py`` walks ``REGISTRY`` and fails when an op lacks a piece. The tuples
 below are derived from the registry (families share their planning, layer and rule code):
 
@@ -13,11 +13,19 @@ below are derived from the registry (families share their planning, layer and ru
 """
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 from .base import REGISTRY, Field, OpDef, OpInput, Parsed, get, register, window_out
-# Registration order is the docs' (and the error messages') order of ops.
-from . import (conv2d, conv_transpose2d, binary, unary, pool, linear, upsample,  # noqa: E402,F401
-               concat, pad, batch_norm, slice, split, layer_norm, layer_scale, softmax,
-               reshape)
+
+# Registration order is the docs' (and the error messages') order of ops: these first, then any
+# other op package of this folder, by name. So a new op is its package: nothing here to edit.
+_FIRST = ("conv2d", "conv_transpose2d", "binary", "unary", "pool", "linear", "upsample", "concat",
+          "pad", "batch_norm", "slice", "split", "layer_norm", "layer_scale", "softmax", "reshape")
+_FOUND = sorted(m.name for m in pkgutil.iter_modules(__path__) if m.ispkg and m.name not in _FIRST)
+for _name in _FIRST + tuple(_FOUND):
+    importlib.import_module(f"{__name__}.{_name}")
+
 from .unary import unary_activation  # noqa: E402
 
 OPS: tuple[str, ...] = tuple(REGISTRY)

@@ -1,6 +1,6 @@
 """The data-movement ops that change a tensor's shape or channel order: ``flatten`` (torch's
 ``x.flatten(1)``, VGG's before its classifier), ``reshape`` (``x.reshape(N, C, H, W)``),
-``permute`` (``x.permute(dims)``) and ``channel_shuffle`` (ShuffleNet's). Fields and semantics
+``permute`` (``x.permute(dims)``); ``channel_shuffle`` (its own package) runs the same way. Fields and semantics
 are torch's NCHW ones; our activations are ``[1, 1, N*H*W, C]`` NHWC, so each runs as a few
 ``ttnn.reshape`` / ``ttnn.permute`` calls (``steps``) on an interleaved TILE tensor, e.g.
 flatten: ``[N, H, W, C] -> permute (0, 3, 1, 2) -> [1, 1, N, C*H*W]`` (torch's C, H, W order, so
@@ -35,19 +35,14 @@ def parse(x) -> Parsed:
             raise f.fail(f"'shape' [{c}, {h}, {w}] must be positive and hold the "
                          f"{s.c * s.h * s.w} values per image of '{src}' ({s})", "shape")
         return Parsed({"shape": (c, h, w)}, TensorShape(s.n, h, w, c))
-    if op == "permute":
-        d = _ints(f, "dims", 4)
-        if sorted(d) != [0, 1, 2, 3] or d[0] != 0:
-            raise f.fail(f"'dims' {d} must be a permutation of [0, 1, 2, 3] (torch's NCHW "
-                         "dims) that keeps the batch first", "dims")
-        nchw = (s.n, s.c, s.h, s.w)
-        _, c, h, w = (nchw[i] for i in d)
-        return Parsed({"dims": tuple(d)}, TensorShape(s.n, h, w, c))
-    # channel_shuffle
-    g = f.int("groups")
-    if s.c % g:
-        raise f.fail(f"'groups' {g} must divide the {s.c} channels of '{src}'", "groups")
-    return Parsed({"groups": g}, s)
+    # permute
+    d = _ints(f, "dims", 4)
+    if sorted(d) != [0, 1, 2, 3] or d[0] != 0:
+        raise f.fail(f"'dims' {d} must be a permutation of [0, 1, 2, 3] (torch's NCHW "
+                     "dims) that keeps the batch first", "dims")
+    nchw = (s.n, s.c, s.h, s.w)
+    _, c, h, w = (nchw[i] for i in d)
+    return Parsed({"dims": tuple(d)}, TensorShape(s.n, h, w, c))
 
 
 def reference(model, node: Node, env):
@@ -57,11 +52,7 @@ def reference(model, node: Node, env):
         return x.flatten(1)[:, :, None, None]
     if node.op == "reshape":
         return x.reshape(x.shape[0], *a["shape"])
-    if node.op == "permute":
-        return x.permute(*a["dims"])
-    n, c, h, w = x.shape
-    g = a["groups"]
-    return x.reshape(n, g, c // g, h, w).transpose(1, 2).reshape(n, c, h, w)
+    return x.permute(*a["dims"])
 
 
 def steps(node: Node, s: TensorShape) -> list[tuple[str, tuple[int, ...]]]:
@@ -71,9 +62,6 @@ def steps(node: Node, s: TensorShape) -> list[tuple[str, tuple[int, ...]]]:
     o, a = node.shape, node.attrs
     flat = ("reshape", (1, 1, o.n * o.h * o.w, o.c))
     nhwc = ("reshape", (s.n, s.h, s.w, s.c))
-    if node.op == "channel_shuffle":
-        g = a["groups"]
-        return [("reshape", (1, s.rows, g, s.c // g)), ("permute", (0, 1, 3, 2)), flat]
     if node.op == "flatten":
         if s.h == s.w == 1:
             return [flat]
@@ -105,6 +93,4 @@ register(
          "torch's x.reshape(N, C, H, W): shape [C, H, W], torch's element order", "shape (c, h, w)"),
     _def("permute", (Field("dims", "ints"),),
          "torch's x.permute(dims) on NCHW dims (the batch stays first)", "dims (4 ints, NCHW)"),
-    _def("channel_shuffle", (Field("groups", "int"),),
-         "ShuffleNet's channel shuffle (torch's nn.ChannelShuffle)", "groups (int)"),
 )

@@ -1,6 +1,8 @@
-"""flatten / reshape / permute / channel_shuffle: the ``ttnn.reshape`` / ``ttnn.permute`` calls
-their op module lists (``ops.reshape.steps``); the last call gets the plan's memory config."""
+"""flatten / reshape / permute (and channel_shuffle): the ``ttnn.reshape`` / ``ttnn.permute``
+calls their op package lists (its ``steps``); the last call gets the plan's memory config."""
 from __future__ import annotations
+
+import importlib
 
 from ...runtime.layers.base import Layer
 
@@ -10,8 +12,11 @@ class Reshape(Layer):
 
     def __init__(self, planned, params, backend, **kw):
         super().__init__(planned, params, backend, **kw)
-        from . import steps
-        self.steps = steps(self.node, self.input_shape(0))
+        # the ttnn calls are the op's own (``steps`` of its package: this family's ops and
+        # channel_shuffle)
+        from ..base import get
+        own = importlib.import_module(get(self.node.op).package)
+        self.steps = own.steps(self.node, self.input_shape(0))
 
     def __call__(self, inputs):
         tt = self.tt
@@ -27,4 +32,4 @@ class Reshape(Layer):
         return x
 
 
-LAYERS = {op: Reshape for op in ("flatten", "reshape", "permute", "channel_shuffle")}
+LAYERS = {op: Reshape for op in ("flatten", "reshape", "permute")}
