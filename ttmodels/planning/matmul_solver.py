@@ -423,7 +423,7 @@ def solve_node(node: Node, *, grid: tuple[int, int] = DEFAULT_GRID, **kw) -> Mat
     kw.setdefault("weights_dtype", p.weights)
     kw.setdefault("bias", bool(node.attrs.get("bias", True)) or node.bn is not None)
     from ..ops.activations import matmul_split
-    # an activation the matmul cannot fuse runs after it (layers/conv2d.py)
+    # an activation the matmul cannot fuse runs after it (ops/conv2d/layer.py)
     return solve(M, K, N, grid=grid, activation=matmul_split(node.attrs.get("activation"))[0],
                  **kw)
 

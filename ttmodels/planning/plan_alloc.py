@@ -338,7 +338,7 @@ def _live_before(plan, layer: str, l1_small_size: int) -> dict[str, int]:
 
 def _in_place_candidate(plan, pl):
     """``pl`` as an in-place binary op (output_tensor=a), or None where ttnn would not take it
-    (the same conditions as the planner's ``inplace_blocker``)."""
+    (the same conditions as ``ops/binary/plan.py`` ``inplace_blocker``)."""
     from dataclasses import replace
     if pl.node.op not in ("add", "multiply") or getattr(pl.config, "inplace", False):
         return None

@@ -129,7 +129,7 @@ def _c_conv(inputs, attrs, output, shapes):
     if x is None:
         return [_v("conv2d.sharded_or_shard_layout", "conv2d input is missing")]
     if attrs.get("lowering") == "linear":
-        # lowered to ttnn.linear (layers/conv2d.py): matmul's rules apply
+        # lowered to ttnn.linear (ops/conv2d/layer.py): matmul's rules apply
         vs += _mm_activation((attrs.get("matmul") or {}).get("fused_activation"))
         if x.layout != TILE_LAYOUT:
             vs.append(_v("linear.tile", f"conv2d lowered to linear: input is {x.layout}"))

@@ -119,7 +119,7 @@ class PoolPlan(PlanConfig):
     out_shape: tuple[int, int, int, int] | None = None
     slice: SliceConfig | None = optional()
     # the global pool's output, asked explicitly: ttnn 0.81.1 reduces some whole-map pools to
-    # an interleaved output and runs others as pool2d with sharded outputs (planner.plan_pool)
+    # an interleaved output and runs others as pool2d with sharded outputs (ops/pool/plan.py)
     memory_config: MemSpec | None = optional()
 
 

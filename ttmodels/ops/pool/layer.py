@@ -27,7 +27,7 @@ class _Pool(Layer):
             kw["memory_config"] = mc
         sl = cfg.slice
         if sl:
-            # DRAM-sliced pool (planner.plan_pool_sliced): the same Op2DSliceConfig as conv2d
+            # DRAM-sliced pool (ops/pool/plan.py plan_pool_sliced): the same Op2DSliceConfig as conv2d
             from ..conv2d.layer import slice_config
             kw["dram_slice_config"] = slice_config(tt, self.planned)
         return kw

@@ -28,7 +28,7 @@ RULE_LIST = (
          "input gives a DRAM-interleaved output in the requested output_layout)",
          f"{_POOL_API}: pool2d with dram_slice_config (sliced through "
          "ttnn/cpp/ttnn/operations/sliding_window/op_slicing/op_slicing.cpp, like conv2d_DRAM); "
-         "enforced by the sim (backends/sim/ops.py), not by rules.check"),
+         "enforced by the sim (ops/pool/sim.py), not by rules.check"),
 )
 
 

@@ -10,7 +10,7 @@ from ...planning.plans import PlannedLayer
 
 
 def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
-    """One ttnn.slice per named output (layers/slice.py Split): the input interleaved (rule
+    """One ttnn.slice per named output (ops/split/layer.py Split): the input interleaved (rule
     slice.memory), every output in the input's memory config."""
     x = ctx.layouts[node.inputs[0]]
     if ctx.with_adapters and x.memory.sharded:
