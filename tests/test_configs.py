@@ -11,7 +11,7 @@ from ttmodels.language.graph import LayoutPolicy, Precision, TensorShape
 from ttmodels.weights.reference import expected_parameters
 from ttmodels.language.spec import load_graph
 
-PKG = Path(registry.__file__).parent
+PKG = Path(registry.__file__).parents[1]     # the ttmodels package
 CONFIGS = sorted(p.stem for p in (PKG / "configs").glob("*.yaml"))
 RESNETS = {"resnet18": 512, "resnet34": 512, "resnet50": 2048, "resnet101": 2048,
            "resnet152": 2048}
