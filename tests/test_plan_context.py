@@ -2,6 +2,7 @@
 everything ``plan_context.PlanContext`` promises."""
 from __future__ import annotations
 
+import importlib
 import inspect
 
 from ttmodels import ops
@@ -14,7 +15,8 @@ def test_every_op_plans_in_its_own_package():
     for op, d in ops.REGISTRY.items():
         fn = d.plan
         assert inspect.isfunction(fn) and fn.__name__ == "plan", op
-        assert fn.__module__ == f"{d.package}.plan", (op, fn.__module__)
+        # its package's plan module holds it (channel_shuffle's names the reshape family's)
+        assert importlib.import_module(f"{d.package}.plan").plan is fn, op
         assert list(inspect.signature(fn).parameters) == ["ctx", "node"], op
 
 
