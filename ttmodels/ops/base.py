@@ -200,8 +200,17 @@ def window_out(n: int, k: int, s: int, p0: int, p1: int, d: int, ceil: bool,
 
 
 def pads(padding) -> tuple[int, int, int, int]:
-    t, b, l, r = (int(v) for v in padding)
-    return t, b, l, r
+    """(top, bottom, left, right) from one int, (pad_h, pad_w) or 4 values: the one padding
+    normaliser (attrs, the planner, the sim's ttnn-like calls)."""
+    if isinstance(padding, int):
+        return (padding,) * 4
+    p = tuple(int(v) for v in padding)
+    if len(p) == 2:
+        return (p[0], p[0], p[1], p[1])
+    if len(p) != 4:
+        from ..errors import Error
+        raise Error(f"padding must have 2 or 4 values, got {list(p)}")
+    return p
 
 
 def activation(y: "torch.Tensor", act, node: Node) -> "torch.Tensor":

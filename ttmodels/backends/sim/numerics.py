@@ -36,16 +36,6 @@ def _pair(v) -> tuple[int, int]:
     return v if len(v) == 2 else (v[0], v[0])
 
 
-def _pad4(p) -> tuple[int, int, int, int]:
-    """(pad_h, pad_w) or (top, bottom, left, right) -> (top, bottom, left, right)."""
-    if isinstance(p, int):
-        return (p, p, p, p)
-    p = tuple(int(x) for x in p)
-    if len(p) == 2:
-        return (p[0], p[0], p[1], p[1])
-    if len(p) == 4:
-        return p
-    raise Error(f"padding must have 2 or 4 values, got {list(p)}")
 
 
 def _layout_name(layout: T.Layout) -> str:

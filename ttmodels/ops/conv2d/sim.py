@@ -10,11 +10,12 @@ import torch.nn.functional as F
 
 from ...planning import rules
 from .sharding import is_matmul_conv
+from ..base import pads
 from ...backends.sim import onednn
 from ...backends.sim import types as T
 from ...backends.sim.numerics import (DEVICE_GRID, _act_name, _apply_unary, _effective_keep, _emit,
                                       _fidelity, _fp32_dest, _layout_name, _matmul_bias, _operand,
-                                      _out_layout, _pad4, _pair, _round_up, _truncate)
+                                      _out_layout, _pair, _round_up, _truncate)
 from ...backends.sim.numerics import _FIDELITY_BITS  # noqa: F401  (the fidelity table the conv reads, tests/test_sim.py)
 from ...backends.sim.tensor import _MEM_NAMES  # noqa: E402  (enum -> name: layout.TTNN_MEMORY_LAYOUTS)
 from ...backends.sim.tensor import (SimTensor, _check, _on_device, current_layer, dtype_name, quantize,
@@ -292,7 +293,7 @@ def prepare_conv_weights(*, weight_tensor, input_memory_config, input_layout, we
                          conv_config=None, compute_config=None, slice_config=None):
     if weights_format != "OIHW":
         raise Error(f"prepare_conv_weights: weights_format {weights_format!r} (only 'OIHW' is supported)")
-    kernel, stride, pad4, dilation = _pair(kernel_size), _pair(stride), _pad4(padding), _pair(dilation)
+    kernel, stride, pad4, dilation = _pair(kernel_size), _pair(stride), pads(padding), _pair(dilation)
     is_mm = _is_mm_conv(kernel, stride, pad4, dilation, groups)
     wt = _prepare_weight(weight_tensor, in_channels=in_channels, out_channels=out_channels,
                          kernel=kernel, groups=groups, wdtype=_weights_dtype(conv_config, weight_tensor),
@@ -352,7 +353,7 @@ def conv2d(*, input_tensor, weight_tensor, device, in_channels, out_channels, ba
     kh, kw = _pair(kernel_size)
     sh, sw = _pair(stride)
     dh, dw = _pair(dilation)
-    pt, pb, pl, pr = _pad4(padding)
+    pt, pb, pl, pr = pads(padding)
     n, h, w, c = batch_size, input_height, input_width, in_channels
     if x.logical_volume() != n * h * w * c or x.shape[-1] != c:
         raise Error(f"{current_layer(op)}: input {list(x.shape)} is not [1, 1, {n}*{h}*{w}, {c}] "

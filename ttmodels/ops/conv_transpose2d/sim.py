@@ -25,9 +25,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..base import pads
 from ...backends.sim import types as T
 from ...backends.sim.numerics import (DEVICE_GRID, _apply_unary, _fidelity, _fp32_dest, _layout_name,
-                                      _matmul_bias, _operand, _pad4, _pair)
+                                      _matmul_bias, _operand, _pair)
 from ...backends.sim.tensor import SimTensor, _check, _on_device, current_layer, dtype_name
 from ...errors import Error
 from ..conv2d.sim import (_cached_preparation, _check_prepared, _conv_outputs, _conv_weight_form,
@@ -101,7 +102,7 @@ def prepare_conv_transpose2d_weights(*, weight_tensor, input_memory_config, inpu
     return _prepare_transposed(weight_tensor, in_channels=in_channels, out_channels=out_channels,
                                kernel=kernel, groups=groups, wdtype=_weights_dtype(conv_config, weight_tensor),
                                input_layout=input_layout, device=device, mirror_kernel=mirror_kernel,
-                               matmul=_is_mm_conv(kernel, _pair(stride), _pad4(padding), _pair(dilation), groups))
+                               matmul=_is_mm_conv(kernel, _pair(stride), pads(padding), _pair(dilation), groups))
 
 
 def prepare_conv_transpose2d_bias(*, bias_tensor, input_memory_config, input_layout, in_channels, out_channels,
@@ -119,7 +120,7 @@ def conv_transpose2d(*, input_tensor, weight_tensor, device, in_channels, out_ch
     x = _on_device(input_tensor, OP)
     kh, kw = _pair(kernel_size)
     stride, dilation, opad = _pair(stride), _pair(dilation), _pair(output_padding)
-    pad4 = _pad4(padding)
+    pad4 = pads(padding)
     n, h, w, c = batch_size, input_height, input_width, in_channels
     if x.logical_volume() != n * h * w * c or x.shape[-1] != c:
         raise Error(f"{current_layer(OP)}: input {list(x.shape)} is not [1, 1, {n}*{h}*{w}, {c}] "

@@ -17,13 +17,9 @@ from ...planning.plans import PlannedLayer
 from . import PoolPlan
 from ..conv2d.sharding import select_conv_shard_layout
 from .l1 import pool_l1
+from ..base import pads
 from .sharding import pool_input_memspec, pool_parallel_config, pool_parallel_config_of
 
-
-def _padding4(p) -> tuple[int, int, int, int]:
-    """(top, bottom, left, right) from a pool's (h, w) or 4-value padding."""
-    p = tuple(int(v) for v in p)
-    return p if len(p) == 4 else (p[0], p[0], p[1], p[1])
 
 
 def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
@@ -78,7 +74,7 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
     if node.op in ("max_pool2d", "avg_pool2d"):
         geo = l1m.ConvGeometry(in_shape.n, in_shape.h, in_shape.w, node.shape.h, node.shape.w,
                                kernel, tuple(node.attrs["stride"]),
-                               _padding4(node.attrs.get("padding", (0, 0))))
+                               pads(node.attrs.get("padding", (0, 0))))
     est = pool_l1(in_layout=x if node.op == "global_avg_pool" else pool_in,
                       out_layout=out, in_rows=in_rows, in_w=in_shape.w,
                       c=c, out_rows=node.shape.rows, kernel=kernel, num_cores=pc.num_cores,

@@ -7,12 +7,12 @@ import torch.nn.functional as F
 
 from .sharding import pool_output_padded_shape
 from ...backends.sim import types as T
-from ...backends.sim.numerics import DEVICE_GRID, _emit, _layout_name, _out_layout, _pad4, _pair
+from ...backends.sim.numerics import DEVICE_GRID, _emit, _layout_name, _out_layout, _pair
 from ...backends.sim.tensor import _MEM_NAMES  # noqa: E402  (enum -> name: layout.TTNN_MEMORY_LAYOUTS)
 from ...backends.sim.tensor import (SimTensor, _check, _on_device, _violation, current_layer, dtype_name,
                                     memspec)
 from ...errors import Error
-from ..base import window_out
+from ..base import pads, window_out
 
 __all__ = ["max_pool2d", "avg_pool2d", "global_avg_pool2d", "adaptive_avg_pool2d"]
 TTNN_FUNCTIONS = tuple(__all__)
@@ -56,7 +56,7 @@ def max_pool2d(input_tensor, batch_size, input_h, input_w, channels, kernel_size
     if return_indices:
         raise Error("max_pool2d: return_indices is not modelled by the sim backend")
     k, s, d = _pair(kernel_size), _pair(stride), _pair(dilation)
-    p = _pad4(padding)
+    p = pads(padding)
     _check(op, [x], {"output_layout": _layout_name(output_layout), "dtype": dtype_name(dtype)})
     xin = _pool_input(x, op, batch_size, input_h, input_w, channels)
     oh, ow = _pool_out_hw(input_h, input_w, k, s, p, d, ceil_mode)
@@ -98,7 +98,7 @@ def avg_pool2d(input_tensor, batch_size, input_h, input_w, channels, kernel_size
     op = "avg_pool2d"
     x = _on_device(input_tensor, op)
     k, s = _pair(kernel_size), _pair(stride)
-    p = _pad4(padding)
+    p = pads(padding)
     _check(op, [x], {"output_layout": _layout_name(output_layout), "dtype": dtype_name(dtype)})
     xin = _pool_input(x, op, batch_size, input_h, input_w, channels)
     oh, ow = _pool_out_hw(input_h, input_w, k, s, p, (1, 1), ceil_mode)
