@@ -107,7 +107,7 @@ class Node:
 
 
 # Each op's canonical attributes (all tuples fully expanded) are built by its module's ``parse``
-# and listed in its entry's ``attrs_doc`` (ttmodels/ops/<op>.py).
+# and listed in its entry's ``attrs_doc`` (ttmodels/ops/<op>/).
 
 
 @dataclass

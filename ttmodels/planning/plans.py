@@ -117,7 +117,7 @@ class PlannedLayer:
     output: TensorLayout
     l1_bytes_per_core: int                # estimate: input/output shards + weights + CBs
     # What the planner decided for the op (its typed, frozen config: ``OpDef.config`` of
-    # ttmodels/ops/<op>.py, e.g. a conv's shard_layout, act_block_h, matmul program config). A
+    # ttmodels/ops/<op>/, e.g. a conv's shard_layout, act_block_h, matmul program config). A
     # mapping of the config's fields is accepted (plans written by hand) and converted.
     config: PlanConfig = field(default_factory=PlanConfig)
     # With every other tensor alive in L1 while it runs and the CBs the previous program still

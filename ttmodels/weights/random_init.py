@@ -164,7 +164,7 @@ def random_state_dict(graph: Graph, *, seed: int = 0, calibrate: bool = True,
 
 @dataclass(frozen=True)
 class RandomInit:
-    """What an op's ``init_random`` (``ttmodels/ops/<op>.py``) draws with: the seeded generator
+    """What an op's ``init_random`` (``ttmodels/ops/<op>/``) draws with: the seeded generator
     (ops draw in graph order), the expected key shapes, the convs that end a residual branch
     (``_residual_branch_ends``: a small BN scale) and the BN bias shift before a non-relu
     activation (``_bn_shift``)."""

@@ -32,7 +32,7 @@ BN_IGNORED = ("num_batches_tracked",)
 
 def node_parameters(node: Node) -> dict[str, tuple[int, ...]]:
     """State-dict keys and shapes a node reads (empty for parameter-free ops): its op's
-    parameter schema (``ttmodels/ops/<op>.py``)."""
+    parameter schema (``ttmodels/ops/<op>/``)."""
     return ops.get(node.op).params(node)
 
 
@@ -188,7 +188,7 @@ class ReferenceModel:
         return conv2d_op.batch_norm(self, node.bn, y, conv2d_op.bn_eps(node))
 
     def eval_node(self, node: Node, env: dict) -> "torch.Tensor":
-        """``node``'s output: its op's float32 torch reference (``ttmodels/ops/<op>.py``)."""
+        """``node``'s output: its op's float32 torch reference (``ttmodels/ops/<op>/``)."""
         try:
             d = ops.get(node.op)
         except KeyError:
