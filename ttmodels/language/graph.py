@@ -5,7 +5,8 @@ inference) and consumed by the planner. It is plain data: no torch, no ttnn.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 TILE = 32
@@ -13,6 +14,77 @@ TILE = 32
 
 def round_up(x: int, m: int) -> int:
     return -(-x // m) * m
+
+
+class _Unset:
+    """The value of an attrs field that was not given: not a key of the mapping view."""
+    def __repr__(self) -> str:
+        return "UNSET"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+UNSET: Any = _Unset()
+
+
+def op_attrs(cls):
+    """Make ``cls`` (an ``Attrs`` subclass with annotated fields) a frozen dataclass whose every
+    field defaults to ``UNSET``: parse gives the canonical fields (conv2d's ``bn_eps`` only
+    with a BN), and a node built by hand with a partial mapping keeps a partial view."""
+    for name in cls.__dict__.get("__annotations__", {}):
+        if name not in cls.__dict__:
+            setattr(cls, name, UNSET)
+    return dataclass(frozen=True, eq=False)(cls)
+
+
+@dataclass(frozen=True, eq=False)
+class Attrs(Mapping):
+    """An op's canonical attributes (``Node.attrs``): a frozen dataclass of typed fields, one
+    class per op (its registry entry's ``attrs``, declared beside its ``parse``).
+
+    It is also a read-only mapping of its fields (a field left ``UNSET`` is not a key),
+    so ``attrs["kernel"]``, ``attrs.get("bn_eps", d)``, ``dict(attrs)`` and comparing with a dict
+    read as they did when attrs were dicts; new code reads the fields (``attrs.kernel``)."""
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any]) -> "Attrs":
+        """The attrs of ``values`` (a mapping of field names), checked against the fields."""
+        if isinstance(values, cls):
+            return values
+        names = {f.name for f in fields(cls)}
+        unknown = [k for k in values if k not in names]
+        if unknown:
+            raise ValueError(f"{cls.__name__} has no field {', '.join(map(repr, unknown))} "
+                             f"(fields: {', '.join(sorted(names)) or 'none'})")
+        return cls(**values)
+
+    def _unset(self, name: str) -> bool:
+        return getattr(self, name) is UNSET
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.__dataclass_fields__ or self._unset(key):
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self):
+        return (k for k in self.__dataclass_fields__ if not self._unset(k))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.items())})"
+
+
+@op_attrs
+class NoAttrs(Attrs):
+    """The attrs of an op without any (concat, softmax, global_avg_pool, ...)."""
+
+
+#: op name -> its attrs class, filled by the op registry (``ops.register``): a Node built with
+#: a plain mapping (tests, the oracle's replayed steps) gets its op's typed attrs
+ATTRS: dict[str, type[Attrs]] = {}
 
 
 @dataclass(frozen=True)
@@ -88,7 +160,7 @@ class Node:
     name: str
     op: str
     inputs: list[str]
-    attrs: dict[str, Any]
+    attrs: Mapping[str, Any]       # its op's ``Attrs`` (a dict given here is made into them)
     shape: TensorShape
     layout: LayoutPolicy = field(default_factory=LayoutPolicy)
     precision: Precision = field(default_factory=Precision)
@@ -99,6 +171,11 @@ class Node:
     # Named outputs (``split``): full tensor name (``csp1.a``) -> its shape, in order. Empty for
     # single-output ops, whose one tensor is the node's name; ``shape`` is then the whole input.
     outputs: dict[str, TensorShape] = field(default_factory=dict)
+
+    def __post_init__(self):
+        typed = ATTRS.get(self.op)
+        if typed is not None and not isinstance(self.attrs, typed):
+            self.attrs = typed.of(self.attrs)
 
     @property
     def tensors(self) -> tuple[str, ...]:

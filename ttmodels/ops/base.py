@@ -38,7 +38,7 @@ import importlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..language.graph import Node, TensorShape
+from ..language.graph import ATTRS, Attrs, NoAttrs, Node, TensorShape
 from ..planning.plan_config import PlanConfig
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -108,6 +108,7 @@ class OpDef:
     #                                           lack it: "same", "broadcast", "concat" or None
     follows_input: str | None = None          # why its output layout is its input's
     tile_input: bool = False                  # wants TILE inputs (a pool before it outputs TILE)
+    attrs: type[Attrs] = NoAttrs              # its typed, frozen Node.attrs (what parse gives)
     config: type[PlanConfig] = PlanConfig     # its typed, frozen plan config (the planner's output)
     doc: str = ""
     attrs_doc: str = ""                       # its canonical Node.attrs after parse
@@ -158,6 +159,7 @@ def register(*defs: OpDef) -> None:
         if d.name in REGISTRY:
             raise ValueError(f"op {d.name!r} is registered twice")
         REGISTRY[d.name] = d
+        ATTRS[d.name] = d.attrs
 
 
 def get(op: str) -> OpDef:

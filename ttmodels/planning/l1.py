@@ -277,7 +277,7 @@ def estimate_kind(layer) -> str:
     if op == "conv_transpose2d":
         return "conv_transpose2d_matmul" if c.is_mm_conv else "conv_transpose2d"
     if op == "split" and layer.inputs and layer.inputs[0].layout == "tile" and any(
-            lo % TILE for _, lo, _ in layer.node.attrs["sections"]):
+            lo % TILE for _, lo, _ in layer.node.attrs.sections):
         return "split_unaligned"
     return op
 

@@ -411,7 +411,7 @@ def conv1x1_as_matmul_shape(node: Node) -> tuple[int, int, int]:
     if why:
         raise Error(f"{_where(node)} {why}; only 1x1 stride-1 unpadded ungrouped convs lower to "
                     f"linear")
-    return node.shape.rows, int(node.attrs["in_channels"]), int(node.attrs["out_channels"])
+    return node.shape.rows, int(node.attrs.in_channels), int(node.attrs.out_channels)
 
 
 def solve_node(node: Node, *, grid: tuple[int, int] = DEFAULT_GRID, **kw) -> MatmulConfig:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -152,7 +152,7 @@ def apply_lowering_overrides(graph: Graph, overrides: dict[str, str]) -> Graph:
             raise Error(f"lowering override for layer '{name}': it is a {node.op}, not a conv2d")
         if low not in LOWERINGS:
             raise Error(f"layer '{name}': lowering must be one of {', '.join(LOWERINGS)}, got {low!r}")
-        node.attrs["lowering"] = low
+        node.attrs = replace(node.attrs, lowering=low)     # attrs are frozen: a new value
     return graph
 
 

@@ -153,10 +153,10 @@ def source_fingerprint(source, *, seed: int = 0) -> Any:
 
 
 def _plain(x):
+    if isinstance(x, Mapping):      # first: an op's Attrs is a dataclass read as its mapping
+        return {str(k): _plain(v) for k, v in x.items()}
     if is_dataclass(x) and not isinstance(x, type):
         return {k: _plain(v) for k, v in asdict(x).items()}
-    if isinstance(x, Mapping):
-        return {str(k): _plain(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return [_plain(v) for v in x]
     if isinstance(x, (str, int, float, bool)) or x is None:

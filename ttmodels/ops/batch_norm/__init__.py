@@ -4,13 +4,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...language.graph import Node
+from ...language.graph import Attrs, Node, op_attrs
 from ...planning.layout import MemSpec
 from ...planning.plan_config import PlanConfig
 from ..base import Field, OpDef, Parsed, activation, register
 from ..binary.rules import _out_binary
 from .rules import _c_batch_norm
 from ..conv2d import BN_EPS, BN_PARAMS, batch_norm, batchnorm_scale_shift, bn_eps, need_prefix
+
+
+@op_attrs
+class BatchNormAttrs(Attrs):
+    """batch_norm's attrs (``parse``): the fused activation and the BN's eps."""
+    activation: str | None
+    eps: float
 
 
 def parse(x) -> Parsed:
@@ -66,7 +73,7 @@ class BatchNormPlan(PlanConfig):
 
 register(OpDef(
     "batch_norm", "batch_norm", fields=(Field("weights", "name"), Field("act", "act"), Field("eps", "number")),
-    arity=1,
+    attrs=BatchNormAttrs, arity=1,
     parse=parse, reference=reference, rules=_c_batch_norm,
     output=_out_binary, output_shape="broadcast", tile_input=True,
     sim_ops=("multiply", "add"), params=params, prepare=prepare,

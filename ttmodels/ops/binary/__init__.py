@@ -5,11 +5,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...language.graph import Node
+from ...language.graph import Attrs, Node, op_attrs
 from ...planning.layout import MemSpec
 from ...planning.plan_config import PlanConfig, optional
 from ..base import Field, OpDef, Parsed, activation, register
 from .rules import _c_binary, _out_binary
+
+
+@op_attrs
+class BinaryAttrs(Attrs):
+    """add / multiply / subtract: the fused activation."""
+    activation: str | None
 
 
 def parse(x) -> Parsed:
@@ -77,7 +83,7 @@ class BinaryPlan(PlanConfig):
 
 
 register(*(OpDef(
-    op, "binary", fields=(Field("act", "act"),), arity=2, parse=parse, reference=reference,
+    op, "binary", fields=(Field("act", "act"),), attrs=BinaryAttrs, arity=2, parse=parse, reference=reference,
     rules=_c_binary,
     output=_out_binary, output_shape="broadcast", tile_input=True, sim_ops=(op, "reshape"), config=BinaryPlan,
     doc=f"tensor {op} tensor / constant / per-image vector, activation fused",

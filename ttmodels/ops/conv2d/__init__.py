@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ...language.graph import Node, TensorShape
+from ...language.graph import Attrs, Node, TensorShape, op_attrs
 from ...planning.layout import MemSpec
 from ...planning.plan_config import PlanConfig, SliceConfig, optional
 from ..base import (Field, OpDef, Parsed, activation, pads, prepare_weight_bias,
@@ -16,6 +16,23 @@ BN_EPS = 1e-5
 BN_PARAMS = ("weight", "bias", "running_mean", "running_var")
 LOWERINGS = ("conv2d", "linear", "auto")
 
+
+
+@op_attrs
+class Conv2dAttrs(Attrs):
+    """conv2d's attrs (``parse``): channels, window, groups, bias, the fused activation, the
+    lowering, and the eps of a BatchNorm folded into it (only with ``bn:``)."""
+    in_channels: int
+    out_channels: int
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    padding: tuple[int, int, int, int]          # top, bottom, left, right
+    dilation: tuple[int, int]
+    groups: int
+    bias: bool
+    activation: str | None
+    lowering: str
+    bn_eps: float | None
 
 
 def fold_batchnorm(conv_w, conv_b, bn_w, bn_b, mean, var, eps: float = BN_EPS):
@@ -250,7 +267,7 @@ register(OpDef(
             Field("padding", "pad4"), Field("dilation", "pair"), Field("groups", "int"),
             Field("bias", "bool"), Field("act", "act"), Field("bn", "bn"),
             Field("lowering", "choice"), Field("weights", "name"), Field("in_channels", "int")),
-    arity=1, parse=parse, reference=reference, rules=_c_conv, output=_out_conv,
+    attrs=Conv2dAttrs, arity=1, parse=parse, reference=reference, rules=_c_conv, output=_out_conv,
     sim_ops=("conv2d", "prepare_conv_weights", "prepare_conv_bias", "linear"),
     params=params, prepare=prepare, prepared_shapes=prepared_shapes, init_random=init_random,
     calibrate=calibrate,

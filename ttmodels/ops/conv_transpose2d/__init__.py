@@ -5,11 +5,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from ...language.graph import Node, TensorShape
+from ...language.graph import Attrs, Node, TensorShape, op_attrs
 from ..base import Field, OpDef, Parsed, activation, prepare_weight_bias, register
 from ..conv2d.rules import _out_conv
 from .rules import _c_conv_transpose
 from ..conv2d import Conv2dPlan, _rescale_to_unit_rms, need_prefix
+
+
+@op_attrs
+class ConvTranspose2dAttrs(Attrs):
+    """conv_transpose2d's attrs (``parse``)."""
+    in_channels: int
+    out_channels: int
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    padding: tuple[int, int, int, int]          # top, bottom, left, right (symmetric)
+    output_padding: tuple[int, int]
+    dilation: tuple[int, int]
+    groups: int
+    bias: bool
+    activation: str | None
 
 
 def parse(x) -> Parsed:
@@ -93,7 +108,7 @@ def calibrate(model, node: Node, env):
 def prepared_shapes(node: Node, expected: dict) -> dict:
     d = {"weight": expected[f"{node.weights}.weight"]}
     if node.attrs.get("bias"):
-        d["bias"] = (int(node.attrs["out_channels"]),)
+        d["bias"] = (int(node.attrs.out_channels),)
     return d
 
 
@@ -120,7 +135,7 @@ register(OpDef(
             Field("padding", "pair"), Field("output_padding", "pair"), Field("dilation", "pair"),
             Field("groups", "int"), Field("bias", "bool"), Field("act", "act"),
             Field("weights", "name"), Field("in_channels", "int")),
-    arity=1, parse=parse, reference=reference, rules=_c_conv_transpose, output=_out_conv,
+    attrs=ConvTranspose2dAttrs, arity=1, parse=parse, reference=reference, rules=_c_conv_transpose, output=_out_conv,
     sim_ops=("conv_transpose2d", "prepare_conv_transpose2d_weights",
              "prepare_conv_transpose2d_bias"),
     params=params, prepare=prepare_weight_bias, prepared_shapes=prepared_shapes, init_random=init_random,

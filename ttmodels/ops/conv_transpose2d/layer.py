@@ -37,13 +37,13 @@ class ConvTranspose2d(ConvLayer):
                   conv_config=self.conv_config, compute_config=self.get_compute_config())
         self.weight = tt.prepare_conv_transpose2d_weights(
             weight_tensor=weight, weights_format="IOHW", has_bias=bias is not None,
-            output_padding=[int(v) for v in self.attrs["output_padding"]], **kw)
+            output_padding=[int(v) for v in self.attrs.output_padding], **kw)
         self.bias = None if bias is None else tt.prepare_conv_transpose2d_bias(bias_tensor=bias,
                                                                                 **kw)
 
     def __call__(self, inputs):
         kwargs = self._call_kwargs(
-            inputs, output_padding=[int(v) for v in self.attrs["output_padding"]])
+            inputs, output_padding=[int(v) for v in self.attrs.output_padding])
         out, (oh, ow), (w, b) = self.tt.conv_transpose2d(**kwargs)
         self.weight, self.bias = w, b
         if (int(oh), int(ow)) != (self.out_shape.h, self.out_shape.w):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...language.graph import Node
+from ...language.graph import Attrs, Node, op_attrs
 from ...planning.layout import MemSpec
 from ...planning.plan_config import PlanConfig
 from ..base import Field, OpDef, Parsed, register
@@ -14,6 +14,13 @@ from .rules import _c_layer_norm
 from ..conv2d import need_prefix
 
 LN_EPS = 1e-5     # torch.nn.LayerNorm's default; torchvision's ConvNeXt uses 1e-6
+
+
+@op_attrs
+class LayerNormAttrs(Attrs):
+    """layer_norm's attrs (``parse``)."""
+    eps: float
+    affine: bool
 
 
 def parse(x) -> Parsed:
@@ -35,7 +42,7 @@ def reference(model, node: Node, env):
     w = b = None
     if node.attrs.get("affine", True):
         w, b = model.params[f"{node.weights}.weight"], model.params[f"{node.weights}.bias"]
-    y = F.layer_norm(x.permute(0, 2, 3, 1), (x.shape[1],), w, b, float(node.attrs["eps"]))
+    y = F.layer_norm(x.permute(0, 2, 3, 1), (x.shape[1],), w, b, float(node.attrs.eps))
     return y.permute(0, 3, 1, 2)
 
 
@@ -77,7 +84,7 @@ class LayerNormPlan(PlanConfig):
 register(OpDef(
     "layer_norm", "layer_norm",
     fields=(Field("eps", "number"), Field("affine", "bool"), Field("weights", "name")),
-    arity=1, parse=parse, reference=reference, rules=_c_layer_norm, output=_out_same_memory,
+    attrs=LayerNormAttrs, arity=1, parse=parse, reference=reference, rules=_c_layer_norm, output=_out_same_memory,
     output_shape="same", tile_input=True,
     sim_ops=("layer_norm",),
     params=params, prepare=prepare, prepared_shapes=prepared_shapes, init_random=init_random,

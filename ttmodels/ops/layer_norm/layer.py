@@ -26,7 +26,7 @@ class LayerNorm(Layer):
                 for k in ("weight", "bias"))
 
     def __call__(self, inputs):
-        kw = dict(epsilon=float(self.attrs["eps"]), weight=self.weight, bias=self.bias,
+        kw = dict(epsilon=float(self.attrs.eps), weight=self.weight, bias=self.bias,
                   compute_kernel_config=self.get_compute_config())
         mc = self.requested_memory_config()
         if mc is not None:

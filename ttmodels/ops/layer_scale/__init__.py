@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...language.graph import Node
+from ...language.graph import Attrs, Node, op_attrs
 from ...planning.layout import MemSpec
 from ...planning.plan_config import PlanConfig
 from ..base import Field, OpDef, Parsed, register
@@ -15,6 +15,12 @@ from .rules import _c_layer_scale
 from ..conv2d import need_prefix
 
 PARAM_SHAPES = ("vector", "chw")
+
+
+@op_attrs
+class LayerScaleAttrs(Attrs):
+    """layer_scale's attrs: the parameter's shape (``PARAM_SHAPES``)."""
+    param_shape: str
 
 
 def parse(x) -> Parsed:
@@ -63,7 +69,7 @@ class LayerScalePlan(PlanConfig):
 register(OpDef(
     "layer_scale", "layer_scale",
     fields=(Field("weights", "name"), Field("param_shape", "choice")),
-    arity=1, parse=parse, reference=reference, rules=_c_layer_scale, output=_out_binary,
+    attrs=LayerScaleAttrs, arity=1, parse=parse, reference=reference, rules=_c_layer_scale, output=_out_binary,
     output_shape="broadcast", tile_input=True,
     sim_ops=("multiply",),
     params=params, prepare=prepare, prepared_shapes=prepared_shapes, init_random=init_random,

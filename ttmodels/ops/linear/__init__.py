@@ -7,12 +7,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ...language.graph import Node, TensorShape
+from ...language.graph import Attrs, Node, TensorShape, op_attrs
 from ...planning.layout import MemSpec
 from ...planning.plan_config import PlanConfig
 from ..base import Field, OpDef, Parsed, activation, prepare_weight_bias, register
 from .rules import _c_linear, _out_linear
 from ..conv2d import need_prefix
+
+
+@op_attrs
+class LinearAttrs(Attrs):
+    """linear's attrs (``parse``)."""
+    in_features: int
+    out_features: int
+    bias: bool
+    activation: str | None
 
 
 def parse(x) -> Parsed:
@@ -90,7 +99,7 @@ register(OpDef(
     "linear", "linear",
     fields=(Field("out", "int"), Field("bias", "bool"), Field("act", "act"),
             Field("weights", "name"), Field("in_features", "int")),
-    arity=1, parse=parse, reference=reference, rules=_c_linear, output=_out_linear,
+    attrs=LinearAttrs, arity=1, parse=parse, reference=reference, rules=_c_linear, output=_out_linear,
     sim_ops=("linear",), tile_input=True, config=LinearPlan, init_random=init_random,
     calibrate=calibrate, params=params, prepare=prepare_weight_bias, prepared_shapes=prepared_shapes,
     follows_input="linear runs interleaved (no sharded program config is planned)",

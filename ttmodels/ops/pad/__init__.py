@@ -3,12 +3,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...language.graph import Node, TensorShape
+from ...language.graph import Attrs, Node, TensorShape, op_attrs
 from ...planning.layout import MemSpec
 from ...planning.plan_config import PlanConfig
 from ..base import Field, OpDef, Parsed, pads, register
 from ...planning.rules import _out_same_memory
 from .rules import _c_pad
+
+
+@op_attrs
+class PadAttrs(Attrs):
+    """pad's attrs (``parse``)."""
+    padding: tuple[int, int, int, int]          # top, bottom, left, right
+    value: float
 
 
 def parse(x) -> Parsed:
@@ -23,7 +30,7 @@ def parse(x) -> Parsed:
 
 def reference(model, node: Node, env):
     import torch.nn.functional as F
-    t, b, l, r = pads(node.attrs["padding"])
+    t, b, l, r = pads(node.attrs.padding)
     return F.pad(model.operand(node.inputs[0], env), (l, r, t, b),
                  value=float(node.attrs.get("value", 0.0)))
 
@@ -39,7 +46,7 @@ class PadPlan(PlanConfig):
 
 
 register(OpDef(
-    "pad", "pad", fields=(Field("padding", "pad4"), Field("value", "number")), arity=1,
+    "pad", "pad", fields=(Field("padding", "pad4"), Field("value", "number")), attrs=PadAttrs, arity=1,
     parse=parse, reference=reference, rules=_c_pad,
     output=_out_same_memory, sim_ops=("pad", "to_layout", "reshape"), config=PadPlan,
     follows_input="pad's output keeps its input's memory config",

@@ -18,7 +18,7 @@ class Pad(Layer):
         tt = self.tt
         x = inputs[0]
         s, o = self.input_shape(0), self.out_shape
-        t, b, l, r = (int(p) for p in self.attrs["padding"])
+        t, b, l, r = (int(p) for p in self.attrs.padding)
         value = float(self.attrs.get("value", 0.0))
         src = self.planned.inputs[0]
         tiled = src.layout == TILE_LAYOUT

@@ -4,11 +4,37 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...language.graph import Node, TensorShape
+from ...language.graph import Attrs, Node, TensorShape, op_attrs
 from ...planning.layout import MemSpec
 from ...planning.plan_config import PlanConfig, SliceConfig, optional
 from ..base import Field, OpDef, Parsed, pads, register, window_out
 from .rules import _c_pool, _out_pool
+
+
+@op_attrs
+class MaxPool2dAttrs(Attrs):
+    """max_pool2d's attrs (``parse_window``)."""
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    padding: tuple[int, int, int, int]          # top, bottom, left, right
+    dilation: tuple[int, int]
+    ceil_mode: bool
+
+
+@op_attrs
+class AvgPool2dAttrs(Attrs):
+    """avg_pool2d's attrs (``parse_window``)."""
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    padding: tuple[int, int, int, int]
+    ceil_mode: bool
+    count_include_pad: bool
+
+
+@op_attrs
+class AdaptiveAvgPool2dAttrs(Attrs):
+    """adaptive_avg_pool2d's attrs: the output size."""
+    size: tuple[int, int]
 
 
 def parse_window(x) -> Parsed:
@@ -99,7 +125,7 @@ def reference_global(model, node: Node, env):
 
 def reference_adaptive(model, node: Node, env):
     import torch.nn.functional as F
-    return F.adaptive_avg_pool2d(model.operand(node.inputs[0], env), tuple(node.attrs["size"]))
+    return F.adaptive_avg_pool2d(model.operand(node.inputs[0], env), tuple(node.attrs.size))
 
 
 @dataclass(frozen=True)
@@ -137,16 +163,16 @@ _WINDOW = (Field("kernel", "pair"), Field("stride", "pair"), Field("padding", "p
 
 register(
     _def("max_pool2d", _WINDOW + (Field("dilation", "pair"), Field("ceil_mode", "bool")),
-         parse_window, reference_window, ("max_pool2d", "reshape"),
+         parse_window, reference_window, ("max_pool2d", "reshape"), attrs=MaxPool2dAttrs,
          follows_input=_WHY, doc="max pool (ttnn pool2d)",
          attrs_doc="kernel, stride, padding (t, b, l, r), dilation, ceil_mode"),
     _def("avg_pool2d", _WINDOW + (Field("ceil_mode", "bool"), Field("count_include_pad", "bool")),
-         parse_window, reference_window, ("avg_pool2d", "reshape"),
+         parse_window, reference_window, ("avg_pool2d", "reshape"), attrs=AvgPool2dAttrs,
          follows_input=_WHY, doc="average pool (ttnn pool2d)",
          attrs_doc="kernel, stride, padding (t, b, l, r), ceil_mode, count_include_pad"),
     _def("global_avg_pool", (), parse_global, reference_global,
          ("avg_pool2d",), follows_input=_WHY, doc="mean over H and W", attrs_doc="{}"),
     _def("adaptive_avg_pool2d", (Field("size", "pair"),), parse_adaptive, reference_adaptive,
-         ("adaptive_avg_pool2d",), doc="average pool to a given size",
+         ("adaptive_avg_pool2d",), attrs=AdaptiveAvgPool2dAttrs, doc="average pool to a given size",
          attrs_doc="size (oh, ow)"),
 )

@@ -101,7 +101,7 @@ class AdaptiveAvgPool2d(_Pool):
         if mc is not None:
             kw["memory_config"] = mc
         return self.tt.adaptive_avg_pool2d(
-            inputs[0], s.n, s.h, s.w, s.c, [int(v) for v in self.attrs["size"]],
+            inputs[0], s.n, s.h, s.w, s.c, [int(v) for v in self.attrs.size],
             compute_kernel_config=self.get_compute_config(), **kw)
 
 

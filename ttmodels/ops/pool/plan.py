@@ -47,9 +47,9 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
     if node.op == "global_avg_pool":
         kernel = (in_shape.h, in_shape.w)
     elif node.op == "adaptive_avg_pool2d":
-        kernel = tuple(-(-i // o) for i, o in zip((in_shape.h, in_shape.w), node.attrs["size"]))
+        kernel = tuple(-(-i // o) for i, o in zip((in_shape.h, in_shape.w), node.attrs.size))
     else:
-        kernel = tuple(node.attrs["kernel"])
+        kernel = tuple(node.attrs.kernel)
     attrs = {"output_layout": out_layout, "dtype": dtype,
              "applied_shard_scheme": None if x.memory.sharded else scheme,
              "out_shape": node.shape.flat, "device_grid": ctx.grid}
@@ -73,7 +73,7 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
     geo = None
     if node.op in ("max_pool2d", "avg_pool2d"):
         geo = l1m.ConvGeometry(in_shape.n, in_shape.h, in_shape.w, node.shape.h, node.shape.w,
-                               kernel, tuple(node.attrs["stride"]),
+                               kernel, tuple(node.attrs.stride),
                                pads(node.attrs.get("padding", (0, 0))))
     est = pool_l1(in_layout=x if node.op == "global_avg_pool" else pool_in,
                       out_layout=out, in_rows=in_rows, in_w=in_shape.w,
@@ -100,8 +100,8 @@ def plan_pool_sliced(ctx: PlanContext, node: Node, x: TensorLayout, est, config
     the mock device). Height slices of the output, the fewest that fit; the per-slice L1 is
     the whole pool's input/halo/output scaled to the slice's rows (the window CB stays)."""
     s_in, s_out = ctx.g.shape_of(node.inputs[0]), node.shape
-    kh, _ = node.attrs["kernel"]
-    sh, _ = node.attrs.get("stride", node.attrs["kernel"])
+    kh, _ = node.attrs.kernel
+    sh, _ = node.attrs.get("stride", node.attrs.kernel)
     dh, _ = node.attrs.get("dilation", (1, 1))
     fixed = {k: v for k, v in est.parts.items() if k.endswith("_cb")}
     scaled_in = {k: v for k, v in est.parts.items() if k in ("input", "halo")}

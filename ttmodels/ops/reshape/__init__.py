@@ -7,13 +7,27 @@ flatten: ``[N, H, W, C] -> permute (0, 3, 1, 2) -> [1, 1, N, C*H*W]`` (torch's C
 the classifier's weights load as they are)."""
 from __future__ import annotations
 
-from ...language.graph import Node, TensorShape
+from dataclasses import dataclass
+
+from ...language.graph import Attrs, Node, TensorShape, op_attrs
 from ..base import Field, OpDef, Parsed, register
 from ...planning.rules import _out_same_memory
 from .rules import _c_reshape
 
 _NHWC_TO_NCHW = (0, 3, 1, 2)
 _NCHW_TO_NHWC = (0, 2, 3, 1)
+
+
+@op_attrs
+class ReshapeAttrs(Attrs):
+    """reshape's attrs: the output's torch shape (C, H, W)."""
+    shape: tuple[int, int, int]
+
+
+@op_attrs
+class PermuteAttrs(Attrs):
+    """permute's attrs: torch's NCHW dims."""
+    dims: tuple[int, int, int, int]
 
 
 def _ints(f, k: str, n: int) -> list[int]:
@@ -76,21 +90,23 @@ def steps(node: Node, s: TensorShape) -> list[tuple[str, tuple[int, ...]]]:
     return [nhwc, ("permute", tuple(p)), flat]
 
 
-def _def(name: str, fields, doc: str, attrs_doc: str) -> OpDef:
+def _def(name: str, fields, doc: str, attrs_doc: str, **kw) -> OpDef:
     return OpDef(name, "reshape", fields=fields, arity=1, parse=parse, reference=reference,
                  rules=_c_reshape,
                  output=_out_same_memory, sim_ops=("reshape", "permute"),
                  tile_input=True,
                  follows_input="reshape/permute run on an interleaved input and keep its memory "
                                "config",
-                 doc=doc, attrs_doc=attrs_doc)
+                 doc=doc, attrs_doc=attrs_doc, **kw)
 
 
 register(
     _def("flatten", (), "torch's x.flatten(1): [N, C, H, W] -> [N, C*H*W] (as [N, 1, 1, C*H*W])",
          "{}"),
     _def("reshape", (Field("shape", "ints"),),
-         "torch's x.reshape(N, C, H, W): shape [C, H, W], torch's element order", "shape (c, h, w)"),
+         "torch's x.reshape(N, C, H, W): shape [C, H, W], torch's element order", "shape (c, h, w)",
+         attrs=ReshapeAttrs),
     _def("permute", (Field("dims", "ints"),),
-         "torch's x.permute(dims) on NCHW dims (the batch stays first)", "dims (4 ints, NCHW)"),
+         "torch's x.permute(dims) on NCHW dims (the batch stays first)", "dims (4 ints, NCHW)",
+         attrs=PermuteAttrs),
 )

@@ -1,10 +1,19 @@
 """slice: the channels ``[start, stop)`` of a tensor (ttnn.slice on the last dim)."""
 from __future__ import annotations
 
-from ...language.graph import Node, TensorShape
+from dataclasses import dataclass
+
+from ...language.graph import Attrs, Node, TensorShape, op_attrs
 from ..base import Field, OpDef, Parsed, register
 from ...planning.rules import _out_same_memory
 from .rules import _c_slice
+
+
+@op_attrs
+class SliceAttrs(Attrs):
+    """slice's attrs: the channel range [start, stop)."""
+    start: int
+    stop: int
 
 
 def parse(x) -> Parsed:
@@ -24,11 +33,11 @@ def _is_int(v) -> bool:
 
 
 def reference(model, node: Node, env):
-    return model.operand(node.inputs[0], env)[:, node.attrs["start"]:node.attrs["stop"]]
+    return model.operand(node.inputs[0], env)[:, node.attrs.start:node.attrs.stop]
 
 
 register(OpDef(
-    "slice", "slice", fields=(Field("channels", "range"),), arity=1, parse=parse,
+    "slice", "slice", fields=(Field("channels", "range"),), attrs=SliceAttrs, arity=1, parse=parse,
     reference=reference, rules=_c_slice,
     output=_out_same_memory, sim_ops=("slice",),
     doc="channel slice [start, stop)",

@@ -2,13 +2,21 @@
 tensor ``<layer>.<name>``, for CSP-style blocks; one ``ttnn.slice`` per output."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import re
 
-from ...language.graph import Node
+from ...language.graph import Attrs, Node, op_attrs
 from ..base import Field, OpDef, Parsed, register
 from ...planning.rules import _out_same_memory
 from .rules import _c_split
 from ..slice import _is_int
+
+
+@op_attrs
+class SplitAttrs(Attrs):
+    """split's attrs: each named output's channel range."""
+    sections: tuple
 
 
 def parse(x) -> Parsed:
@@ -40,11 +48,11 @@ def parse(x) -> Parsed:
 def reference(model, node: Node, env):
     """One tensor per named output (``ReferenceModel.bind`` stores each)."""
     x = model.operand(node.inputs[0], env)
-    return tuple(x[:, lo:hi] for _, lo, hi in node.attrs["sections"])
+    return tuple(x[:, lo:hi] for _, lo, hi in node.attrs.sections)
 
 
 register(OpDef(
-    "split", "split", fields=(Field("channels", "range"),), arity=1, parse=parse,
+    "split", "split", fields=(Field("channels", "range"),), attrs=SplitAttrs, arity=1, parse=parse,
     reference=reference, rules=_c_split,
     output=_out_same_memory,
     sim_ops=("slice",), doc="channel split into named outputs",

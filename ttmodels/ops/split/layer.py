@@ -17,7 +17,7 @@ class Split(Layer):
             kw["memory_config"] = mc
         return tuple(self.tt.slice(inputs[0], [0, 0, 0, int(lo)], [1, 1, s.rows, int(hi)],
                                    [1, 1, 1, 1], **kw)
-                     for _, lo, hi in self.attrs["sections"])
+                     for _, lo, hi in self.attrs.sections)
 
 
 LAYERS = {"split": Split}

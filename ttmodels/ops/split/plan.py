@@ -19,6 +19,6 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
     out = R.output_layout("split", [x], {}, None, [ctx.flat[node.inputs[0]]])
     rows, c = ctx.rc(node.inputs[0])
     est = l1m.split_l1(in_layout=x, out_layout=out, rows=rows, c_in=c,
-                       channels=[hi - lo for _, lo, hi in node.attrs["sections"]])
+                       channels=[hi - lo for _, lo, hi in node.attrs.sections])
     return PlannedLayer(node, [x], out, est.total, PlanConfig(l1_parts=est.parts),
                         outputs={t: out for t in node.outputs})

@@ -3,8 +3,10 @@
 ttnn's unary ops take no dtype and keep their input's memory config."""
 from __future__ import annotations
 
+from dataclasses import field, make_dataclass
+
 from .. import activations as A
-from ...language.graph import Node
+from ...language.graph import UNSET, Attrs, NoAttrs, Node
 from ..base import Field, OpDef, Parsed, activation, register
 from ...planning.rules import _out_same_memory
 from .rules import _c_relu
@@ -42,8 +44,20 @@ def _def(name: str, fields: tuple[Field, ...], sim_op: str, **kw) -> OpDef:
                  output=_out_same_memory, output_shape="same", sim_ops=(sim_op,), **kw)
 
 
+def _attrs_class(a) -> type[Attrs]:
+    """A standalone activation's attrs: its parameters (floats, the table's), none for most."""
+    if not a.params:
+        return NoAttrs
+    name = "".join(w.title() for w in a.name.split("_")) + "Attrs"
+    cls = make_dataclass(name, [(p.name, float, field(default=UNSET)) for p in a.params], bases=(Attrs,), frozen=True,
+                         eq=False, namespace={"__doc__": f"{a.name}'s attrs: its parameters."},
+                         module=__name__)
+    globals()[name] = cls        # importable by name (pickle, repr)
+    return cls
+
+
 register(*(_def(a.name, tuple(Field(p.name, "number") for p in a.params),
-                a.ttnn_function,
+                a.ttnn_function, attrs=_attrs_class(a),
                 follows_input="relu's output keeps its input's memory config"
                 if a.name == "relu" else None,
                 doc=f"standalone {a.name} (ttnn.{a.ttnn_function})",

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...language.graph import Node, TensorShape
+from ...language.graph import Attrs, Node, TensorShape, op_attrs
 from ...planning.layout import MemSpec, TensorLayout
 from ...planning.plan_config import PlanConfig, optional
 from ..base import Field, OpDef, Parsed, register
 from .rules import _c_upsample, _out_upsample
+
+
+@op_attrs
+class UpsampleAttrs(Attrs):
+    """upsample's attrs (``parse``); ``align_corners`` only for bilinear (runs as grid_sample)."""
+    scale: tuple[int, int]
+    mode: str
+    align_corners: bool | None
 
 
 def parse(x) -> Parsed:
@@ -89,7 +97,7 @@ register(OpDef(
     "upsample", "upsample",
     fields=(Field("scale", "pair"), Field("size_of", "tensor"), Field("mode", "choice"),
             Field("align_corners", "bool")),
-    arity=1, parse=parse, reference=reference, rules=_c_upsample, output=_out_upsample,
+    attrs=UpsampleAttrs, arity=1, parse=parse, reference=reference, rules=_c_upsample, output=_out_upsample,
     sim_ops=("upsample", "grid_sample", "prepare_grid_sample_grid", "reshape"),
     rule_op=rule_op, config=UpsamplePlan, follows_input="upsample's output keeps its input's memory config",
     doc="nearest / bilinear upsample by an integer factor",

@@ -35,7 +35,7 @@ class Upsample(Layer):
 
     def __init__(self, planned, params, backend, **kw):
         super().__init__(planned, params, backend, **kw)
-        self.scale = [int(v) for v in self.attrs["scale"]]
+        self.scale = [int(v) for v in self.attrs.scale]
         self.mode = self.attrs.get("mode", "nearest")
         if self.mode not in ("nearest", "bilinear"):
             raise LayoutError(f"upsample mode {self.mode!r} (expected nearest or bilinear)",

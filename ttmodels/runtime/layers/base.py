@@ -12,7 +12,7 @@ from typing import Any
 
 from ...backends import common
 from ...errors import LayoutError, WeightsError
-from ...language.graph import Node, TensorShape
+from ...language.graph import Attrs, Node, TensorShape
 from ...planning.layout import MemSpec
 from ...planning.plan_config import PlanConfig
 from ...planning.plans import PlannedLayer
@@ -57,7 +57,7 @@ class Layer:
         return self.planned.config
 
     @property
-    def attrs(self) -> dict[str, Any]:
+    def attrs(self) -> Attrs:
         return self.node.attrs
 
     @property
