@@ -24,7 +24,8 @@ def test_import_is_light():
 
 def test_plan_function_not_shadowed_by_submodules():
     import importlib
-    for mod in ("plans", "planner", "plan_format", "spec", "runtime", "builder"):
+    for mod in ("planning.plans", "planning.planner", "planning.plan_format", "language.spec",
+                "runtime.executor", "runtime.builder"):
         importlib.import_module(f"ttmodels.{mod}")
     assert callable(ttmodels.plan) and callable(ttmodels.build)
 
