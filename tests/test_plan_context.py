@@ -27,3 +27,20 @@ def test_the_planner_is_a_plan_context():
     assert members >= {"layouts", "adapt", "rc", "requested_memory", "op_budget"}
     missing = [m for m in sorted(members) if not hasattr(pl, m)]
     assert not missing, missing
+
+
+def test_an_op_sees_only_the_plan_context():
+    """What an op's plan gets is the planner through a view: PlanContext's members read (and
+    written) through, the planner's own walk and remedies refused."""
+    import pytest
+    from ttmodels.planning.plan_context import PlanningView
+    pl = _Planner(load_graph("resnet18"), "wormhole_b0", True)
+    view = pl.view
+    assert isinstance(view, PlanningView)
+    assert view.grid == pl.grid and view.layouts is pl.layouts
+    for own in ("run", "seed", "layers", "plan_live", "spill_sets"):
+        assert hasattr(pl, own), own            # the planner has it ...
+        with pytest.raises(AttributeError, match="not part of PlanContext"):
+            getattr(view, own)                  # ... an op may not reach it
+    with pytest.raises(AttributeError):
+        view.layers = []

@@ -41,7 +41,8 @@ from ..ops.conv_transpose2d.l1 import conv_transpose_geometry
 
 
 class PlanContext(Protocol):
-    """What ``plan(ctx, node)`` may use of the planner (``planner._Planner`` implements it)."""
+    """What ``plan(ctx, node)`` may use of the planner (``planner._Planner`` implements it; an
+    op gets it through a ``PlanningView``, which lets through nothing else)."""
     g: Graph                                    # the graph being planned
     arch: str                                   # "wormhole_b0", ...
     grid: tuple[int, int]                       # the device's compute grid (x, y)
@@ -79,6 +80,31 @@ class PlanContext(Protocol):
 
     def to_row_major(self, node: Node, idx: int, cur: TensorLayout, reason: str
                      ) -> TensorLayout: ...
+
+
+_MEMBERS = frozenset(PlanContext.__annotations__) | frozenset(
+    n for n, v in vars(PlanContext).items() if callable(v) and not n.startswith("_"))
+
+
+class PlanningView:
+    """The planner as an op's ``plan(ctx, node)`` gets it: exactly ``PlanContext``'s members,
+    read from (and, for the state they name, written to) the planner; anything else of the
+    planner (its walk, remedies, liveness) is out of an op's reach and an AttributeError."""
+    __slots__ = ("_planner",)
+
+    def __init__(self, planner: Any):
+        object.__setattr__(self, "_planner", planner)
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in _MEMBERS:
+            raise AttributeError(f"an op's planning may not use the planner's {name!r} "
+                                 f"(it is not part of PlanContext)")
+        return getattr(self._planner, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name not in _MEMBERS:
+            raise AttributeError(f"an op's planning may not set the planner's {name!r}")
+        setattr(self._planner, name, value)
 
 
 # ---- eltwise-like ops ------------------------------------------------------------------------

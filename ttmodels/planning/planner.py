@@ -7,8 +7,9 @@ Procedure (see docs/layouts.md):
    decisions (conv shard scheme, pool shard scheme, output layout/dtype arguments) are made so
    that the op converts on its own wherever ttnn lets it (conv2d shards an interleaved input,
    pools take ``dtype``/``output_layout``, binary ops take ``dtype``). Those decisions are the
-   op's own: ``plan(ctx, node)`` in ``ops/<op>/plan.py`` (``OpDef.plan``), given this planner as
-   its ``plan_context.PlanContext``; this module is the op-agnostic core around them.
+   op's own: ``plan(ctx, node)`` in ``ops/<op>/plan.py`` (``OpDef.plan``), given this planner
+   through a ``plan_context.PlanningView`` (``PlanContext``'s members only); this module is the
+   op-agnostic core around them.
 3. ``rules.check`` is run on the op with its inputs; each violation is repaired by one adapter on
    the offending edge (``to_layout``, ``typecast``, ``sharded_to_interleaved``, ``reshard``, ...).
    ``rules.advise`` (perf rules) adds a reshard only for binary ops with two sharded operands
@@ -41,6 +42,7 @@ from ..language.graph import Graph, Node, TensorShape, const_flat, moved
 from .layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                      TensorLayout)
 from .. import ops
+from .plan_context import PlanningView
 from .plans import Adapter, BlockingNote, Plan, PlannedLayer, ReorderNote
 from ..ops.conv2d.sharding import determine_parallel_config
 
@@ -91,6 +93,7 @@ class _Planner:
         # ttnn in the loop (ttnn_oracle): asked about conv candidates; the ones it refused
         self.oracle = oracle
         self.ttnn_rejected = ttnn_rejected if ttnn_rejected is not None else []
+        self.view = PlanningView(self)     # what each op's plan(ctx, node) gets
 
     # ---- sources ---------------------------------------------------------------------------
     def seed(self) -> None:
@@ -146,7 +149,7 @@ class _Planner:
             d = ops.REGISTRY.get(node.op)
             if d is None:
                 raise LayoutError(f"no planning rule for op '{node.op}'", layer=node.name)
-            layer = self.plan_live(i, node, partial(d.plan, self))   # ops/<op>/plan.py
+            layer = self.plan_live(i, node, partial(d.plan, self.view))   # ops/<op>/plan.py
             self.layers.append(layer)
             for t, lay in layer.tensor_layouts().items():   # a split has several outputs
                 self.layouts[t] = lay
