@@ -114,6 +114,10 @@ def _m_flatten(cx, node, mod, x):
     return cx.flatten(node, mod.start_dim, mod.end_dim, x)
 
 
+def _m_channel_shuffle(cx, node, mod, x):
+    return cx.layer(node, "channel_shuffle", {"groups": int(mod.groups)}, [x])
+
+
 def _m_upsample(cx, node, mod, x):
     return cx.upsample(node, mod.size, mod.scale_factor, mod.mode, mod.align_corners, x)
 
@@ -135,7 +139,8 @@ MODULE_OPS: dict[str, Callable] = {
     "Identity": _m_identity, "StochasticDepth": _m_identity,
     "Flatten": _m_flatten,
     "Upsample": _m_upsample,
-    # enrolled when the spec language has them (h23ops): "ChannelShuffle", "LayerNorm", ...
+    "ChannelShuffle": _m_channel_shuffle,
+    # enrolled when the spec language has them (h23ops): "LayerNorm", ...
 }
 
 
@@ -231,6 +236,18 @@ def _f_mean(cx, node, x, dim=None, keepdim=False, **kw):
     return cx.adaptive(node, 1, x)
 
 
+def _f_view(cx, node, x, *shape, **kw):
+    return cx.view(node, x)             # the target shape is the node's (shape propagation)
+
+
+def _f_transpose(cx, node, x, dim0, dim1):
+    return cx.transpose(node, x, dim0, dim1)
+
+
+def _f_channel_shuffle(cx, node, x, groups):
+    return cx.layer(node, "channel_shuffle", {"groups": int(groups)}, [x])
+
+
 def _shape_op(cx, node, *args, **kw):
     return _Val("shape")
 
@@ -251,8 +268,8 @@ FUNCTION_OPS: dict[str, Callable] = {
     "chunk": _f_chunk,
     "mean": _f_mean,
     "getattr": _shape_op, "floordiv": _shape_op,
-    # enrolled when the spec language has them (h23ops): "permute", "reshape", "transpose",
-    # "channel_shuffle", "layer_norm", "softmax", ...
+    "reshape": _f_view, "transpose": _f_transpose, "channel_shuffle": _f_channel_shuffle,
+    # enrolled when the spec language has them (h23ops): "permute", "layer_norm", "softmax", ...
 }
 
 #: tensor method name -> row (rows of FUNCTION_OPS where the method means the same)
@@ -265,5 +282,6 @@ METHOD_OPS: dict[str, Callable] = {
     "chunk": _f_chunk,
     "mean": _f_mean,
     "contiguous": _f_dropout,
+    "view": _f_view, "reshape": _f_view, "transpose": _f_transpose,
     "size": _shape_op, "dim": _shape_op,
 }

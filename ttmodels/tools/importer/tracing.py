@@ -69,12 +69,12 @@ class _Ctx:
         self.taken.add(name)
         return name
 
-    def name_for(self, node) -> str:
+    def name_for(self, node, base: str | None = None) -> str:
         if node.op == "call_module":
             return str(node.target)
         stack = _stack_of(node)
         owner = stack[-1][0] if stack else ""
-        base = node.target.__name__ if callable(node.target) else str(node.target)
+        base = base or (node.target.__name__ if callable(node.target) else str(node.target))
         base = re.sub(r"[^A-Za-z0-9_]", "_", base).strip("_") or "op"
         base = {"iadd": "add", "imul": "mul", "isub": "sub", "relu_": "relu", "add_": "add",
                 "mul_": "mul"}.get(base, base)
@@ -177,6 +177,8 @@ class _Ctx:
 
     def flatten(self, node, start, end, x):
         s = tuple(x.shape or ())
+        if x.kind == "shuffle" and (start, end) == (1, 2):
+            return self.view(node, x)
         if len(s) == 4 and start == 1 and end in (-1, 3) and s[2:] == (1, 1):
             return _Val("tensor", x.tensor, layer=x.layer, shape=(s[0], s[1]))
         if len(s) == 2 and start == 1:
@@ -202,6 +204,35 @@ class _Ctx:
         fields = {"scale": _pair([int(v) for v in sc]), "mode": mode,
                   "align_corners": bool(align_corners) if mode == "bilinear" else False}
         return self.layer(node, "upsample", fields, [x])
+
+    # -- the channel shuffle (torchvision's channel_shuffle): x.view(N, g, C // g, H, W),
+    # transpose(1, 2) (contiguous() passes it through), view back to [N, C, H, W]: one
+    # channel_shuffle layer. The steps between are "shuffle" values, const = (the 4D input,
+    # transposed yet, g); anything else reading one is reported as reading a shuffle value.
+    def view(self, node, x):
+        out, s = _shape(node), tuple(x.shape or ())
+        if x.kind == "shuffle":
+            src, swapped, g = x.const
+            if swapped and out == tuple(src.shape):
+                v = self.layer(node, "channel_shuffle", {"groups": g}, [src],
+                               name=self.name_for(node, "channel_shuffle"))
+                v.layer.parts = ["view() transpose() view(): a channel shuffle"]
+                return v
+            _unsupported(f"a view / reshape of a {list(s)} tensor to {list(out or ())} inside a "
+                         "channel shuffle (only back to [N, C, H, W] after transpose(1, 2))")
+        if x.kind == "tensor" and len(s) == 4 and out is not None and len(out) == 5 and \
+                out[0] == s[0] and out[3:] == s[2:] and out[1] * out[2] == s[1]:
+            return _Val("shuffle", shape=out, const=(x, False, out[1]))
+        if x.kind == "tensor" and out == s:
+            return x
+        _unsupported(f"a view / reshape of a {list(s)} tensor to {list(out or ())} (only the "
+                     "channel shuffle's: [N, C, H, W] to [N, g, C/g, H, W], transpose(1, 2), back)")
+
+    def transpose(self, node, x, d0, d1):
+        if x.kind == "shuffle" and not x.const[1] and sorted((d0 % 5, d1 % 5)) == [1, 2]:
+            return _Val("shuffle", shape=_shape(node), const=(x.const[0], True, x.const[2]))
+        _unsupported(f"transpose of dims {d0}, {d1} of a {list(x.shape or ())} tensor (only dims "
+                     "1, 2 of the channel shuffle's [N, g, C/g, H, W] view)")
 
     def split(self, node, counts, x):
         v = self.layer(node, "split", {"channels": {f"c{i}": c for i, c in enumerate(counts)}},
