@@ -52,6 +52,8 @@ def test_import_checks_itself_and_has_blocks(imported, name):
     if name == "shufflenet_v2_x0_5":          # one channel_shuffle per unit, groups 2
         sh = [n for n in g.nodes if n.op == "channel_shuffle"]
         assert len(sh) == 16 and {n.attrs["groups"] for n in sh} == {2}
+        # stageN.0 is a block of its own, stageN.1 .. one line after it
+        assert "{name: stage3, block: inverted_residual_2, repeat: 7, repeat_start: 1}" in text
     keys = {k for k in m.state_dict() if not k.endswith("num_batches_tracked")}
     from ttmodels.weights import load_state_dict
     assert set(load_state_dict(m, g)) == keys
