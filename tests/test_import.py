@@ -174,7 +174,8 @@ class Unsup(nn.Module):
 
     def forward(self, x):
         x = torch.relu(self.conv(x))
-        y = self.norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+        # W-last (not channels-last): the layer norm is over W, no spec op
+        y = self.norm(x.permute(0, 3, 2, 1)).permute(0, 3, 2, 1)
         return self.conv3(self.conv2(x)) + y
 
 
@@ -297,3 +298,109 @@ def test_hardtanh_mish_and_a_flattened_map():
     assert by["m"].op == "mish" and by["c2"].attrs.get("activation") is None
     assert by["flatten"].op == "flatten" and by["fc"].inputs == ["flatten"]
     assert text.pcc >= importer.PCC_MIN
+
+
+def _shuffle(x, groups):
+    """torchvision's channel_shuffle, as written there (view, transpose, contiguous, view)."""
+    b, c, h, w = x.size()
+    x = x.view(b, groups, c // groups, h, w)
+    x = torch.transpose(x, 1, 2).contiguous()
+    return x.view(b, c, h, w)
+
+
+class _Shuffle(nn.Module):
+    """A ShuffleNetV2 unit: chunk, a branch, cat, the shuffle; and nn.ChannelShuffle."""
+    def __init__(self, how):
+        super().__init__()
+        self.how = how
+        self.cv = nn.Conv2d(3, 16, 1)
+        self.b = nn.Conv2d(8, 8, 3, padding=1)
+        self.cs = nn.ChannelShuffle(4)
+        self.out = nn.Conv2d(16, 8, 1)
+
+    def forward(self, x):
+        a, b = self.cv(x).chunk(2, dim=1)
+        y = torch.cat((a, torch.relu(self.b(b))), dim=1)
+        if self.how == "torchvision":
+            from torchvision.models.shufflenetv2 import channel_shuffle
+            y = channel_shuffle(y, 2)
+        elif self.how == "module":
+            y = self.cs(y)
+        else:
+            y = _shuffle(y, 4)
+        return self.out(y)
+
+
+@pytest.mark.parametrize("how,groups", [("code", 4), ("torchvision", 2), ("module", 4)])
+def test_channel_shuffle_view_transpose_view_is_one_layer(how, groups):
+    if how == "torchvision":
+        pytest.importorskip("torchvision")
+    torch.manual_seed(0)
+    text = ttmodels.import_module(_Shuffle(how).eval(), torch.randn(1, 3, 8, 8))
+    g = load_graph(text)
+    assert [n.op for n in g.nodes] == ["conv2d", "split", "conv2d", "concat", "channel_shuffle",
+                                       "conv2d"]
+    sh = g.nodes[4]
+    assert sh.attrs["groups"] == groups and sh.inputs == ["cat"] and g.node("out").inputs == [
+        sh.name]
+    assert text.pcc >= 0.99999
+
+
+class _NotShuffle(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cv = nn.Conv2d(3, 8, 1)
+
+    def forward(self, x):
+        y = self.cv(x)
+        b, c, h, w = y.size()
+        y = y.view(b, 2, c // 2, h, w).transpose(3, 4).contiguous()     # not the shuffle
+        return y.view(b, c, h, w)
+
+
+def test_a_view_transpose_that_is_not_a_shuffle_is_reported():
+    with pytest.raises(importer.UnsupportedError, match=r"transpose of dims 3, 4"):
+        ttmodels.import_module(_NotShuffle().eval(), X)
+
+
+class _CN(nn.Module):
+    """A ConvNeXt block as torchvision writes it: depthwise conv, permute to channels-last,
+    LayerNorm, Linear, GELU, Linear, permute back, times a [C, 1, 1] parameter, plus the input;
+    torchvision's LayerNorm2d before it."""
+    def __init__(self):
+        super().__init__()
+        from torchvision.models.convnext import LayerNorm2d
+        self.stem = nn.Conv2d(3, 16, 2, stride=2)
+        self.norm = LayerNorm2d(16, eps=1e-6)
+        self.dw = nn.Conv2d(16, 16, 7, padding=3, groups=16)
+        self.ln = nn.LayerNorm(16, eps=1e-6)
+        self.fc1 = nn.Linear(16, 64)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(64, 16)
+        self.layer_scale = nn.Parameter(torch.rand(16, 1, 1) + 0.5)
+
+    def forward(self, x):
+        x = self.norm(self.stem(x))
+        y = self.dw(x).permute(0, 2, 3, 1)
+        y = self.fc2(self.act(self.fc1(self.ln(y)))).permute(0, 3, 1, 2)
+        y = self.layer_scale * y
+        y += x
+        return y
+
+
+def test_convnext_block_channels_last_layer_norm_linear_and_layer_scale():
+    pytest.importorskip("torchvision")
+    torch.manual_seed(0)
+    m = _CN().eval()
+    with torch.no_grad():
+        for p in list(m.norm.parameters()) + list(m.ln.parameters()):
+            p.add_(torch.rand_like(p) * 0.5)
+    text = ttmodels.import_module(m, torch.randn(1, 3, 16, 16))
+    g = load_graph(text)
+    assert [(n.name, n.op) for n in g.nodes] == [
+        ("stem", "conv2d"), ("norm", "layer_norm"), ("dw", "conv2d"), ("ln", "layer_norm"),
+        ("fc1", "linear"), ("fc2", "linear"), ("layer_scale", "layer_scale"), ("add", "add")]
+    assert g.node("fc1").attrs["activation"] == "gelu" and g.node("ln").attrs["eps"] == 1e-6
+    assert g.node("layer_scale").attrs["param_shape"] == "chw"
+    assert set(load_state_dict(m, g)) == set(m.state_dict())
+    assert text.pcc >= 0.99999

@@ -1,6 +1,7 @@
 """`ttmodels import` on torchvision classifiers (issue 24), a CI subset of
-scripts/import_coverage.py: resnet18 (repeats with `first:`) and mobilenet_v3_small (blocks with
-`when:`, squeeze-and-excitation nested, hardswish) at 64x64.
+scripts/import_coverage.py: resnet18 (repeats with `first:`), mobilenet_v3_small (blocks with
+`when:`, squeeze-and-excitation nested, hardswish) and shufflenet_v2_x0_5 (chunk as a split, the
+view / transpose / view channel shuffle as one layer) at 64x64.
 
 For each: the import checks itself (float32 profile against the module, PCC >= 0.9999); the spec
 has blocks and loads the module's state dict as it is; ttnn accepts every step of its plan on
@@ -16,7 +17,8 @@ from ttmodels.language.spec import load_graph
 from ttmodels.weights import random_state_dict, synthetic_images
 
 SIZE = 64
-MODELS = {"resnet18": 1, "mobilenet_v3_small": 3}      # model -> blocks it must have at least
+MODELS = {"resnet18": 1, "mobilenet_v3_small": 3,      # model -> blocks it must have at least
+          "shufflenet_v2_x0_5": 2}
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +49,11 @@ def test_import_checks_itself_and_has_blocks(imported, name):
         assert text.blocks == ("ttmodels/resnet/basic_block",)
     g = load_graph(text)
     assert len(g.nodes) == text.layers
+    if name == "shufflenet_v2_x0_5":          # one channel_shuffle per unit, groups 2
+        sh = [n for n in g.nodes if n.op == "channel_shuffle"]
+        assert len(sh) == 16 and {n.attrs["groups"] for n in sh} == {2}
+        # stageN.0 is a block of its own, stageN.1 .. one line after it
+        assert "{name: stage3, block: inverted_residual_2, repeat: 7, repeat_start: 1}" in text
     keys = {k for k in m.state_dict() if not k.endswith("num_batches_tracked")}
     from ttmodels.weights import load_state_dict
     assert set(load_state_dict(m, g)) == keys

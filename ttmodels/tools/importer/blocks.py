@@ -475,8 +475,11 @@ def _find_repeats(ents: list[_Entry], em: _Emitter) -> list[_Entry]:
                 break
             j += 1
         run = ents[i:j]
+        # the container's other children may be earlier siblings before the run (ShuffleNet's
+        # stage2.0, a block of its own, then stage2.1 .. stage2.3 with repeat_start: 1)
+        before = {f"{cont}.{pre}{k}" for k in range(k0)} & set(names[:i])
         others = [n for n in names if (n == cont or n.startswith(cont + ".")) and
-                  n not in {r.name for r in run}]
+                  n not in {r.name for r in run} and n not in before]
         if len(run) < 2 or others or cont in em.tr.outputs:
             out.append(e)
             i += 1

@@ -60,11 +60,16 @@ def _m_batch_norm(cx, node, mod, x):
 
 
 def _m_linear(cx, node, mod, x):
-    if x.kind != "tensor" or x.shape is None or len(x.shape) != 2:
+    if not (x.kind == "tensor" and len(x.shape or ()) == 2 or x.kind == "nhwc"):
         _unsupported(f"a linear over a {list(x.shape or [])} tensor (only [N, C] after a global "
-                     "pool: per-pixel linear is another op)")
+                     "pool, or every pixel of a channels-last map)")
     return cx.layer(node, "linear", {"out": mod.out_features, "bias": mod.bias is not None,
                                      "act": None}, [x])
+
+
+def _m_layer_norm(cx, node, mod, x):
+    return cx.layer_norm(node, mod.normalized_shape, mod.weight, mod.bias, mod.eps, x,
+                         channels_first=type(mod).__name__ == "LayerNorm2d")
 
 
 def _m_act(cx, node, mod, x):
@@ -114,6 +119,10 @@ def _m_flatten(cx, node, mod, x):
     return cx.flatten(node, mod.start_dim, mod.end_dim, x)
 
 
+def _m_channel_shuffle(cx, node, mod, x):
+    return cx.layer(node, "channel_shuffle", {"groups": int(mod.groups)}, [x])
+
+
 def _m_upsample(cx, node, mod, x):
     return cx.upsample(node, mod.size, mod.scale_factor, mod.mode, mod.align_corners, x)
 
@@ -135,7 +144,10 @@ MODULE_OPS: dict[str, Callable] = {
     "Identity": _m_identity, "StochasticDepth": _m_identity,
     "Flatten": _m_flatten,
     "Upsample": _m_upsample,
-    # enrolled when the spec language has them (h23ops): "ChannelShuffle", "LayerNorm", ...
+    "ChannelShuffle": _m_channel_shuffle,
+    # nn.LayerNorm over the channels of a channels-last map (or a vector); torchvision's / timm's
+    # LayerNorm2d (a LayerNorm subclass permuting around it) over the channels of NCHW
+    "LayerNorm": _m_layer_norm, "LayerNorm2d": _m_layer_norm,
 }
 
 
@@ -143,6 +155,9 @@ def _f_binary(op):
     def row(cx, node, a, b, *rest, **kw):
         if rest or kw.get("alpha", 1) != 1:
             _unsupported("an alpha / out argument")
+        if op == "multiply" and isinstance(a, _Val) and isinstance(b, _Val) and \
+                "param" in (a.kind, b.kind):
+            return cx.layer_scale(node, *((a, b) if a.kind == "param" else (b, a)))
         return cx.binary(node, op, a, b)
     return row
 
@@ -231,6 +246,23 @@ def _f_mean(cx, node, x, dim=None, keepdim=False, **kw):
     return cx.adaptive(node, 1, x)
 
 
+def _f_view(cx, node, x, *shape, **kw):
+    return cx.view(node, x)             # the target shape is the node's (shape propagation)
+
+
+def _f_transpose(cx, node, x, dim0, dim1):
+    return cx.transpose(node, x, dim0, dim1)
+
+
+def _f_channel_shuffle(cx, node, x, groups):
+    return cx.layer(node, "channel_shuffle", {"groups": int(groups)}, [x])
+
+
+def _f_permute(cx, node, x, *dims):
+    dims = dims[0] if len(dims) == 1 and isinstance(dims[0], (list, tuple)) else dims
+    return cx.permute(node, x, dims)
+
+
 def _shape_op(cx, node, *args, **kw):
     return _Val("shape")
 
@@ -251,8 +283,9 @@ FUNCTION_OPS: dict[str, Callable] = {
     "chunk": _f_chunk,
     "mean": _f_mean,
     "getattr": _shape_op, "floordiv": _shape_op,
-    # enrolled when the spec language has them (h23ops): "permute", "reshape", "transpose",
-    # "channel_shuffle", "layer_norm", "softmax", ...
+    "reshape": _f_view, "transpose": _f_transpose, "channel_shuffle": _f_channel_shuffle,
+    "permute": _f_permute,
+    # enrolled when the spec language has them (h23ops): "softmax", ...
 }
 
 #: tensor method name -> row (rows of FUNCTION_OPS where the method means the same)
@@ -265,5 +298,6 @@ METHOD_OPS: dict[str, Callable] = {
     "chunk": _f_chunk,
     "mean": _f_mean,
     "contiguous": _f_dropout,
+    "view": _f_view, "reshape": _f_view, "transpose": _f_transpose, "permute": _f_permute,
     "size": _shape_op, "dim": _shape_op,
 }

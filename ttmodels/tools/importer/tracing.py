@@ -69,12 +69,12 @@ class _Ctx:
         self.taken.add(name)
         return name
 
-    def name_for(self, node) -> str:
+    def name_for(self, node, base: str | None = None) -> str:
         if node.op == "call_module":
             return str(node.target)
         stack = _stack_of(node)
         owner = stack[-1][0] if stack else ""
-        base = node.target.__name__ if callable(node.target) else str(node.target)
+        base = base or (node.target.__name__ if callable(node.target) else str(node.target))
         base = re.sub(r"[^A-Za-z0-9_]", "_", base).strip("_") or "op"
         base = {"iadd": "add", "imul": "mul", "isub": "sub", "relu_": "relu", "add_": "add",
                 "mul_": "mul"}.get(base, base)
@@ -82,8 +82,9 @@ class _Ctx:
 
     def layer(self, node, op, fields, inputs, name=None) -> _Val:
         for v in inputs:
-            if v.kind != "tensor":
+            if v.kind not in ("tensor", "nhwc"):
                 _unsupported(f"{op} of a {v.kind} value")
+        nhwc = bool(inputs) and inputs[0].kind == "nhwc"
         stack = _stack_of(node)
         if node.op == "call_module" and stack:
             stack = stack[:-1]
@@ -91,10 +92,10 @@ class _Ctx:
             f"{getattr(node.target, '__name__', node.target)}()")
         lay = Layer(self._unique(name or self.name_for(node)), op, fields,
                     [v.tensor for v in inputs], stack, [cls], _source_of(node), node.name, node,
-                    in_channels=(inputs[0].shape[1] if inputs and inputs[0].shape and
-                                 len(inputs[0].shape) > 1 else None))
+                    in_channels=(inputs[0].shape[-1 if nhwc else 1] if inputs and
+                                 inputs[0].shape and len(inputs[0].shape) > 1 else None))
         self.layers.append(lay)
-        return _Val("tensor", lay.name, layer=lay, shape=_shape(node))
+        return _Val("nhwc" if nhwc else "tensor", lay.name, layer=lay, shape=_shape(node))
 
     def _sole_user(self, v: _Val) -> bool:
         return v.layer is not None and v.layer.fx_node is not None and \
@@ -103,7 +104,7 @@ class _Ctx:
     def _absorb(self, v: _Val, node, part: str) -> _Val:
         v.layer.parts.append(part)
         v.layer.fx, v.layer.fx_node = node.name, node
-        return _Val("tensor", v.tensor, layer=v.layer, shape=_shape(node))
+        return _Val(v.kind, v.tensor, layer=v.layer, shape=_shape(node))
 
     def batch_norm(self, node, mod, x):
         eps = float(mod.eps)
@@ -116,7 +117,8 @@ class _Ctx:
     def activation(self, node, act, x):
         from ...ops import activations
         d = activations.get(act)
-        if x.kind == "tensor" and self._sole_user(x) and x.layer.fields.get("act", 0) is None:
+        if x.kind in ("tensor", "nhwc") and self._sole_user(x) and \
+                x.layer.fields.get("act", 0) is None:
             op = x.layer.op
             fuses = {"conv2d": d.fuses_conv, "conv_transpose2d": d.fuses_conv,
                      "linear": d.fuses_matmul, "batch_norm": True,
@@ -177,6 +179,8 @@ class _Ctx:
 
     def flatten(self, node, start, end, x):
         s = tuple(x.shape or ())
+        if x.kind == "shuffle" and (start, end) == (1, 2):
+            return self.view(node, x)
         if len(s) == 4 and start == 1 and end in (-1, 3) and s[2:] == (1, 1):
             return _Val("tensor", x.tensor, layer=x.layer, shape=(s[0], s[1]))
         if len(s) == 2 and start == 1:
@@ -203,6 +207,78 @@ class _Ctx:
                   "align_corners": bool(align_corners) if mode == "bilinear" else False}
         return self.layer(node, "upsample", fields, [x])
 
+    # -- the channel shuffle (torchvision's channel_shuffle): x.view(N, g, C // g, H, W),
+    # transpose(1, 2) (contiguous() passes it through), view back to [N, C, H, W]: one
+    # channel_shuffle layer. The steps between are "shuffle" values, const = (the 4D input,
+    # transposed yet, g); anything else reading one is reported as reading a shuffle value.
+    def view(self, node, x):
+        out, s = _shape(node), tuple(x.shape or ())
+        if x.kind == "shuffle":
+            src, swapped, g = x.const
+            if swapped and out == tuple(src.shape):
+                v = self.layer(node, "channel_shuffle", {"groups": g}, [src],
+                               name=self.name_for(node, "channel_shuffle"))
+                v.layer.parts = ["view() transpose() view(): a channel shuffle"]
+                return v
+            _unsupported(f"a view / reshape of a {list(s)} tensor to {list(out or ())} inside a "
+                         "channel shuffle (only back to [N, C, H, W] after transpose(1, 2))")
+        if x.kind == "tensor" and len(s) == 4 and out is not None and len(out) == 5 and \
+                out[0] == s[0] and out[3:] == s[2:] and out[1] * out[2] == s[1]:
+            return _Val("shuffle", shape=out, const=(x, False, out[1]))
+        if x.kind == "tensor" and out == s:
+            return x
+        _unsupported(f"a view / reshape of a {list(s)} tensor to {list(out or ())} (only the "
+                     "channel shuffle's: [N, C, H, W] to [N, g, C/g, H, W], transpose(1, 2), back)")
+
+    def transpose(self, node, x, d0, d1):
+        if x.kind == "shuffle" and not x.const[1] and sorted((d0 % 5, d1 % 5)) == [1, 2]:
+            return _Val("shuffle", shape=_shape(node), const=(x.const[0], True, x.const[2]))
+        _unsupported(f"transpose of dims {d0}, {d1} of a {list(x.shape or ())} tensor (only dims "
+                     "1, 2 of the channel shuffle's [N, g, C/g, H, W] view)")
+
+    # -- channels-last (ConvNeXt's Permute([0, 2, 3, 1]) ... Permute([0, 3, 1, 2])): our tensors
+    # are channels-last already, so a permute is no layer; between the two the value is "nhwc"
+    # (the same tensor, torch's NHWC shape), which LayerNorm, Linear and activations read
+    def permute(self, node, x, dims):
+        dims = tuple(int(d) % max(len(dims), 1) for d in dims)
+        if x.kind == "shuffle" and dims == (0, 2, 1, 3, 4):
+            return self.transpose(node, x, 1, 2)
+        if x.kind == "tensor" and len(x.shape or ()) == 4 and dims == (0, 2, 3, 1):
+            return _Val("nhwc", x.tensor, layer=x.layer, shape=_shape(node))
+        if x.kind == "nhwc" and dims == (0, 3, 1, 2):
+            return _Val("tensor", x.tensor, layer=x.layer, shape=_shape(node))
+        _unsupported(f"permute {list(dims)} of a {list(x.shape or ())} "
+                     f"{'channels-last ' if x.kind == 'nhwc' else ''}tensor (only NCHW to "
+                     "channels-last [0, 2, 3, 1] and back [0, 3, 1, 2])")
+
+    def layer_norm(self, node, shape, weight, bias, eps, x, channels_first):
+        s = tuple(x.shape or ())
+        c = s[1] if channels_first or len(s) == 2 else s[-1]
+        ok = (x.kind == "nhwc" or len(s) == 2) if not channels_first else \
+            (x.kind == "tensor" and len(s) == 4)
+        if not ok or tuple(shape) != (c,):
+            _unsupported(f"a layer norm over {list(shape)} of a {list(s)} "
+                         f"{'channels-last ' if x.kind == 'nhwc' else ''}tensor (only over the "
+                         "channels)")
+        if (weight is None) != (bias is None):
+            _unsupported("a layer norm with a weight but no bias")
+        return self.layer(node, "layer_norm", {"eps": float(eps), "affine": weight is not None},
+                          [x])
+
+    def layer_scale(self, node, p, x):
+        """``param * x`` with a per-channel parameter: [C, 1, 1] on NCHW, [C] on channels-last."""
+        s, ps = tuple(x.shape or ()), tuple(p.shape or ())
+        if x.kind == "tensor" and len(s) == 4 and ps == (s[1], 1, 1):
+            shape = "chw"
+        elif x.kind == "nhwc" and ps == (s[-1],):
+            shape = "vector"
+        else:
+            _unsupported(f"multiply of a {list(s)} tensor by a {list(ps)} parameter (only a "
+                         "per-channel scale: [C, 1, 1], or [C] channels-last)")
+        if p.const in self.taken:
+            _unsupported(f"the parameter {p.const} read twice")
+        return self.layer(node, "layer_scale", {"param_shape": shape}, [x], name=p.const)
+
     def split(self, node, counts, x):
         v = self.layer(node, "split", {"channels": {f"c{i}": c for i, c in enumerate(counts)}},
                        [x])
@@ -213,6 +289,12 @@ class _Ctx:
         for i, t in enumerate(lay.outputs):
             items.append(_Val("tensor", t, layer=None, shape=(c[0], counts[i], c[2], c[3])))
         return _Val("tuple", items=items)
+
+
+def _get_attr(cx, node):
+    """A parameter the forward reads itself (ConvNeXt's layer_scale): a layer_scale's weights
+    when a multiply takes it, unsupported anywhere else."""
+    return _Val("param", const=str(node.target), shape=_shape(node))
 
 
 def _shape(node):
@@ -313,6 +395,8 @@ def trace(module, example_input, *, partial: bool = False) -> Traced:
             row = FUNCTION_OPS.get(getattr(node.target, "__name__", ""))
         elif node.op == "call_method":
             row = METHOD_OPS.get(node.target)
+        elif node.op == "get_attr":
+            row = _get_attr
         else:
             row = None
         args = [val(a) for a in node.args]
@@ -388,9 +472,12 @@ def _unused_prefixes(module, layers: list[Layer]) -> tuple[str, ...]:
     heads, everything after a --partial stop): the highest such module of each subtree."""
     used = set()
     for lay in layers:
-        if lay.op in ("conv2d", "conv_transpose2d", "linear", "batch_norm"):
+        if lay.op in ("conv2d", "conv_transpose2d", "linear", "batch_norm", "layer_norm",
+                      "layer_scale"):
             used.add(lay.name if lay.op != "batch_norm" or not lay.fields.get("weights")
                      else lay.fields["weights"])
+        if lay.op == "layer_scale":           # a parameter of the module itself (CNBlock's)
+            used.add(lay.name.rpartition(".")[0])
         if lay.fields.get("bn"):
             used.add(lay.fields["bn"]["name"])
     holders = [p for p, m in module.named_modules() if p and
