@@ -3,9 +3,10 @@
 
 ``PlanConfig`` is the base every op's config extends (each op's module in ``ttmodels/ops/``
 defines its own and names it in its registry entry, ``OpDef.config``). The layers read the
-fields; the rules read ``as_attrs()`` (the same keys and values, the rules being written against
-plain attribute mappings that the sim also builds from ttnn keywords); the plan's JSON is
-``as_attrs()`` rendered (``plan_format``).
+fields; ``as_attrs()`` is the config as call keywords (the same keys the sim builds from ttnn's
+keywords), which the rules take as their typed arguments (``rules.CallArgs``: each rule
+function's class keeps the fields it reads); the plan's JSON is ``as_attrs()`` rendered
+(``plan_format``).
 
 Fields marked ``optional()`` are left out of ``as_attrs()`` while they are None (a conv that is not
 DRAM-sliced has no ``slice``), so a plan's JSON names only what applies.

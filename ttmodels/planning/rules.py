@@ -21,8 +21,8 @@ compiled into the ttnn 0.81.1 wheel (``ttnn/build/lib/_ttnncpp.so``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Iterable
+from dataclasses import dataclass, fields
+from typing import Any, Iterable, Mapping
 
 from ..errors import LayoutError
 from ..formats import BLOCK_FLOAT_DTYPES
@@ -51,6 +51,50 @@ class Violation:
 
     def __str__(self) -> str:
         return f"[{self.rule}] {self.message}"
+
+
+@dataclass(frozen=True)
+class CallArgs:
+    """What a rule reads of one call's arguments, typed: a check, advice or output function in
+    an op's ``rules.py`` declares the subclass it reads with ``@reads(...)`` and reads fields,
+    with the defaults in one place. The callers keep passing the mapping they have (the
+    planner's ``config.as_attrs()``, the sim's ttnn keywords, a plan's few keys, the oracle's
+    replayed step); ``args_for`` builds the function's class from it at the boundary: a key the
+    class does not declare is one that function does not read, an absent one is the class
+    default, a present one (None included) is taken as given, as ``mapping.get(k, default)``
+    was."""
+    dtype: str | None = None          # the output dtype asked for
+    layout: str | None = None         # an adapter's target layout
+    out_shape: tuple[int, int, int, int] | None = None    # the output's flat shape, when given
+
+    @classmethod
+    def of(cls, attrs: Mapping[str, Any] | "CallArgs") -> "CallArgs":
+        if type(attrs) is cls:
+            return attrs
+        names = _ARG_NAMES.get(cls)
+        if names is None:
+            names = _ARG_NAMES[cls] = frozenset(f.name for f in fields(cls))
+        items = ((f.name, getattr(attrs, f.name)) for f in fields(attrs)) \
+            if isinstance(attrs, CallArgs) else attrs.items()
+        return cls(**{k: v for k, v in items if k in names})
+
+
+_ARG_NAMES: dict[type, frozenset] = {}
+
+
+def reads(cls: type[CallArgs]):
+    """Mark a rules function as reading ``cls`` (its ``attrs`` / ``q.attrs``)."""
+    def mark(fn):
+        fn.reads = cls
+        return fn
+    return mark
+
+
+def args_for(fn, attrs):
+    """``attrs`` as the typed arguments ``fn`` reads (``@reads``); the mapping as it is for a
+    function that declares none."""
+    cls = getattr(fn, "reads", None)
+    return cls.of(attrs) if cls is not None else attrs
 
 
 # tt-metal sources cited by the rules here, or by more than one op's rules
@@ -261,15 +305,16 @@ def check(op: str, inputs: list[TensorLayout | None], attrs: dict, output: MemSp
             vs += _tensor_checks(t, s, f"{op} input {i}", l1_shards=l1_shards)
     if output is not None and op in ADAPTER_OPS and inputs and inputs[0] is not None:
         # the adapter's result is a tensor too: its shard spec must tile its physical shape
-        out_t = TensorLayout(output, attrs.get("layout") or inputs[0].layout,
-                             attrs.get("dtype") or inputs[0].dtype)
+        base = CallArgs.of(attrs)
+        out_t = TensorLayout(output, base.layout or inputs[0].layout,
+                             base.dtype or inputs[0].dtype)
         vs += _tensor_checks(out_t, shapes[0], f"{op} output", l1_shards=False)
     elif output is not None and output.sharded and output.buffer != "l1":
         vs.append(_v("tensor.shard_l1", f"{op} output is {output.memory_layout} in {output.buffer}"))
     fn = check_function(op)
     if fn is None:
         raise ValueError(f"rules.check: unknown op {op!r}")
-    vs += fn(inputs, attrs, output, shapes)
+    vs += fn(inputs, args_for(fn, attrs), output, shapes)
     return vs
 
 
@@ -280,7 +325,7 @@ def advise(op: str, inputs: list[TensorLayout | None], attrs: dict, output: MemS
     shapes = list(shapes) if shapes is not None else [None] * len(inputs)
     shapes += [None] * (len(inputs) - len(shapes))
     fn = advise_function(op)
-    return fn(op, inputs, attrs, output, shapes) if fn is not None else []
+    return fn(op, inputs, args_for(fn, attrs), output, shapes) if fn is not None else []
 
 
 def advise_function(op: str):
@@ -301,10 +346,11 @@ def _c_i2s(inputs, attrs, output, shapes):
     return vs
 
 
-def _c_s2i(inputs, attrs, output, shapes):
+@reads(CallArgs)
+def _c_s2i(inputs, args: CallArgs, output, shapes):
     vs = []
     x = inputs[0]
-    if x is not None and not x.memory.sharded and attrs.get("dtype") not in (None, x.dtype):
+    if x is not None and not x.memory.sharded and args.dtype not in (None, x.dtype):
         vs.append(_v("s2i.input", "sharded_to_interleaved of an interleaved tensor copies it: "
                      f"output_dtype is ignored, it stays {x.dtype}"))
     if output is not None and output.sharded:
@@ -312,41 +358,45 @@ def _c_s2i(inputs, attrs, output, shapes):
     return vs
 
 
-def _c_reshard(inputs, attrs, output, shapes):
+@reads(CallArgs)
+def _c_reshard(inputs, args: CallArgs, output, shapes):
     vs = []
     x = inputs[0]
     if x is not None and not x.memory.sharded:
         vs.append(_v("reshard.input", "reshard input is interleaved"))
     if output is None or not output.sharded:
         vs.append(_v("reshard.input", "reshard output must be sharded"))
-    if attrs.get("dtype") and x is not None and attrs["dtype"] != x.dtype:
+    if args.dtype and x is not None and args.dtype != x.dtype:
         vs.append(_v("reshard.input", "reshard cannot change dtype"))
     return vs
 
 
-def _c_to_layout(inputs, attrs, output, shapes):
+@reads(CallArgs)
+def _c_to_layout(inputs, args: CallArgs, output, shapes):
     x = inputs[0]
-    tgt = attrs.get("layout", TILE_LAYOUT)
-    dt = attrs.get("dtype") or (x.dtype if x is not None else None)
+    tgt = args.layout if args.layout is not None else TILE_LAYOUT
+    dt = args.dtype or (x.dtype if x is not None else None)
     if tgt == ROW_MAJOR and dt in BLOCK_FLOAT_DTYPES:
         return [_v("to_layout.dtype", f"to_layout ROW_MAJOR with dtype {dt}")]
     return []
 
 
-def _c_typecast(inputs, attrs, output, shapes):
+@reads(CallArgs)
+def _c_typecast(inputs, args: CallArgs, output, shapes):
     vs = []
     x = inputs[0]
     if x is not None and output is not None and output.memory_layout != x.memory.memory_layout:
         vs.append(_v("typecast.layout",
                      f"typecast {x.memory.memory_layout} -> {output.memory_layout}"))
-    if x is not None and attrs.get("dtype") in BLOCK_FLOAT_DTYPES and x.layout != TILE_LAYOUT:
-        vs.append(_v("typecast.layout", f"typecast to {attrs['dtype']} of a {x.layout} tensor"))
+    if x is not None and args.dtype in BLOCK_FLOAT_DTYPES and x.layout != TILE_LAYOUT:
+        vs.append(_v("typecast.layout", f"typecast to {args.dtype} of a {x.layout} tensor"))
     return vs
 
 
-def _c_tmc(inputs, attrs, output, shapes):
+@reads(CallArgs)
+def _c_tmc(inputs, args: CallArgs, output, shapes):
     x = inputs[0]
-    if x is not None and attrs.get("dtype") and attrs["dtype"] != x.dtype:
+    if x is not None and args.dtype and args.dtype != x.dtype:
         if x.layout != TILE_LAYOUT:
             return [_v("to_memory_config.any", "to_memory_config dtype change needs TILE layout")]
         if output is not None and output == x.memory:
@@ -373,12 +423,12 @@ def check_function(op: str):
     return _lowered().get(op, (None, None))[0]
 
 
-def _out_shape(op: str, attrs: dict, shapes: list[Shape4 | None]) -> tuple[int, int] | None:
+def _out_shape(op: str, out_shape, shapes: list[Shape4 | None]) -> tuple[int, int] | None:
     """Output [rows, C] when attrs carry it (``out_shape``: flat 4-tuple) or it follows from the
     inputs (the op's entry says how: ``OpDef.output_shape``; adapters keep their input's)."""
     from ..ops.base import REGISTRY
-    if attrs.get("out_shape") is not None:
-        return _rows_c(tuple(attrs["out_shape"]))
+    if out_shape is not None:
+        return _rows_c(tuple(out_shape))
     if shapes and shapes[0] is not None:
         d = REGISTRY.get(op)
         rule = d.output_shape if d is not None else ("same" if op in ADAPTER_OPS else None)
@@ -398,7 +448,7 @@ class OutputQuery:
     memory config, and what every op's answer starts from."""
     op: str
     inputs: list
-    attrs: dict
+    attrs: Any                      # the output function's book's ARGS (CallArgs), else a mapping
     requested: MemSpec | None
     shapes: list
     x: TensorLayout | None          # input 0
@@ -415,8 +465,8 @@ def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
     """What ``op`` produces, as ttnn 0.81 does (``requested`` = the memory_config argument): the
     op's own function (a spec op's entry names it, ``OpDef.output``; see each ``_out_*``).
 
-    conv2d: sharded like its input if that is sharded, else by ``shard_layout`` (attrs
-    ``parallel`` = a ParallelConfig, or computed), in L1, ``output_layout`` (TILE) and ``dtype``.
+    conv2d: sharded like its input if that is sharded, else by ``shard_layout`` (ttnn's
+    ``determine_parallel_config``), in L1, ``output_layout`` (TILE) and ``dtype``.
     Pools: the input's sharding scheme and grid, shard recomputed for the output rows; layout
     ``output_layout`` (ROW_MAJOR default), ``dtype`` (bfloat16 default). Binary: ``requested`` or
     input a's memory config (shard spec adjusted to the output shape), dtype = ``dtype`` or a's.
@@ -430,8 +480,9 @@ def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
     shapes = list(shapes) if shapes is not None else [None] * len(inputs)
     x = inputs[0] if inputs else None
     dtype_in = x.dtype if x is not None else "bfloat16"
-    return fn(OutputQuery(op, inputs, attrs, requested, shapes, x, dtype_in,
-                          _out_shape(op, attrs, shapes), attrs.get("dtype") or dtype_in))
+    base = CallArgs.of(attrs)
+    return fn(OutputQuery(op, inputs, args_for(fn, attrs), requested, shapes, x, dtype_in,
+                          _out_shape(op, base.out_shape, shapes), base.dtype or dtype_in))
 
 
 def _out_same_memory(q: OutputQuery) -> TensorLayout:
@@ -444,12 +495,13 @@ def _out_same_memory(q: OutputQuery) -> TensorLayout:
     return TensorLayout(q.requested if q.requested is not None else x.memory, x.layout, q.dtype_in)
 
 
+@reads(CallArgs)
 def _out_adapter(q: OutputQuery) -> TensorLayout:
     x = q.x
     mem = q.requested if q.requested is not None else x.memory
     if q.op == "sharded_to_interleaved" and q.requested is None:
         mem = MemSpec(INTERLEAVED, "l1")
-    return TensorLayout(mem, q.attrs.get("layout") or x.layout, q.dtype)
+    return TensorLayout(mem, q.attrs.layout or x.layout, q.dtype)
 
 
 # What the adapters produce (a spec op's entry names its output function, ``OpDef.output``; a

@@ -2,8 +2,8 @@
 are binary's)."""
 from __future__ import annotations
 
-from ...planning.rules import Rule
-from ..binary.rules import _BNG, _c_binary
+from ...planning.rules import Rule, reads
+from ..binary.rules import _BNG, BinaryArgs, _c_binary
 
 _BN = "ttnn/cpp/ttnn/operations/normalization/batch_norm/device/batch_norm_device_operation.cpp"
 
@@ -18,5 +18,6 @@ RULE_LIST = (
 )
 
 
-def _c_batch_norm(inputs, attrs, output, shapes):
-    return _c_binary(inputs, attrs, output, shapes)
+@reads(BinaryArgs)
+def _c_batch_norm(inputs, args: BinaryArgs, output, shapes):
+    return _c_binary(inputs, args, output, shapes)

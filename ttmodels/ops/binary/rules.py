@@ -2,9 +2,12 @@
 L1 sharding) and its output's layout. batch_norm and layer_scale run as binary ops."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ...language.graph import TILE
 from ...planning.layout import ROW_MAJOR, TILE_LAYOUT, TensorLayout
-from ...planning.rules import _RESHAPE, OutputQuery, Rule, Violation, _v
+from ...planning.layout import MemSpec
+from ...planning.rules import _RESHAPE, CallArgs, OutputQuery, Rule, Violation, _v, reads
 from .sharding import binary_output_source, is_native_binary_sharding
 
 _BNG = "ttnn/cpp/ttnn/operations/eltwise/binary_ng/device/binary_ng_device_operation.cpp"
@@ -59,7 +62,17 @@ RULE_LIST = (
 )
 
 
-def _c_binary(inputs, attrs, output, shapes):
+@dataclass(frozen=True)
+class BinaryArgs(CallArgs):
+    """What the binary rules read of an add / multiply / subtract call."""
+    broadcast: str | None = None           # "per_image": the layer reshapes both to 4-D first
+    inplace: bool = False                  # output_tensor is an operand (ttnn.add_)
+    swap_operands: bool = False            # ... the second input
+    memory_config: MemSpec | None = None
+
+
+@reads(BinaryArgs)
+def _c_binary(inputs, args: BinaryArgs, output, shapes):
     vs = []
     a = inputs[0]
     b = inputs[1] if len(inputs) > 1 else None
@@ -77,7 +90,7 @@ def _c_binary(inputs, attrs, output, shapes):
                 (m.shard_shape[0] % TILE or m.shard_shape[1] % TILE):
             vs.append(_v("binary.layout", f"row-major operand sharded {m.shard_shape}: ttnn "
                          "tilizes it with that shard spec, which is not a whole number of tiles"))
-    if attrs.get("broadcast") == "per_image":
+    if args.broadcast == "per_image":
         # the layer reshapes both operands to 4-D first (binary.reshape_broadcast)
         for t in tensors:
             if t.memory.sharded:
@@ -89,27 +102,27 @@ def _c_binary(inputs, attrs, output, shapes):
             if not (da == db or da == 1 or db == 1):
                 vs.append(_v("binary.broadcast", f"shapes {shapes[0]} and {shapes[1]} do not broadcast"))
                 break
-    if attrs.get("inplace"):
-        vs += _c_binary_inplace(inputs, attrs, output, shapes)
+    if args.inplace:
+        vs += _c_binary_inplace(inputs, args, output, shapes)
     return vs
 
 
-def _c_binary_inplace(inputs, attrs, output, shapes):
-    """attrs ``inplace``: the output is written into operand a (``swap_operands``: the second
+def _c_binary_inplace(inputs, args: BinaryArgs, output, shapes):
+    """``inplace``: the output is written into operand a (``swap_operands``: the second
     input is a). The preallocated tensor's spec is the output spec."""
-    ia = 1 if attrs.get("swap_operands") and len(inputs) > 1 else 0
+    ia = 1 if args.swap_operands and len(inputs) > 1 else 0
     a, sa = inputs[ia], shapes[ia] if ia < len(shapes) else None
     sb = shapes[1 - ia] if len(shapes) > 1 else None
     vs = []
-    out_shape = tuple(attrs["out_shape"]) if attrs.get("out_shape") is not None else (
+    out_shape = tuple(args.out_shape) if args.out_shape is not None else (
         tuple(max(x, y) for x, y in zip(sa, sb)) if sa is not None and sb is not None else None)
     if sa is not None and out_shape is not None and tuple(sa) != out_shape:
         vs.append(_v("binary.output_tensor", f"output_tensor a has shape {tuple(sa)}, the "
                      f"broadcast output is {out_shape}"))
-    if attrs.get("dtype") is not None and attrs["dtype"] != a.dtype:
-        vs.append(_v("binary.output_tensor", f"dtype {attrs['dtype']} but output_tensor a is "
+    if args.dtype is not None and args.dtype != a.dtype:
+        vs.append(_v("binary.output_tensor", f"dtype {args.dtype} but output_tensor a is "
                      f"{a.dtype}"))
-    mc = attrs.get("memory_config") or output
+    mc = args.memory_config or output
     if mc is not None and mc != a.memory:
         vs.append(_v("binary.output_tensor", f"memory_config {mc.short()} but output_tensor a is "
                      f"{a.memory.short()}"))

@@ -1,8 +1,10 @@
 """concat's layout rules, check and output layout."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ...planning.layout import WIDTH, TensorLayout
-from ...planning.rules import OutputQuery, Rule, Violation, _v
+from ...planning.rules import CallArgs, OutputQuery, Rule, Violation, _v, reads
 from .sharding import concat_shard_misalignment
 
 _CAT = "ttnn/cpp/ttnn/operations/data_movement/concat/device/concat_device_operation.cpp"
@@ -41,7 +43,13 @@ RULE_LIST = (
 )
 
 
-def _c_concat(inputs, attrs, output, shapes):
+@dataclass(frozen=True)
+class ConcatArgs(CallArgs):
+    dim: int = -1                          # -1 / 3: channels
+
+
+@reads(ConcatArgs)
+def _c_concat(inputs, args: ConcatArgs, output, shapes):
     vs = []
     ts = [t for t in inputs if t is not None]
     sharded = [t.memory.sharded for t in ts]
@@ -50,7 +58,7 @@ def _c_concat(inputs, attrs, output, shapes):
     if any(sharded) and len({t.layout for t in ts}) > 1:
         vs.append(_v("concat.same_layout", f"sharded concat inputs have layouts "
                      f"{[t.layout for t in ts]}"))
-    if all(sharded) and ts and attrs.get("dim", -1) in (-1, 3):
+    if all(sharded) and ts and args.dim in (-1, 3):
         channels = [s[3] for s in shapes if s is not None]
         if len(channels) == len(ts):
             vs += _concat_shard_align(ts, channels)
@@ -60,7 +68,7 @@ def _c_concat(inputs, attrs, output, shapes):
         kinds = {t.memory.memory_layout for t in ts}
         if len(kinds) > 1:
             vs.append(_v("concat.sharded", f"concat inputs have different shard layouts {sorted(kinds)}"))
-        dim = attrs.get("dim", -1)
+        dim = args.dim
         if dim in (-1, 3):
             if kinds & {WIDTH}:
                 vs.append(_v("concat.sharded", "width (channel) concat of width-sharded inputs"))

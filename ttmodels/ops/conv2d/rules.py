@@ -2,12 +2,15 @@
 advice and the layout of its output. Also conv_transpose2d's output (a conv2d micro-op)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, Mapping
+
 from ...formats import BLOCK_FLOAT_DTYPES
 from ...language.graph import TILE
 from ...arch import DEFAULT_GRID
 from ...planning.layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                        TensorLayout)
-from ...planning.rules import _CONV, OutputQuery, Rule, Violation, _v
+from ...planning.rules import _CONV, CallArgs, OutputQuery, Rule, Violation, _v, reads
 from .sharding import (conv_input_parallel_config, conv_output_memspec, conv_slice_dim,
                        determine_parallel_config, parallel_config_of)
 
@@ -96,24 +99,41 @@ RULE_LIST = (
 )
 
 
-def _c_conv_slice(x, attrs) -> list[Violation]:
-    sl = attrs["slice"]
+@dataclass(frozen=True)
+class ConvArgs(CallArgs):
+    """What conv2d's rules read of a conv2d call (the planner's ``Conv2dPlan``, the sim's
+    ``ttnn.conv2d`` keywords and ``conv_config``)."""
+    shard_layout: str | None = None             # conv_config.shard_layout
+    override_sharding_config: bool | None = None
+    act_block_h_override: int | None = None
+    output_layout: str | None = TILE_LAYOUT     # conv_config.output_layout
+    is_mm_conv: bool = False                    # 1x1 stride 1: run as a matmul
+    activation: str | None = None               # fused (the sim's conv_config.activation)
+    lowering: str | None = None                 # "linear": ttnn.linear's rules
+    matmul: Mapping[str, Any] | None = None     # the linear lowering's program config
+    slice: Mapping[str, Any] | None = None      # DRAM slicing: {"type", "num_slices"}
+    output_hw: tuple[int, int] | None = None    # the output's (H, W), for the slice count
+    in_channels: int | None = None              # the sim knows it; the planner's shapes say it
+    device_grid: tuple[int, int] = DEFAULT_GRID
+
+
+def _c_conv_slice(x, a: ConvArgs) -> list[Violation]:
+    sl = a.slice
     vs = []
     if x.memory.buffer != "dram" or x.memory.memory_layout != INTERLEAVED:
         vs.append(_v("conv2d.slice_dram_input", f"DRAM-sliced conv2d input is {x.memory.short()}"))
-    if attrs.get("is_mm_conv"):
+    if a.is_mm_conv:
         vs.append(_v("conv2d.slice_mm", "slice_config on a 1x1 stride-1 (matmul) conv"))
-    if not attrs.get("shard_layout") or attrs.get("override_sharding_config"):
+    if not a.shard_layout or a.override_sharding_config:
         vs.append(_v("conv2d.slice_shard_layout",
-                     f"shard_layout {attrs.get('shard_layout')}, override_sharding_config "
-                     f"{attrs.get('override_sharding_config')}"))
+                     f"shard_layout {a.shard_layout}, override_sharding_config "
+                     f"{a.override_sharding_config}"))
     k = sl.get("num_slices")
-    hw = attrs.get("output_hw")
+    hw = a.output_hw
     try:
         top = None
         if hw is not None:
-            dim, rnd = conv_slice_dim(sl.get("type"), hw[0], hw[1],
-                                      attrs.get("output_layout", TILE_LAYOUT))
+            dim, rnd = conv_slice_dim(sl.get("type"), hw[0], hw[1], a.output_layout)
             top = -(-dim // rnd)
         if not isinstance(k, int) or k < 2 or (top is not None and k > top):
             vs.append(_v("conv2d.slice_count", f"{k} {sl.get('type')} slices (max {top})"))
@@ -122,18 +142,19 @@ def _c_conv_slice(x, attrs) -> list[Violation]:
     return vs
 
 
-def _c_conv(inputs, attrs, output, shapes):
+@reads(ConvArgs)
+def _c_conv(inputs, a: ConvArgs, output, shapes):
     vs = []
     x = inputs[0]
-    want = attrs.get("shard_layout")
+    want = a.shard_layout
     if x is None:
         return [_v("conv2d.sharded_or_shard_layout", "conv2d input is missing")]
-    if attrs.get("lowering") == "linear":
+    if a.lowering == "linear":
         # lowered to ttnn.linear (ops/conv2d/layer.py): matmul's rules apply
-        vs += _mm_activation((attrs.get("matmul") or {}).get("fused_activation"))
+        vs += _mm_activation((a.matmul or {}).get("fused_activation"))
         if x.layout != TILE_LAYOUT:
             vs.append(_v("linear.tile", f"conv2d lowered to linear: input is {x.layout}"))
-        want_in0 = (attrs.get("matmul") or {}).get("in0_memory")
+        want_in0 = (a.matmul or {}).get("in0_memory")
         if x.memory.sharded and want_in0 and x.memory.short() != want_in0:
             # matmul_device_operation.cpp: 1D mcast needs a HEIGHT-sharded in0, 2D mcast
             # 'K ({}) must equal in0_block_w ({})' of the shard it gets (measured on 0.81.1);
@@ -141,17 +162,16 @@ def _c_conv(inputs, attrs, output, shapes):
             vs.append(_v("linear.program_config", f"in0 {x.memory.short()} is not the program "
                          f"config's sharded in0 {want_in0}"))
         return vs
-    if attrs.get("slice"):
-        vs += _c_conv_slice(x, attrs)
+    if a.slice:
+        vs += _c_conv_slice(x, a)
     if want is not None and want not in (HEIGHT, WIDTH, BLOCK):
         vs.append(_v("conv2d.shard_scheme", f"shard_layout {want}"))
-    abh = int(attrs.get("act_block_h_override") or 0)
+    abh = int(a.act_block_h_override or 0)
     if abh % TILE:
         vs.append(_v("conv2d.act_block_h", f"act_block_h_override {abh} is not a multiple of 32"))
-    if attrs.get("output_layout", TILE_LAYOUT) == ROW_MAJOR and \
-            attrs.get("dtype") in BLOCK_FLOAT_DTYPES and not attrs.get("is_mm_conv"):
+    if a.output_layout == ROW_MAJOR and a.dtype in BLOCK_FLOAT_DTYPES and not a.is_mm_conv:
         vs.append(_v("conv2d.rm_bfp_output", "conv output_layout ROW_MAJOR with dtype bfloat8_b"))
-    if attrs.get("is_mm_conv"):
+    if a.is_mm_conv:
         m = x.memory
         if m.memory_layout == WIDTH and want not in (None, WIDTH):
             vs.append(_v("conv2d.mm_width_shard_layout", f"1x1 (matmul) conv input is "
@@ -160,7 +180,7 @@ def _c_conv(inputs, attrs, output, shapes):
                 m.shard_shape[0] % TILE:
             vs.append(_v("conv2d.mm_block_row_major", f"1x1 (matmul) conv input is ROW_MAJOR "
                          f"{m.short()}: shard height {m.shard_shape[0]} is not whole tiles"))
-        vs += _mm_activation(attrs.get("activation"))
+        vs += _mm_activation(a.activation)
     return vs
 
 
@@ -172,16 +192,17 @@ def _mm_activation(act) -> list[Violation]:
     return [_v("conv2d.mm_activation", f"{act} fused into a matmul (conv run as matmul / linear)")]
 
 
-def advise(op, inputs, attrs, output, shapes) -> list[Violation]:
+@reads(ConvArgs)
+def advise(op, inputs, a: ConvArgs, output, shapes) -> list[Violation]:
     """conv2d's ``perf`` rules (``rules.advise``)."""
     vs = []
     if inputs and inputs[0] is not None:
         m = inputs[0].memory
-        want = attrs.get("shard_layout")
-        if not m.sharded and not want and not attrs.get("slice"):
+        want = a.shard_layout
+        if not m.sharded and not want and not a.slice:
             vs.append(_v("conv2d.sharded_or_shard_layout",
                          f"conv2d input is {m.short()} and no shard_layout is set: ttnn picks one"))
-        if m.sharded and want and want != m.memory_layout and attrs.get("override_sharding_config"):
+        if m.sharded and want and want != m.memory_layout and a.override_sharding_config:
             vs.append(_v("conv2d.reshard", f"conv2d input {m.memory_layout} but shard_layout {want}"))
         if m.sharded and m.memory_layout != BLOCK and m.orientation != "row_major":
             vs.append(_v("conv2d.height_block_row_major_orientation",
@@ -189,30 +210,31 @@ def advise(op, inputs, attrs, output, shapes) -> list[Violation]:
     return vs
 
 
+@reads(ConvArgs)
 def _out_conv(q: OutputQuery) -> TensorLayout:
-    attrs, x, out_rc, requested, dtype = q.attrs, q.x, q.out_rc, q.requested, q.dtype
-    grid = tuple(attrs.get("device_grid", DEFAULT_GRID))
-    if attrs.get("slice"):
+    a: ConvArgs = q.attrs
+    x, out_rc, requested, dtype = q.x, q.out_rc, q.requested, q.dtype
+    grid = tuple(a.device_grid)
+    if a.slice:
         # conv2d_DRAM writes every slice into a DRAM interleaved output (memory_config ignored)
-        return TensorLayout(MemSpec(INTERLEAVED, "dram"),
-                            attrs.get("output_layout", TILE_LAYOUT), dtype)
-    is_mm = bool(attrs.get("is_mm_conv", False))
+        return TensorLayout(MemSpec(INTERLEAVED, "dram"), a.output_layout, dtype)
+    is_mm = bool(a.is_mm_conv)
     if requested is not None:
         mem = requested
     elif x is not None and x.memory.sharded and out_rc is not None:
         # a sharded input is used as it is (reshard_if_not_optimal=False): its grid is the
         # conv's parallel config, unless conv2d reshards it itself (conv_reshards_input)
-        c_in = attrs.get("in_channels") or (q.shapes[0][3] if q.shapes and q.shapes[0] else None)
+        c_in = a.in_channels or (q.shapes[0][3] if q.shapes and q.shapes[0] else None)
         pc = parallel_config_of(x.memory) if c_in is None else conv_input_parallel_config(
             x.memory, out_rc[0], c_in, out_rc[1], is_mm=is_mm, device_grid=grid,
-            act_block_h=attrs.get("act_block_h_override"))
+            act_block_h=a.act_block_h_override)
         mem = conv_output_memspec(pc, *out_rc, is_mm=is_mm, device_grid=grid)
     elif out_rc is not None:
-        kind = attrs.get("shard_layout") or HEIGHT
-        pc = attrs.get("parallel") or determine_parallel_config(
-            kind, out_rc[0], attrs.get("in_channels", out_rc[1]), out_rc[1], grid,
-            channels_padding=not is_mm, act_block_h=attrs.get("act_block_h_override"))
+        kind = a.shard_layout or HEIGHT
+        pc = determine_parallel_config(
+            kind, out_rc[0], a.in_channels if a.in_channels is not None else out_rc[1],
+            out_rc[1], grid, channels_padding=not is_mm, act_block_h=a.act_block_h_override)
         mem = conv_output_memspec(pc, *out_rc, is_mm=is_mm, device_grid=grid)
     else:
         mem = x.memory if x is not None else MemSpec()
-    return TensorLayout(mem, attrs.get("output_layout", TILE_LAYOUT), dtype)
+    return TensorLayout(mem, a.output_layout, dtype)

@@ -2,8 +2,10 @@
 zero-inserted input), plus its own geometry and L1-path rules. Its output is conv2d's."""
 from __future__ import annotations
 
-from ...planning.rules import _CONV, Rule, _v
-from ..conv2d.rules import _c_conv
+from dataclasses import dataclass, replace
+
+from ...planning.rules import _CONV, Rule, _v, reads
+from ..conv2d.rules import ConvArgs, _c_conv
 
 _CONVT = "ttnn/cpp/ttnn/operations/conv/conv_transpose2d/conv_transpose2d.cpp"
 _SW = "ttnn/cpp/ttnn/operations/sliding_window/sliding_window.cpp"
@@ -26,14 +28,23 @@ RULE_LIST = (
 )
 
 
-def _c_conv_transpose(inputs, attrs, output, shapes):
+@dataclass(frozen=True)
+class ConvTransposeArgs(ConvArgs):
+    """conv2d's arguments, plus the geometry its own rule reads (the spec's attrs)."""
+    kernel: tuple[int, int] | None = None
+    padding: tuple[int, int, int, int] | None = None
+    dilation: tuple[int, int] = (1, 1)
+
+
+@reads(ConvTransposeArgs)
+def _c_conv_transpose(inputs, a: ConvTransposeArgs, output, shapes):
     """conv_transpose2d: conv2d's input/config rules, plus its own geometry and L1-path rules."""
     x = inputs[0]
     if x is None:
         return [_v("conv2d.shard_scheme", "conv_transpose2d input is missing")]
-    vs = _c_conv(inputs, {k: v for k, v in attrs.items() if k not in ("slice", "lowering")},
-                 output, shapes)
-    k, p, d = attrs.get("kernel"), attrs.get("padding"), attrs.get("dilation", (1, 1))
+    # its conv2d micro-op is neither DRAM-sliced nor lowered to linear
+    vs = _c_conv(inputs, replace(a, slice=None, lowering=None), output, shapes)
+    k, p, d = a.kernel, a.padding, a.dilation
     if k is not None and p is not None:
         t, b, l, r = p
         if max(t, b) > d[0] * (k[0] - 1) or max(l, r) > d[1] * (k[1] - 1):

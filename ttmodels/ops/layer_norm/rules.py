@@ -2,8 +2,10 @@
 config."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ...planning.layout import HEIGHT
-from ...planning.rules import Rule, _v
+from ...planning.rules import CallArgs, Rule, _v, reads
 
 _LN = "ttnn/cpp/ttnn/operations/normalization/layernorm/device/layernorm_device_operation.cpp"
 
@@ -22,9 +24,15 @@ RULE_LIST = (
 )
 
 
-def _c_layer_norm(inputs, attrs, output, shapes):
+@dataclass(frozen=True)
+class LayerNormArgs(CallArgs):
+    program_config: object | None = None   # a sharded program config (the plan gives none)
+
+
+@reads(LayerNormArgs)
+def _c_layer_norm(inputs, args: LayerNormArgs, output, shapes):
     x = inputs[0]
-    if x is None or not x.memory.sharded or attrs.get("program_config") is not None:
+    if x is None or not x.memory.sharded or args.program_config is not None:
         return []
     if x.memory.memory_layout == HEIGHT:
         return [_v("layer_norm.interleaved", "layer_norm of a HEIGHT_SHARDED input needs a "

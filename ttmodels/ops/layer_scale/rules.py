@@ -1,8 +1,8 @@
 """layer_scale's layout rule: run as x * gamma, binary_ng's rules."""
 from __future__ import annotations
 
-from ...planning.rules import Rule
-from ..binary.rules import _BNG, _c_binary
+from ...planning.rules import Rule, reads
+from ..binary.rules import _BNG, BinaryArgs, _c_binary
 
 RULE_LIST = (
     Rule("layer_scale.as_binary", "layer_scale",
@@ -12,5 +12,6 @@ RULE_LIST = (
 )
 
 
-def _c_layer_scale(inputs, attrs, output, shapes):
-    return _c_binary(inputs, attrs, output, shapes)
+@reads(BinaryArgs)
+def _c_layer_scale(inputs, args: BinaryArgs, output, shapes):
+    return _c_binary(inputs, args, output, shapes)

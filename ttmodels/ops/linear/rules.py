@@ -1,8 +1,10 @@
 """matmul / linear's layout rules, check and output layout."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ...planning.layout import BLOCK, INTERLEAVED, TILE_LAYOUT, MemSpec, TensorLayout
-from ...planning.rules import OutputQuery, Rule, _v
+from ...planning.rules import CallArgs, OutputQuery, Rule, _v, reads
 from ..conv2d.rules import _mm_activation
 
 _MM = "ttnn/cpp/ttnn/operations/matmul/device/matmul_device_operation.cpp"
@@ -30,16 +32,23 @@ RULE_LIST = (
 )
 
 
-def _c_linear(inputs, attrs, output, shapes):
+@dataclass(frozen=True)
+class LinearArgs(CallArgs):
+    program_config: object | None = None
+    activation: str | None = None          # fused into the matmul
+
+
+@reads(LinearArgs)
+def _c_linear(inputs, args: LinearArgs, output, shapes):
     vs = []
     for i, t in enumerate(inputs):
         if t is not None and t.layout != TILE_LAYOUT:
             vs.append(_v("linear.tile", f"linear input {i} is {t.layout}"))
     x = inputs[0]
-    if x is not None and x.memory.memory_layout == BLOCK and not attrs.get("program_config"):
+    if x is not None and x.memory.memory_layout == BLOCK and not args.program_config:
         vs.append(_v("linear.sharded_needs_program_config",
                      f"linear input is {x.memory.short()} without a sharded program config"))
-    vs += _mm_activation(attrs.get("activation"))
+    vs += _mm_activation(args.activation)
     return vs
 
 

@@ -2,11 +2,13 @@
 layout (its sharding math: ``sharding.py``)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ...arch import DEFAULT_GRID
 from ...formats import BLOCK_FLOAT_DTYPES
 from ...planning.layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                        TensorLayout)
-from ...planning.rules import _POOL, OutputQuery, Rule, _v
+from ...planning.rules import _POOL, CallArgs, OutputQuery, Rule, _v, reads
 from .sharding import pool_output_memspec, pool_parallel_config, pool_parallel_config_of
 
 _POOL_API = "ttnn/cpp/ttnn/operations/pool/generic/generic_pools.cpp"
@@ -32,32 +34,44 @@ RULE_LIST = (
 )
 
 
-def _c_pool(inputs, attrs, output, shapes):
+@dataclass(frozen=True)
+class PoolArgs(CallArgs):
+    """What the pool rules read of a max_pool2d / avg_pool2d / global pool call."""
+    output_layout: str | None = ROW_MAJOR
+    slice: object | None = None              # DRAM slicing (dram_slice_config)
+    global_pool: bool = False                # an avg_pool2d whose window is the whole map
+    applied_shard_scheme: str | None = None
+    device_grid: tuple[int, int] = DEFAULT_GRID
+
+
+@reads(PoolArgs)
+def _c_pool(inputs, args: PoolArgs, output, shapes):
     vs = []
     x = inputs[0]
     if x is None:
         return [_v("pool.memory", "pool input is missing")]
     if x.memory.memory_layout not in (INTERLEAVED, HEIGHT, WIDTH, BLOCK):
         vs.append(_v("pool.memory", f"pool input {x.memory.memory_layout}"))
-    if attrs.get("dtype") in BLOCK_FLOAT_DTYPES and attrs.get("output_layout", ROW_MAJOR) != TILE_LAYOUT:
-        vs.append(_v("pool.dtype_layout", f"pool output {attrs.get('dtype')} needs output_layout=TILE"))
+    if args.dtype in BLOCK_FLOAT_DTYPES and args.output_layout != TILE_LAYOUT:
+        vs.append(_v("pool.dtype_layout", f"pool output {args.dtype} needs output_layout=TILE"))
     return vs
 
 
+@reads(PoolArgs)
 def _out_pool(q: OutputQuery) -> TensorLayout:
-    attrs, x, out_rc, requested = q.attrs, q.x, q.out_rc, q.requested
-    out_layout = attrs.get("output_layout", ROW_MAJOR)
-    if attrs.get("slice"):
+    args: PoolArgs = q.attrs
+    x, out_rc, requested = q.x, q.out_rc, q.requested
+    out_layout = args.output_layout
+    if args.slice:
         # rule pool2d.slice_input: a DRAM-sliced pool writes every slice into a DRAM-interleaved
         # output (generic_pools.cpp pool2d with dram_slice_config, through op_slicing.cpp as
         # conv2d_DRAM; memory_config is not taken), in the requested layout and dtype. Found by
         # the planner's ttnn oracle (bevdet_r50_encoder at batch 6: the table said height shards)
-        return TensorLayout(MemSpec(INTERLEAVED, "dram"), out_layout,
-                            attrs.get("dtype") or "bfloat16")
+        return TensorLayout(MemSpec(INTERLEAVED, "dram"), out_layout, args.dtype or "bfloat16")
     if requested is not None:
         mem = requested
-    elif (q.op == "global_avg_pool" or attrs.get("global_pool")) and (
-            x is None or x.memory.sharded or not attrs.get("applied_shard_scheme")):
+    elif (q.op == "global_avg_pool" or args.global_pool) and (
+            x is None or x.memory.sharded or not args.applied_shard_scheme):
         # ttnn 0.81.1 runs an avg_pool2d whose window is the whole (unpadded) map of a sharded
         # input as a reduction -- sharded_to_interleaved, untilize_with_unpadding, reduce
         # (mean) -- whose output is interleaved in L1 (observed in its graph capture on the
@@ -68,10 +82,10 @@ def _out_pool(q: OutputQuery) -> TensorLayout:
         mem = MemSpec(INTERLEAVED, "l1")
     elif x is not None and out_rc is not None:
         pc = pool_parallel_config_of(x.memory) if x.memory.sharded else pool_parallel_config(
-            attrs.get("applied_shard_scheme") or HEIGHT, out_rc[0], out_rc[1],
+            args.applied_shard_scheme or HEIGHT, out_rc[0], out_rc[1],
             in_tiled=x.layout == TILE_LAYOUT, out_tiled=out_layout == TILE_LAYOUT,
-            device_grid=tuple(attrs.get("device_grid", DEFAULT_GRID)))
+            device_grid=tuple(args.device_grid))
         mem = pool_output_memspec(pc, *out_rc, out_tiled=out_layout == TILE_LAYOUT)
     else:
         mem = x.memory if x is not None else MemSpec()
-    return TensorLayout(mem, out_layout, attrs.get("dtype") or "bfloat16")
+    return TensorLayout(mem, out_layout, args.dtype or "bfloat16")

@@ -1,7 +1,7 @@
 """slice's layout rule (ttnn.slice on interleaved tensors) and check."""
 from __future__ import annotations
 
-from ...planning.rules import Rule, _v
+from ...planning.rules import CallArgs, Rule, _v, reads
 
 _SLICE = "ttnn/cpp/ttnn/operations/data_movement/slice/device/slice_device_operation.cpp"
 
@@ -14,7 +14,8 @@ RULE_LIST = (
 )
 
 
-def _c_slice(inputs, attrs, output, shapes):
+@reads(CallArgs)
+def _c_slice(inputs, args: CallArgs, output, shapes):
     x = inputs[0]
     if x is not None and x.memory.sharded:
         return [_v("slice.memory", f"slice input {x.memory.short()}: slice takes interleaved tensors")]

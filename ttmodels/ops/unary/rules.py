@@ -3,7 +3,7 @@ input's memory config (``rules._out_same_memory``)."""
 from __future__ import annotations
 
 from .. import activations as A
-from ...planning.rules import Rule, _v
+from ...planning.rules import CallArgs, Rule, _v, reads
 
 _UNARY_H = "ttnn/cpp/ttnn/operations/eltwise/unary/unary.hpp"
 _UNARY_OP = "ttnn/cpp/ttnn/operations/eltwise/unary/device/unary_device_operation.cpp"
@@ -19,9 +19,10 @@ RULE_LIST = (
 )
 
 
-def _c_relu(inputs, attrs, output, shapes):
+@reads(CallArgs)
+def _c_relu(inputs, args: CallArgs, output, shapes):
     x = inputs[0]
-    want = attrs.get("dtype")
+    want = args.dtype
     if x is not None and want is not None and want != x.dtype:
         return [_v("relu.dtype", f"relu cannot convert {x.dtype} to {want} (no dtype argument)")]
     return []

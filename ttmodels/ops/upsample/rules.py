@@ -2,14 +2,14 @@
 align_corners upsample is lowered to (``LOWERED``: found by ``rules.check`` / ``output_layout``)."""
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ...arch import DEFAULT_GRID
 from ...formats import BLOCK_FLOAT_DTYPES
 from ...language.graph import TILE, round_up
 from ...planning.layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                        TensorLayout)
-from ...planning.rules import OutputQuery, Rule, _rows_c, _v
+from ...planning.rules import CallArgs, OutputQuery, Rule, _rows_c, _v, reads
 from ...planning.sharding import cores_to_grid, split_work_to_cores
 from .sharding import grid_sample_points, upsample_output_memspec
 
@@ -59,16 +59,36 @@ RULE_LIST = (
 )
 
 
-def _c_upsample(inputs, attrs, output, shapes):
+@dataclass(frozen=True)
+class UpsampleArgs(CallArgs):
+    mode: str | None = "nearest"
+    in_w: int | None = None                  # the input's W: TILE alignment of its NHWC view
+
+
+@dataclass(frozen=True)
+class GridSampleArgs(CallArgs):
+    """What grid_sample's rules read (the grid as an operand, or as ``grid``/``grid_shape``)."""
+    mode: str | None = "bilinear"
+    use_precomputed_grid: bool = False
+    padding_mode: str | None = "zeros"
+    grid: TensorLayout | None = None
+    grid_shape: tuple[int, int, int, int] | None = None
+    batch: int | None = None
+    grid_batch: int | None = None
+    device_grid: tuple[int, int] = DEFAULT_GRID
+
+
+@reads(UpsampleArgs)
+def _c_upsample(inputs, args: UpsampleArgs, output, shapes):
     vs = []
     x = inputs[0]
     if x is None:
         return [_v("upsample.memory", "upsample input is missing")]
-    mode = attrs.get("mode", "nearest")
+    mode = args.mode
     if mode == "bilinear" and x.memory.memory_layout in (WIDTH, BLOCK):
         vs.append(_v("upsample.memory", f"bilinear upsample of a {x.memory.memory_layout} input"))
     if x.layout == TILE_LAYOUT:
-        w = attrs.get("in_w")
+        w = args.in_w
         c = shapes[0][3] if shapes and shapes[0] is not None else None
         if (c is not None and c % TILE) or (w is not None and w % TILE):
             # the layer views the input as [N, H, W, C]: tile padding of W or C is refused
@@ -86,14 +106,14 @@ def _c_upsample(inputs, attrs, output, shapes):
     return vs
 
 
-def _c_grid_sample(inputs, attrs, output, shapes):
-    """Input 0: the NHWC input; input 1 (or attrs ``grid`` = TensorLayout and ``grid_shape``):
-    the grid. attrs: ``mode``, ``use_precomputed_grid``, ``padding_mode``."""
+@reads(GridSampleArgs)
+def _c_grid_sample(inputs, args: GridSampleArgs, output, shapes):
+    """Input 0: the NHWC input; input 1 (or ``args.grid`` and ``grid_shape``): the grid."""
     vs = []
     x = inputs[0]
-    g = inputs[1] if len(inputs) > 1 else attrs.get("grid")
+    g = inputs[1] if len(inputs) > 1 else args.grid
     xs = shapes[0] if shapes else None
-    gs = shapes[1] if shapes and len(shapes) > 1 and shapes[1] is not None else attrs.get("grid_shape")
+    gs = shapes[1] if shapes and len(shapes) > 1 and shapes[1] is not None else args.grid_shape
     if x is None:
         return [_v("grid_sample.input", "grid_sample input is missing")]
     if x.dtype not in ("bfloat16", "float32"):
@@ -105,9 +125,9 @@ def _c_grid_sample(inputs, attrs, output, shapes):
                      f"got {x.memory.short()}"))
     if xs is not None and xs[3] % TILE:
         vs.append(_v("grid_sample.input", f"grid_sample input channels {xs[3]} are not a multiple of 32"))
-    mode = attrs.get("mode", "bilinear")
-    pre = bool(attrs.get("use_precomputed_grid", False))
-    if attrs.get("padding_mode", "zeros") != "zeros":
+    mode = args.mode
+    pre = bool(args.use_precomputed_grid)
+    if args.padding_mode != "zeros":
         vs.append(_v("grid_sample.grid", "grid_sample supports padding_mode 'zeros' only"))
     if mode == "nearest" and not pre:
         vs.append(_v("grid_sample.grid", "nearest grid_sample needs a precomputed grid"))
@@ -126,8 +146,8 @@ def _c_grid_sample(inputs, attrs, output, shapes):
         per = grid_sample_points(gs[3], pre, mode)
         if gs[3] % per or gs[3] < per:
             vs.append(_v("grid_sample.grid", f"grid has {gs[3]} values per point, expected a multiple of {per}"))
-        xn = attrs.get("batch")
-        gn = attrs.get("grid_batch")
+        xn = args.batch
+        gn = args.grid_batch
         if xn is not None and gn is not None and xn != gn:
             vs.append(_v("grid_sample.grid", f"batch size mismatch: input {xn}, grid {gn}"))
     if output is not None and output.memory_layout not in (INTERLEAVED, HEIGHT):
@@ -136,9 +156,10 @@ def _c_grid_sample(inputs, attrs, output, shapes):
     return vs
 
 
+@reads(UpsampleArgs)
 def _out_upsample(q: OutputQuery) -> TensorLayout:
-    attrs, x, out_rc, requested, dtype_in = q.attrs, q.x, q.out_rc, q.requested, q.dtype_in
-    if attrs.get("mode") == "bilinear" and requested is None and \
+    x, out_rc, requested, dtype_in = q.x, q.out_rc, q.requested, q.dtype_in
+    if q.attrs.mode == "bilinear" and requested is None and \
             x.memory.memory_layout == HEIGHT and out_rc is not None and x.memory.shard_shape:
         # upsample_common.cpp compute_integer_output_mem_config (bilinear): the haloed input's
         # cores, shard height round_up(out rows, cores) / cores, the input's shard width
@@ -153,16 +174,18 @@ def _out_upsample(q: OutputQuery) -> TensorLayout:
     return TensorLayout(mem, x.layout, dtype_in)
 
 
+@reads(GridSampleArgs)
 def _out_grid_sample(q: OutputQuery) -> TensorLayout:
     # invoke: memory_config.value_or(grid's); compute_output_specs: bilinear with an
     # interleaved grid and an interleaved config stays interleaved; a config with a shard spec
     # (grid interleaved) is used as is; otherwise height shards over split_work_to_cores of
     # the grid points. Output ROW_MAJOR in the input's dtype.
-    attrs, inputs, x, out_rc, requested = q.attrs, q.inputs, q.x, q.out_rc, q.requested
-    g = inputs[1] if len(inputs) > 1 and inputs[1] is not None else attrs.get("grid")
+    args: GridSampleArgs = q.attrs
+    inputs, x, out_rc, requested = q.inputs, q.x, q.out_rc, q.requested
+    g = inputs[1] if len(inputs) > 1 and inputs[1] is not None else args.grid
     mem = requested if requested is not None else (g.memory if g is not None else x.memory)
     grid_sharded = g is not None and g.memory.sharded
-    if attrs.get("mode", "bilinear") == "bilinear" and not grid_sharded and not mem.sharded:
+    if args.mode == "bilinear" and not grid_sharded and not mem.sharded:
         pass
     elif mem.sharded and mem.shard_shape is not None and not grid_sharded:
         pass
@@ -171,8 +194,8 @@ def _out_grid_sample(q: OutputQuery) -> TensorLayout:
         mem = MemSpec(HEIGHT, "l1", g.memory.grid, n,
                       (g.memory.shard_shape[0], out_rc[1] if out_rc else x.memory.shard_shape[1]))
     elif out_rc is not None:
-        cores, per = split_work_to_cores(out_rc[0], tuple(attrs.get("device_grid", DEFAULT_GRID)))
-        mem = MemSpec(HEIGHT, "l1", cores_to_grid(cores, tuple(attrs.get("device_grid", DEFAULT_GRID))),
+        cores, per = split_work_to_cores(out_rc[0], tuple(args.device_grid))
+        mem = MemSpec(HEIGHT, "l1", cores_to_grid(cores, tuple(args.device_grid)),
                       cores, (per, out_rc[1]))
     return TensorLayout(mem, ROW_MAJOR, q.dtype_in)
 
