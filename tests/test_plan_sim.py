@@ -14,6 +14,7 @@ from ttmodels.planning.layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TIL
 from ttmodels.planning.planner import plan_graph
 from ttmodels.planning.plan_checks import check_plan, edge_mismatches
 from ttmodels.runtime.executor import Executor
+from ttmodels.language.registry import list_models
 from ttmodels.language.spec import load_graph
 
 # ---------------------------------------------------------------------------------------------
@@ -31,6 +32,17 @@ SHIPPED = [
 
 ADAPTER_KINDS = {"reshard", "sharded_to_interleaved", "interleaved_to_sharded", "to_layout",
                  "typecast", "to_memory_config"}
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+@pytest.mark.parametrize("name", list_models())
+def test_every_shipped_plan_checks_against_itself(name, batch):
+    """Every registered model (enrolled by being registered): its plan passes every rule with
+    the layouts each step receives, and every edge gives what its consumer receives (a split's
+    named outputs included: yolov8's C2f blocks)."""
+    plan = plan_graph(load_graph(name, batch_size=batch))
+    assert check_plan(plan) == []
+    assert edge_mismatches(plan) == []
 
 
 @pytest.mark.parametrize("name,batch,size", SHIPPED)

@@ -1,6 +1,7 @@
 """A finished plan checked against itself: every step against the rules with the layouts it
 receives (``check_plan``), and every edge's producer against its consumer (``edge_mismatches``).
-Both are empty for every plan ``plan_graph`` makes with adapters; tests and ``verify`` run them."""
+Both are empty for every plan ``plan_graph`` makes with adapters (tests/test_plan_sim.py holds every
+registered model to it)."""
 from __future__ import annotations
 
 from . import rules as R
@@ -15,7 +16,8 @@ def check_plan(plan: Plan) -> list[tuple[str, R.Violation]]:
     out = []
     flat = {n: s.flat for n, s in plan.graph.inputs.items()}
     flat.update({n: const_flat(c.shape) for n, c in plan.graph.constants.items()})
-    flat.update({l.name: l.node.shape.flat for l in plan.layers})
+    # every tensor a layer produces (a split's named outputs too: ``csp1.a``)
+    flat.update({t: plan.graph.shape_of(t).flat for l in plan.layers for t in l.tensor_layouts()})
     for a in plan.adapters:
         for v in R.check(a.kind, [a.before], {"dtype": a.after.dtype, "layout": a.after.layout},
                          a.after.memory, shapes=[flat[a.src]]):
@@ -43,7 +45,7 @@ def edge_mismatches(plan: Plan) -> list[str]:
     for sp in plan.spills:
         spills.setdefault(sp.after, []).append(sp)
     for layer in plan.layers:
-        given[layer.name] = layer.output
+        given.update(layer.tensor_layouts())        # a split gives several
     for layer in plan.layers:
         for i, src in enumerate(layer.node.inputs):
             t = given[src]
