@@ -21,3 +21,24 @@ def test_hardware_facts_live_in_one_place():
         assert "(8, 8)" not in inspect.getsource(mod), mod.__name__
     with pytest.raises(Exception, match="unknown arch 'blackhole'; known: wormhole_b0"):
         arch.get("blackhole")
+
+
+@pytest.mark.parametrize("model", ["resnet18", "mobilenet_v2", "yolov8n"])
+def test_a_second_chip_is_a_data_entry(monkeypatch, model):
+    """A chip with another grid and L1 is one ``Arch`` entry: the planner shards over its grid
+    (more than 8 columns here), sizes L1 by its bank, and the plan checks against itself. The
+    figures are made up (no Blackhole has been measured here); only the mechanism is tested."""
+    from ttmodels import arch
+    from ttmodels.language.spec import load_graph
+    from ttmodels.planning.plan_checks import check_plan, edge_mismatches
+    from ttmodels.planning.planner import plan_graph
+    chip = arch.Arch("test_chip", grid=(13, 10), l1_bank_no_l1_small=1_500_000, l1_base=105_824,
+                     l1_banks=130)
+    monkeypatch.setitem(arch.ARCHS, chip.name, chip)
+    plan = plan_graph(load_graph(model), arch=chip.name)
+    assert plan.grid == chip.grid and plan.arch == chip.name
+    assert plan.l1_bank_bytes == chip.l1_bank_no_l1_small - plan.l1_small_size
+    grids = [l.output.memory.grid for l in plan.layers if l.output.memory.sharded]
+    assert grids and all(x <= 13 and y <= 10 for x, y in grids)
+    assert any(x > 8 for x, _ in grids)
+    assert check_plan(plan) == [] and edge_mismatches(plan) == []

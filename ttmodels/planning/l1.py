@@ -34,11 +34,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..arch import ARCHS, WORMHOLE_B0
+from .. import arch as _arch
+from ..arch import WORMHOLE_B0
 from ..language.graph import TILE, round_up
 from .layout import BYTES_PER_TILE, TensorLayout
-
-ARCH_GRID = {a.name: a.grid for a in ARCHS.values()}
 
 
 def tile_bytes(dtype: str) -> int:
@@ -301,22 +300,16 @@ KNOWN_ESTIMATE_GAPS: dict[str, EstimateGap] = {
 
 # ---- the allocator's L1 bank and what a live tensor costs in it ---------------------------------
 
-# The allocator's L1 bank per core without an L1_SMALL region and where its range starts, per
-# arch (``arch``; ``tests/test_verify.py`` checks them against the mock device).
-ARCH_L1_BANK_NO_L1_SMALL = {a.name: a.l1_bank_no_l1_small for a in ARCHS.values()}
-ARCH_L1_BASE = {a.name: a.l1_base for a in ARCHS.values()}
-
-
 def l1_region(arch: str = "wormhole_b0", l1_small_size: int = 32768) -> tuple[int, int]:
     """``[base, top)`` of the L1 allocator's range (``l1_alloc``): L1_SMALL sits above ``top``."""
-    base = ARCH_L1_BASE[arch]
+    base = _arch.get(arch).l1_base
     return base, base + l1_bank_bytes(arch, l1_small_size)
 
 
 def l1_bank_bytes(arch: str = "wormhole_b0", l1_small_size: int = 32768) -> int:
     """The allocator's L1 bank per core, for a device opened with ``l1_small_size`` (carved out of
     the same L1). Every L1 buffer and circular buffer of a core must fit in it at once."""
-    return ARCH_L1_BANK_NO_L1_SMALL[arch] - int(l1_small_size)
+    return _arch.get(arch).l1_bank_no_l1_small - int(l1_small_size)
 
 
 def bank_bytes(t: TensorLayout, rows: int, c: int, banks: int = WORMHOLE_B0.l1_banks) -> int:

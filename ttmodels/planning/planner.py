@@ -67,7 +67,7 @@ class _Planner:
         self.budget = l1m.l1_bank_bytes(arch, self.l1_small_size)
         # what the op being planned may use: the bank less every other tensor alive in L1
         self.op_budget = self.budget
-        self.grid = l1m.ARCH_GRID[arch]
+        self.grid = ARCHS[arch].grid
         self.spills: list[lv.Spill] = []
         # (tensor, layer): spill the tensor for that layer whatever the sums say (the address
         # model found its free blocks short there: plan_alloc.fit)
