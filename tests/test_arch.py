@@ -42,3 +42,32 @@ def test_a_second_chip_is_a_data_entry(monkeypatch, model):
     assert grids and all(x <= 13 and y <= 10 for x, y in grids)
     assert any(x > 8 for x, _ in grids)
     assert check_plan(plan) == [] and edge_mismatches(plan) == []
+
+
+def test_a_second_chip_spreads_interleaved_tensors_over_its_banks(monkeypatch):
+    """An interleaved L1 tensor costs each bank its share of pages over the chip's banks: the
+    live figures of a plan for a 130-bank chip use 130 (Wormhole's 64 would double them)."""
+    from ttmodels import arch
+    from ttmodels.language.spec import load_graph
+    from ttmodels.planning import liveness as lv
+    from ttmodels.planning.layout import INTERLEAVED
+    from ttmodels.planning.planner import plan_graph
+    chip = arch.Arch("test_chip", grid=(13, 10), l1_bank_no_l1_small=1_500_000, l1_base=105_824,
+                     l1_banks=130)
+    monkeypatch.setitem(arch.ARCHS, chip.name, chip)
+    plan = plan_graph(load_graph("yolov8n"), arch=chip.name)   # C2f splits stay interleaved
+    spilled = {sp.tensor for sp in plan.spills}
+    made = {t: lay for pl in plan.layers for t, lay in pl.tensor_layouts().items()
+            if lay.memory.memory_layout == INTERLEAVED and lay.memory.buffer == "l1"
+            and t not in spilled}
+    compared = 0
+    for st in plan.step_l1:
+        for t, b in st.others.items():
+            if t in made:
+                rc = lv.tensor_rows_c(plan.graph, t)
+                assert b == lv.bank_bytes(made[t], *rc, banks=130), (st.name, t)
+                compared += b != lv.bank_bytes(made[t], *rc, banks=64)
+    assert compared
+    live = {pl.name: pl.live_l1 for pl in plan.layers}
+    lv.refresh(plan)                      # the planner's figures are the walk's
+    assert live == {pl.name: pl.live_l1 for pl in plan.layers}

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
+from ..arch import WORMHOLE_B0, get as arch_get
 from ..language.graph import TILE, Graph, Node
 from .l1 import bank_bytes, layer_parts, tile_bytes
 from ..ops.pool.l1 import global_pool_last_cbs
@@ -85,7 +86,8 @@ def freed_after_adapters(src: str, i: int, node: Node, last: Mapping[str, int],
 
 def others_alive(i: int, node: Node, held: Mapping[str, TensorLayout], last: Mapping[str, int],
                  keep: Iterable[str], graph: Graph,
-                 received: Sequence[TensorLayout] | None = None) -> dict[str, int]:
+                 received: Sequence[TensorLayout] | None = None,
+                 banks: int = WORMHOLE_B0.l1_banks) -> dict[str, int]:
     """Bytes per bank of every tensor other than ``node``'s operands that is alive in L1 while
     layer ``i`` runs. ``held``: every tensor produced before ``i`` (graph inputs, constants,
     earlier layers) as it is held then (spilled ones in DRAM). ``received``: the layouts the op
@@ -106,7 +108,7 @@ def others_alive(i: int, node: Node, held: Mapping[str, TensorLayout], last: Map
             continue
         if last.get(name, -1) < i and name not in keep:
             continue
-        b = bank_bytes(t, *tensor_rows_c(graph, name))
+        b = bank_bytes(t, *tensor_rows_c(graph, name), banks=banks)
         if b:
             out[name] = b
     return out
@@ -182,18 +184,18 @@ def _executor_order(adapters: Sequence) -> list:
 
 def layer_steps(i: int, node: Node, layer, adapters: Sequence, held: Mapping[str, TensorLayout],
                 last: Mapping[str, int], keep: Iterable[str], graph: Graph,
-                carry: int) -> tuple[list[StepL1], int]:
+                carry: int, banks: int = WORMHOLE_B0.l1_banks) -> tuple[list[StepL1], int]:
     """The steps of layer ``i``: its adapters (``plans.Adapter``, the ones into ``node``) in the
     executor's order, then the layer; ``carry``: the previous step's CBs. Returns the steps and
     the CBs the next step inherits (the layer's)."""
     steps: list[StepL1] = []
-    alive = others_alive(i, node, held, last, keep, graph, received=())   # every operand too
+    alive = others_alive(i, node, held, last, keep, graph, received=(), banks=banks)  # operands too
     temps: dict[int, tuple[str, int]] = {}      # operand index -> (its latest copy, bytes)
     ordered = _executor_order(adapters)
     chains_end = {a.index: a for a in ordered}  # each operand's last adapter
     for a in ordered:
         rows, c = tensor_rows_c(graph, a.src)
-        src_b, dst_b = bank_bytes(a.before, rows, c), bank_bytes(a.after, rows, c)
+        src_b, dst_b = bank_bytes(a.before, rows, c, banks), bank_bytes(a.after, rows, c, banks)
         others = {k: v for k, v in alive.items() if not (k == a.src and a.index not in temps)}
         others.update({name: b for idx, (name, b) in temps.items() if idx != a.index})
         if a.index in temps:        # a chain: its input is the previous copy (freed after)
@@ -206,7 +208,7 @@ def layer_steps(i: int, node: Node, layer, adapters: Sequence, held: Mapping[str
         if a is chains_end.get(a.index) and freed_after_adapters(a.src, i, node, last, keep):
             alive.pop(a.src, None)
     received = getattr(layer, "inputs", None)
-    others = others_alive(i, node, held, last, keep, graph, received)
+    others = others_alive(i, node, held, last, keep, graph, received, banks)
     cbs = layer_cbs(layer)
     steps.append(StepL1("layer", node.name, int(layer.l1_bytes_per_core), cbs,
                         layer_first(layer), carry, others))
@@ -217,6 +219,7 @@ def step_figures(plan) -> list[StepL1]:
     """Every step of ``plan`` in the executor's order (``runtime.Executor.run``): each layer's
     adapters, the layer, the spills after it; with the final layouts and spills."""
     g = plan.graph
+    banks = arch_get(plan.arch).l1_banks       # an interleaved L1 tensor spreads over them
     nodes = [pl.node for pl in plan.layers]
     last = last_uses(nodes)
     keep = set(g.outputs) | set(g.constants)
@@ -230,15 +233,15 @@ def step_figures(plan) -> list[StepL1]:
         for name in [n for n in held if last.get(n, -1) < i and n not in keep]:
             del held[name]          # freed: keeps the walk linear in depth
         steps, carry = layer_steps(i, pl.node, pl, into.get(pl.name, ()), held, last, keep, g,
-                                   carry)
+                                   carry, banks)
         out.extend(steps)
         made = pl.tensor_layouts()          # a split makes several tensors
         held.update(made)
         for sp in plan.spills_after(pl.name):
             # runs before the layer's inputs are freed; writes DRAM, so it allocates no L1
-            alive = others_alive(i, pl.node, held, last, keep, g, received=())
+            alive = others_alive(i, pl.node, held, last, keep, g, received=(), banks=banks)
             for t, lay in made.items():
-                alive[t] = bank_bytes(lay, *tensor_rows_c(g, t))
+                alive[t] = bank_bytes(lay, *tensor_rows_c(g, t), banks=banks)
             own = alive.pop(sp.tensor, 0)
             out.append(StepL1("spill", f"{sp.tensor} after {sp.after}", own, 0, 0, carry, alive))
             held[sp.tensor] = sp.to

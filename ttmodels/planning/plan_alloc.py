@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import l1_alloc
-from ..arch import WORMHOLE_B0
+from ..arch import WORMHOLE_B0, get as arch_get
 from . import liveness as lv
 from .l1 import bank_bytes, l1_region, layer_parts
 from .plans import FreedEarlyNote, InPlaceNote, Reallocation
@@ -79,15 +79,20 @@ class _Walk:
             self.alloc.free(a)
 
 
-def tensor_bank_bytes(graph, name: str, layout) -> int:
-    return bank_bytes(layout, *lv.tensor_rows_c(graph, name))
+def tensor_bank_bytes(graph, name: str, layout, banks: int = WORMHOLE_B0.l1_banks) -> int:
+    return bank_bytes(layout, *lv.tensor_rows_c(graph, name), banks=banks)
+
+
+def plan_banks(plan) -> int:
+    """The L1 banks an interleaved tensor of ``plan`` spreads over (its arch's)."""
+    return arch_get(getattr(plan, "arch", "wormhole_b0")).l1_banks
 
 
 def op_events(pl, graph, banks: int = WORMHOLE_B0.l1_banks) -> list[tuple]:
     """The L1 buffers layer ``pl`` allocates and frees itself, in order, with ``("program",
     cb_bytes)`` where a program places its CBs; its outputs are keys ``"out:<tensor>"``."""
     raw = dict(pl.config.l1_parts or {})
-    outs = [(f"out:{t}", tensor_bank_bytes(graph, t, lay))
+    outs = [(f"out:{t}", tensor_bank_bytes(graph, t, lay, banks))
             for t, lay in pl.tensor_layouts().items()]
     cbs = layer_parts(pl)["cb"]
     op = pl.node.op
@@ -177,6 +182,7 @@ def simulate(plan, *, l1_small_size: int = 32768) -> list[StepAddr]:
     """Every executor step of ``plan`` by address (module docstring)."""
     g = plan.graph
     base, top = l1_region(getattr(plan, "arch", "wormhole_b0"), l1_small_size)
+    banks = plan_banks(plan)
     w = _Walk(l1_alloc.L1Allocator(base, top))
     keep = set(g.outputs) | set(g.constants)
     nodes = [pl.node for pl in plan.layers]
@@ -197,9 +203,9 @@ def simulate(plan, *, l1_small_size: int = 32768) -> list[StepAddr]:
     # graph inputs (DRAM) and constants (small, L1) before the first layer
     for name, lay in plan.constant_layouts.items():
         if any(name in n.inputs for n in nodes):
-            w.allocate(t_key(name), tensor_bank_bytes(g, name, lay))
+            w.allocate(t_key(name), tensor_bank_bytes(g, name, lay, banks))
     for name, lay in plan.input_layouts.items():
-        w.allocate(t_key(name), tensor_bank_bytes(g, name, lay))
+        w.allocate(t_key(name), tensor_bank_bytes(g, name, lay, banks))
 
     def step(kind: str, name: str, events: list[tuple], rename: dict[str, str]) -> None:
         failure, need, short, lowest, cb_end = None, None, 0, None, base
@@ -228,7 +234,7 @@ def simulate(plan, *, l1_small_size: int = 32768) -> list[StepAddr]:
     for i, pl in enumerate(plan.layers):
         for r in moves.get(pl.name, ()):
             # ttnn.reallocate (ttnn::move): the tensor is freed, then allocated again top-down
-            size = tensor_bank_bytes(g, r.tensor, r.layout)
+            size = tensor_bank_bytes(g, r.tensor, r.layout, banks)
             key = t_key(r.tensor)
             # (ttnn runs no program of its own here that the capture shows)
             step("reallocate", f"{r.tensor} before {r.before}", [(FREE, key), (ALLOC, key, size)],
@@ -239,7 +245,7 @@ def simulate(plan, *, l1_small_size: int = 32768) -> list[StepAddr]:
             chain = into.get((pl.name, idx), ())
             for j, a in enumerate(sorted(chain, key=lambda a: a.index)):
                 copy = f"copy:{pl.name}:{idx}:{j}"
-                size = tensor_bank_bytes(g, src, a.after)
+                size = tensor_bank_bytes(g, src, a.after, banks)
                 step("adapter", a.edge, [(ALLOC, copy, size),
                                          (PROGRAM, lv.adapter_cbs(a, lv.tensor_rows_c(g, src)[1]))],
                      {})
@@ -254,7 +260,7 @@ def simulate(plan, *, l1_small_size: int = 32768) -> list[StepAddr]:
         if pl.node.inputs:      # what operand 0 is now: its adapter copy, or the tensor
             copies0 = [t for t in temps if t.startswith(f"copy:{pl.name}:0:")]
             rename["in:0"] = copies0[-1] if copies0 else t_key(pl.node.inputs[0])
-        events = op_events(pl, g, banks=plan.grid[0] * plan.grid[1])
+        events = op_events(pl, g, banks=banks)
         step("layer", pl.name, events, rename)
         inplace = getattr(pl.config, "inplace", False)
         if inplace:
@@ -326,7 +332,7 @@ def _live_before(plan, layer: str, l1_small_size: int) -> dict[str, int]:
             for name, lay in held.items():
                 if (last.get(name, -1) >= i or name in keep) and lay.memory.buffer == "l1" \
                         and name not in g.constants:
-                    b = tensor_bank_bytes(g, name, lay)
+                    b = tensor_bank_bytes(g, name, lay, plan_banks(plan))
                     if b:
                         out[name] = b
             return out

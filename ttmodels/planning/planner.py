@@ -67,7 +67,7 @@ class _Planner:
         self.budget = l1m.l1_bank_bytes(arch, self.l1_small_size)
         # what the op being planned may use: the bank less every other tensor alive in L1
         self.op_budget = self.budget
-        self.grid = ARCHS[arch].grid
+        self.grid, self.banks = ARCHS[arch].grid, ARCHS[arch].l1_banks
         self.spills: list[lv.Spill] = []
         # (tensor, layer): spill the tensor for that layer whatever the sums say (the address
         # model found its free blocks short there: plan_alloc.fit)
@@ -168,7 +168,8 @@ class _Planner:
 
     # ---- liveness ----------------------------------------------------------------------------
     def others(self, i: int, node: Node, received=None) -> dict[str, int]:
-        return lv.others_alive(i, node, self.alive_at(i), self.last, self.keep, self.g, received)
+        return lv.others_alive(i, node, self.alive_at(i), self.last, self.keep, self.g, received,
+                               self.banks)
 
     def alive_at(self, i: int) -> dict[str, TensorLayout]:
         """``self.layouts`` less the tensors freed before layer ``i`` (``others_alive`` skips
@@ -268,7 +269,7 @@ class _Planner:
             chosen, saved, cand = best
             for t in chosen:
                 after = self.spill_point(i, t)
-                frees = lv.bank_bytes(saved[t], *lv.tensor_rows_c(self.g, t))
+                frees = lv.bank_bytes(saved[t], *lv.tensor_rows_c(self.g, t), self.banks)
                 self.spills.append(lv.Spill(t, after, saved[t], self.layouts[t], frees, node.name))
             return self.finish(i, node, cand, mark)
         if sliced is not None:      # planned again against what it was planned with
@@ -310,7 +311,7 @@ class _Planner:
         L1 ttnn's timeline counts for each (liveness.layer_steps)."""
         steps, _ = lv.layer_steps(i, node, layer, self.adapters[mark:], self.alive_at(i),
                                   self.last, self.keep, self.g,
-                                  self.carry_in() if carry is None else carry)
+                                  self.carry_in() if carry is None else carry, self.banks)
         return steps
 
     def live_total(self, i: int, node: Node, layer: PlannedLayer, mark: int,
@@ -358,7 +359,7 @@ class _Planner:
             if lay.memory.buffer != "l1" or not (self.last.get(t, -1) > i or t in self.g.outputs):
                 continue
             self.layouts[t] = self.spilled_layout(lay)
-            frees = lv.bank_bytes(lay, *lv.tensor_rows_c(self.g, t))
+            frees = lv.bank_bytes(lay, *lv.tensor_rows_c(self.g, t), self.banks)
             self.spills.append(lv.Spill(t, self.spill_point(i, t), lay, self.layouts[t], frees,
                                         node.name))
 
