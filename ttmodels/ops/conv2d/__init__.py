@@ -59,6 +59,18 @@ def batchnorm_scale_shift(bn_w, bn_b, mean, var, eps: float = BN_EPS) -> dict:
     return {"scale": scale.to(torch.float32).contiguous(),
             "shift": shift.to(torch.float32).contiguous()}
 
+
+def check_channels(f, s_in: TensorShape, out: int, groups: int, src: str) -> None:
+    """A conv's channels (conv2d, conv_transpose2d): ``in_channels``, when given, is the
+    input's; ``groups`` divides both sides."""
+    if "in_channels" in f.src and f.int("in_channels") != s_in.c:
+        raise f.fail(f"channel mismatch: in_channels is {f.int('in_channels')} but the "
+                     f"input '{src}' has {s_in.c} channels", "in_channels")
+    if s_in.c % groups or out % groups:
+        raise f.fail(f"groups={groups} must divide in channels ({s_in.c}) and out ({out})",
+                     "groups")
+
+
 def parse(x) -> Parsed:
     f, s_in = x.f, x.shape(0)
     out = f.int("out")
@@ -67,11 +79,7 @@ def parse(x) -> Parsed:
     p = f.pad4("padding", 0)
     d = f.pair("dilation", 1)
     g = f.int("groups", 1)
-    if "in_channels" in f.src and f.int("in_channels") != s_in.c:
-        raise f.fail(f"channel mismatch: in_channels is {f.int('in_channels')} but the "
-                     f"input '{x.ins[0]}' has {s_in.c} channels", "in_channels")
-    if s_in.c % g or out % g:
-        raise f.fail(f"groups={g} must divide in channels ({s_in.c}) and out ({out})", "groups")
+    check_channels(f, s_in, out, g, x.ins[0])
     oh = window_out(s_in.h, k[0], s[0], p[0], p[1], d[0], False)
     ow = window_out(s_in.w, k[1], s[1], p[2], p[3], d[1], False)
     if oh < 1 or ow < 1:

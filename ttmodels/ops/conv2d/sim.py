@@ -8,7 +8,6 @@ import logging
 import torch
 import torch.nn.functional as F
 
-from ...planning import rules
 from .sharding import is_matmul_conv
 from ..base import pads
 from ...backends.sim import onednn
@@ -264,6 +263,18 @@ TILE_ALIGN = 32     # Cin padding of the weight matrix for TILE inputs (rows onl
 RM_ALIGN = 16
 
 
+def _bias_operand(bias_tensor, out_channels: int, wt: SimTensor, device, op: str):
+    """A conv's bias (conv2d, conv_transpose2d): prepared here from a raw host tensor (once per
+    raw tensor), or checked when the caller prepared it; None without one."""
+    if bias_tensor is None:
+        return None
+    if bias_tensor._prep is None:
+        return _prepare_bias(bias_tensor, out_channels, wt.dtype, device)
+    bt = bias_tensor._live(op)
+    _check_prepared(bt, "bias", kind="conv_bias", out_channels=out_channels)
+    return bt
+
+
 def _prepare_bias(bias: SimTensor, out_channels: int, wdtype: T.DataType, device) -> SimTensor:
     bias._live("prepare_conv_bias")
     key = ("b", out_channels, wdtype)
@@ -396,13 +407,7 @@ def conv2d(*, input_tensor, weight_tensor, device, in_channels, out_channels, ba
         wt = weight_tensor._live(op)
         _check_prepared(wt, "weight", kind="conv_weight", in_channels=in_channels,
                         out_channels=out_channels, kernel=(kh, kw), groups=groups)
-    bt = None
-    if bias_tensor is not None:
-        if bias_tensor._prep is None:
-            bt = _prepare_bias(bias_tensor, out_channels, wt.dtype, device)
-        else:
-            bt = bias_tensor._live(op)
-            _check_prepared(bt, "bias", kind="conv_bias", out_channels=out_channels)
+    bt = _bias_operand(bias_tensor, out_channels, wt, device, op)
 
     a_bits, b_bits = _fidelity(compute_config)
     xin = _operand(x, b_bits)

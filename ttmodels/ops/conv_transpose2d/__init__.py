@@ -9,7 +9,7 @@ from ...language.graph import Attrs, Node, TensorShape, op_attrs
 from ..base import Field, OpDef, Parsed, activation, prepare_weight_bias, register
 from ..conv2d.rules import _out_conv
 from .rules import _c_conv_transpose
-from ..conv2d import Conv2dPlan, _rescale_to_unit_rms, need_prefix
+from ..conv2d import Conv2dPlan, _rescale_to_unit_rms, check_channels, need_prefix
 
 
 @op_attrs
@@ -38,11 +38,7 @@ def parse(x) -> Parsed:
     op_ = f.pair("output_padding", 0, lo=0)
     d = f.pair("dilation", 1)
     g = f.int("groups", 1)
-    if "in_channels" in f.src and f.int("in_channels") != s_in.c:
-        raise f.fail(f"channel mismatch: in_channels is {f.int('in_channels')} but the "
-                     f"input '{src}' has {s_in.c} channels", "in_channels")
-    if s_in.c % g or out % g:
-        raise f.fail(f"groups={g} must divide in channels ({s_in.c}) and out ({out})", "groups")
+    check_channels(f, s_in, out, g, src)
     for ax in (0, 1):
         if op_[ax] >= max(s[ax], d[ax]):
             raise f.fail(f"output_padding {list(op_)} must be smaller than the stride or the "

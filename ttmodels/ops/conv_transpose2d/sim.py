@@ -31,9 +31,9 @@ from ...backends.sim.numerics import (DEVICE_GRID, _apply_unary, _fidelity, _fp3
                                       _matmul_bias, _operand, _pair)
 from ...backends.sim.tensor import SimTensor, _check, _on_device, current_layer, dtype_name
 from ...errors import Error
-from ..conv2d.sim import (_cached_preparation, _check_prepared, _conv_outputs, _conv_weight_form,
-                          _is_mm_conv, _prepare_bias, _prepare_weight, _remember_preparation,
-                          _weights_dtype)
+from ..conv2d.sim import (_bias_operand, _cached_preparation, _check_prepared, _conv_outputs,
+                          _conv_weight_form, _is_mm_conv, _prepare_bias, _prepare_weight,
+                          _remember_preparation, _weights_dtype)
 
 __all__ = ["conv_transpose2d", "prepare_conv_transpose2d_weights", "prepare_conv_transpose2d_bias"]
 TTNN_FUNCTIONS = ("conv_transpose2d", "prepare_conv_transpose2d_weights", "prepare_conv_transpose2d_bias")
@@ -157,13 +157,7 @@ def conv_transpose2d(*, input_tensor, weight_tensor, device, in_channels, out_ch
         _check_prepared(wt, "weight", kind="conv_transpose_weight", in_channels=in_channels,
                         out_channels=out_channels, kernel=(kh, kw), groups=groups,
                         mirror_kernel=bool(mirror_kernel))
-    bt = None
-    if bias_tensor is not None:
-        if bias_tensor._prep is None:
-            bt = _prepare_bias(bias_tensor, out_channels, wt.dtype, device)
-        else:
-            bt = bias_tensor._live(OP)
-            _check_prepared(bt, "bias", kind="conv_bias", out_channels=out_channels)
+    bt = _bias_operand(bias_tensor, out_channels, wt, device, OP)
     bias = bt._cache["vec"] if bt is not None else None
 
     a_bits, b_bits = _fidelity(compute_config)
