@@ -89,3 +89,20 @@ def test_every_op_checks_and_answers_with_no_arguments(op):
     assert isinstance(R.check(op, ins, {}, out, shapes=shapes), list)
     assert isinstance(R.advise(op, ins, {}, out, shapes=shapes), list)
     assert isinstance(R.output_layout(op, ins, {}, out, shapes), TensorLayout)
+
+
+def test_the_sim_and_the_plans_hand_typed_arguments():
+    """The sim's ops and the ops' plans build their op's ``CallArgs`` (a misspelt argument is a
+    TypeError there), not a mapping literal that would drop it."""
+    call = re.compile(r"\b(_check|_out_layout|R\.check|R\.output_layout|R\.advise)\(")
+    for p in sorted((ROOT / "ops").glob("*/sim.py")) + sorted((ROOT / "ops").glob("*/plan.py")) \
+            + [ROOT / "planning" / "plan_context.py", ROOT / "backends" / "sim" / "tensor.py"]:
+        src = p.read_text()
+        for m in call.finditer(src):
+            depth, i = 1, m.end()
+            while depth:                      # the call's argument text
+                depth += {"(": 1, ")": -1}.get(src[i], 0)
+                i += 1
+            assert '{"' not in src[m.end():i], (p.relative_to(ROOT), src[m.start():i])
+    with pytest.raises(TypeError):
+        ConvArgs(shard_layuot=HEIGHT)

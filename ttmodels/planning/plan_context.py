@@ -134,7 +134,7 @@ def per_channel_constant(ctx: PlanContext, node: Node, why: str):
     rows, c = ctx.rc(node.inputs[0])
     const = TensorLayout(MemSpec(INTERLEAVED, "l1"), TILE_LAYOUT, "bfloat16")
     dtype = node.precision.activations if ctx.with_adapters else x.dtype
-    out = R.output_layout(node.op, [x, const], {"dtype": dtype, "out_shape": node.shape.flat},
+    out = R.output_layout(node.op, [x, const], R.CallArgs(dtype=dtype, out_shape=node.shape.flat),
                           None, [ctx.flat[node.inputs[0]], (1, 1, 1, c)])
     est = l1m.eltwise_l1(inputs=[(x, rows, c), (const, 1, c)], out_layout=out, out_rows=rows,
                          c=c)

@@ -57,12 +57,12 @@ class Violation:
 class CallArgs:
     """What a rule reads of one call's arguments, typed: a check, advice or output function in
     an op's ``rules.py`` declares the subclass it reads with ``@reads(...)`` and reads fields,
-    with the defaults in one place. The callers keep passing the mapping they have (the
-    planner's ``config.as_attrs()``, the sim's ttnn keywords, a plan's few keys, the oracle's
-    replayed step); ``args_for`` builds the function's class from it at the boundary: a key the
-    class does not declare is one that function does not read, an absent one is the class
-    default, a present one (None included) is taken as given, as ``mapping.get(k, default)``
-    was."""
+    with the defaults in one place. The sim's ops and the ops' plans build the op's class
+    themselves (a misspelt argument is a TypeError there); the planner, ``plan_checks`` and the
+    oracle pass a plan config's keywords (``as_attrs()``, fields no rule reads among them), and
+    so may any caller: ``args_for`` builds the function's class from a mapping at the boundary
+    (a key the class does not declare is one that function does not read, an absent one is the
+    class default, a present one, None included, is taken as given)."""
     dtype: str | None = None          # the output dtype asked for
     layout: str | None = None         # an adapter's target layout
     out_shape: tuple[int, int, int, int] | None = None    # the output's flat shape, when given

@@ -10,6 +10,7 @@ import contextlib
 import contextvars
 import itertools
 import math
+from dataclasses import fields
 
 import torch
 
@@ -521,6 +522,8 @@ def _freeze(v):
             return tuple((k, x if type(x) in plain else _freeze(x)) for k, x in items)
     if isinstance(v, list):
         return tuple(_freeze(x) for x in v)
+    if isinstance(v, rules.CallArgs):       # typed call arguments: by class and content
+        return (type(v), tuple(_freeze(getattr(v, f.name)) for f in fields(v)))
     try:
         hash(v)              # tuples of plain values, enums, hashable config objects
         return v
@@ -552,7 +555,9 @@ def memoized(key, fn):
     return hit
 
 
-def _check(op: str, inputs: list[SimTensor | None], attrs: dict, output: MemSpec | None = None):
+def _check(op: str, inputs: list[SimTensor | None], attrs, output: MemSpec | None = None):
+    """Reject what the card would: ``attrs`` is the op's typed call arguments (``rules.CallArgs``)
+    or a mapping of them."""
     key = memo_key("check:" + op, inputs, attrs, output)
     vs = memoized(key, lambda: tuple(rules.check(
         op, [t._layout() if t is not None else None for t in inputs], attrs, output,
@@ -582,8 +587,9 @@ def _alias(src: SimTensor, out: SimTensor) -> SimTensor:
 def to_layout(tensor, layout, dtype=None, memory_config=None, sub_core_grids=None, pad_value=0.0):
     t = tensor._live("to_layout")
     if t._device is not None:
-        _check("to_layout", [t], {"layout": "tile" if layout == T.Layout.TILE else "row_major",
-                                  "dtype": dtype_name(dtype) if dtype else None},
+        _check("to_layout", [t],
+               rules.CallArgs(layout="tile" if layout == T.Layout.TILE else "row_major",
+                              dtype=dtype_name(dtype) if dtype else None),
                memspec(memory_config) if memory_config else None)
     tgt_dtype = dtype or t.dtype
     if tgt_dtype in (T.DataType.BFLOAT8_B, T.DataType.BFLOAT4_B) and layout != T.Layout.TILE:
@@ -601,13 +607,14 @@ def typecast(input_tensor, dtype=None, output_dtype=None, *, input_dtype=None, m
     if dtype is None:
         raise TypeError("typecast: dtype (or output_dtype) is required")
     t = _on_device(input_tensor, "typecast")
-    _check("typecast", [t], {"dtype": dtype_name(dtype)}, memspec(memory_config) if memory_config else None)
+    _check("typecast", [t], rules.CallArgs(dtype=dtype_name(dtype)),
+           memspec(memory_config) if memory_config else None)
     return _new(t, quantize(t._data, dtype), dtype, None, memory_config, "typecast")
 
 
 def _move(op: str, t: SimTensor, mc: T.MemoryConfig, dtype=None) -> SimTensor:
     dtype = dtype or t.dtype
-    _check(op, [t], {"dtype": dtype_name(dtype)}, memspec(mc))
+    _check(op, [t], rules.CallArgs(dtype=dtype_name(dtype)), memspec(mc))
     data = quantize(t._data, dtype) if dtype != t.dtype else t._data
     return _new(t, data, dtype, None, mc, op)
 

@@ -11,6 +11,7 @@ from ...planning.layout import TILE_LAYOUT, MemSpec, TensorLayout
 from ...planning.plan_context import PlanContext
 from ...planning.plans import PlannedLayer
 from . import BinaryPlan
+from .rules import BinaryArgs
 from .sharding import is_native_binary_sharding
 
 
@@ -82,8 +83,8 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
                               f"(a: {cost_a} B); same spec = native L1-sharded binary_ng")
     req = None if per_image else ctx.requested_memory(node, node.shape.rows, node.shape.c)
     dtype = node.precision.activations if ctx.with_adapters else a.dtype
-    attrs = {"dtype": dtype, "out_shape": node.shape.flat}
-    out = R.output_layout(node.op, [a, b], attrs, req, [shapes[ia], shapes[ib]])
+    out = R.output_layout(node.op, [a, b], BinaryArgs(dtype=dtype, out_shape=node.shape.flat), req,
+                          [shapes[ia], shapes[ib]])
     received = [None, None]
     received[ia], received[ib] = a, b
     est = l1m.eltwise_l1(inputs=[(a, *ctx.rc(node.inputs[ia])), (b, *ctx.rc(node.inputs[ib]))],

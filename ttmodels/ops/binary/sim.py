@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import torch
 
+from dataclasses import replace
+
 from ...backends.sim import types as T
 from ...backends.sim.numerics import _apply_unary, _emit, _out_layout, _write_into
+from .rules import BinaryArgs
 from ...backends.sim.tensor import SimTensor, _check, _on_device, _violation, dtype_name, memspec, quantize_
 
 __all__ = ["add", "multiply", "subtract"]
@@ -20,13 +23,13 @@ def _binary(op, fn, a, b, dtype, memory_config, activations, a_acts, b_acts, out
     tb = b if isinstance(b, SimTensor) else None
     if tb is not None:
         _on_device(tb, op, "input_tensor_b")
-    attrs = {"dtype": dtype_name(dtype) if dtype else None}
+    attrs = BinaryArgs(dtype=dtype_name(dtype) if dtype else None)
     out_t = None
     if output_tensor is not None:
         out_t = _on_device(output_tensor, op, "output_tensor")
         if out_t is a or out_t is tb:
             # in place into an operand (ttnn.add_): the rule table checks shape, dtype and memory
-            attrs.update(inplace=True, swap_operands=out_t is tb and out_t is not a)
+            attrs = replace(attrs, inplace=True, swap_operands=out_t is tb and out_t is not a)
     _check(op, [a, tb], attrs, memspec(memory_config) if memory_config is not None else None)
     if tb is not None:
         out_shape = _broadcast_shape(tuple(int(v) for v in a.shape), tuple(int(v) for v in tb.shape))

@@ -11,7 +11,10 @@ from ...planning.layout import HEIGHT, ROW_MAJOR, TILE_LAYOUT, TensorLayout
 from ...planning.plan_context import PlanContext
 from ...planning.plans import PlannedLayer
 from . import ConcatPlan
+from .rules import ConcatArgs
 from .sharding import concat_shard_misalignment
+
+CHANNELS = ConcatArgs(dim=-1)          # a channel concat's call, as the rules read it
 
 
 def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
@@ -25,7 +28,7 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
         kind = "reshard" if ins[0].memory.sharded else "interleaved_to_sharded"
         ins[0] = ctx.adapt(node, 0, ins[0], kind, replace(ins[0], memory=want),
                            "layout asks height_sharded; the other inputs follow this one")
-    if ctx.with_adapters and R.check("concat", ins, {"dim": -1}, None, shapes=shapes):
+    if ctx.with_adapters and R.check("concat", ins, CHANNELS, None, shapes=shapes):
         first = ins[0]
         channels = [ctx.rc(s)[1] for s in node.inputs]
         misaligned = concat_shard_misalignment(HEIGHT, channels, first.dtype)
@@ -40,9 +43,9 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
             elif t.memory.sharded:
                 ins[i] = ctx.to_interleaved(node, i, t, misaligned or
                                             "concat inputs all interleaved")
-        if R.check("concat", ins, {"dim": -1}, None, shapes=shapes):
+        if R.check("concat", ins, CHANNELS, None, shapes=shapes):
             ins = concat_format(ctx, node, ins)
-    out = R.output_layout("concat", ins, {"out_shape": node.shape.flat}, None, shapes)
+    out = R.output_layout("concat", ins, ConcatArgs(out_shape=node.shape.flat), None, shapes)
     est = l1m.eltwise_l1(inputs=[(t, *ctx.rc(s)) for t, s in zip(ins, node.inputs)],
                          out_layout=out, out_rows=node.shape.rows, c=node.shape.c)
     return PlannedLayer(node, ins, out, est.total, ConcatPlan(dim=-1, l1_parts=est.parts))

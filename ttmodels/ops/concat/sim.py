@@ -6,6 +6,7 @@ import torch
 from ...backends.sim.numerics import _emit, _out_layout
 from ...backends.sim.tensor import _check, _on_device, current_layer, memspec
 from ...errors import Error
+from .rules import ConcatArgs
 
 __all__ = ["concat"]
 TTNN_FUNCTIONS = tuple(__all__)
@@ -21,7 +22,7 @@ def concat(tensors, dim=0, *, memory_config=None, output_tensor=None, groups=1, 
     # the rule table's concat.same_format (one dtype) and concat.same_layout (sharded inputs
     # share one layout; interleaved ones may mix TILE and ROW_MAJOR, ttnn 0.81.1's wrapper
     # converts them, and the output has the first input's layout, as the planner plans it)
-    attrs = {"dim": -1 if d == rank - 1 else d}
+    attrs = ConcatArgs(dim=-1 if d == rank - 1 else d)
     _check(op, ts, attrs, memspec(memory_config) if memory_config is not None else None)
     try:
         y = torch.cat([t._data for t in ts], dim=d)

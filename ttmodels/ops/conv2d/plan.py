@@ -16,6 +16,7 @@ from ...planning.plan_context import (ConvCandidate, PlanContext, auto_pick, con
                              conv_on_candidate, is_mm, smaller_act_blocks)
 from ...planning.plans import PlannedLayer
 from . import Conv2dPlan
+from .rules import ConvArgs
 from .sharding import conv_slice_dim, conv_slice_type_guess
 
 
@@ -34,7 +35,7 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
         kinds = [policy.kind]
     elif x.memory.sharded and x.memory.memory_layout in (HEIGHT, BLOCK, WIDTH) and not (
             x.memory.memory_layout == WIDTH and is_mm(node)) and not (
-            is_mm(node) and R.check("conv2d", [x], {"is_mm_conv": True})):
+            is_mm(node) and R.check("conv2d", [x], ConvArgs(is_mm_conv=True))):
         # (a width-sharded input of a 1x1 matmul conv cannot be followed: rule
         # conv2d.mm_width_sharded; nor can a row-major block-sharded one of partial tile
         # rows, a pool's output: rule conv2d.mm_block_row_major; both are resharded to the

@@ -20,6 +20,7 @@ from ...backends.sim.tensor import _MEM_NAMES  # noqa: E402  (enum -> name: layo
 from ...backends.sim.tensor import (SimTensor, _check, _on_device, current_layer, dtype_name, quantize,
                                     quantize_)
 from ...errors import Error
+from .rules import ConvArgs
 
 __all__ = ["conv2d", "prepare_conv_weights", "prepare_conv_bias", "mark_prequantized"]
 #: the ttnn functions of ``__all__`` (``mark_prequantized`` is the sim's own, prequantize.py)
@@ -382,15 +383,14 @@ def conv2d(*, input_tensor, weight_tensor, device, in_channels, out_channels, ba
     sliced = _dram_slice(slice_config)
     shard_layout = _MEM_NAMES.get(cfg.shard_layout) if cfg.shard_layout is not None else None
     rows_out = n * oh * ow
-    attrs = {"shard_layout": shard_layout, "output_layout": _layout_name(out_layout),
-             "dtype": dtype_name(out_dtype), "is_mm_conv": is_mm, "in_channels": in_channels,
-             "out_shape": (1, 1, rows_out, out_channels), "device_grid": DEVICE_GRID,
-             "override_sharding_config": cfg.override_sharding_config,
-             "act_block_h_override": int(getattr(cfg, "act_block_h_override", 0) or 0),
-             "activation": _act_name(cfg.activation)}
+    attrs = ConvArgs(shard_layout=shard_layout, output_layout=_layout_name(out_layout),
+                     dtype=dtype_name(out_dtype), is_mm_conv=is_mm, in_channels=in_channels,
+                     out_shape=(1, 1, rows_out, out_channels), device_grid=DEVICE_GRID,
+                     override_sharding_config=cfg.override_sharding_config,
+                     act_block_h_override=int(getattr(cfg, "act_block_h_override", 0) or 0),
+                     activation=_act_name(cfg.activation), slice=sliced,
+                     output_hw=(oh, ow) if sliced is not None else None)
     if sliced is not None:
-        attrs["slice"] = sliced
-        attrs["output_hw"] = (oh, ow)
         if memory_config is not None:
             # conv2d_DRAM only logs this; the output is DRAM interleaved whatever was asked
             _log.warning("%s: Conv2D DRAM doesn't support specifying memory config, as the output will "

@@ -31,6 +31,7 @@ from ...backends.sim.numerics import (DEVICE_GRID, _apply_unary, _fidelity, _fp3
                                       _matmul_bias, _operand, _pair)
 from ...backends.sim.tensor import SimTensor, _check, _on_device, current_layer, dtype_name
 from ...errors import Error
+from .rules import ConvTransposeArgs
 from ..conv2d.sim import (_bias_operand, _cached_preparation, _check_prepared, _conv_outputs,
                           _conv_weight_form, _is_mm_conv, _prepare_bias, _prepare_weight,
                           _remember_preparation, _weights_dtype)
@@ -140,11 +141,12 @@ def conv_transpose2d(*, input_tensor, weight_tensor, device, in_channels, out_ch
                     T.TensorMemoryLayout.BLOCK_SHARDED: "block_sharded"}.get(cfg.shard_layout) \
         if cfg.shard_layout is not None else None
     rows_out = n * oh * ow
-    attrs = {"shard_layout": shard_layout, "output_layout": _layout_name(cfg.output_layout),
-             "dtype": dtype_name(out_dtype), "in_channels": in_channels,
-             "out_shape": (1, 1, rows_out, out_channels), "device_grid": DEVICE_GRID,
-             "act_block_h_override": int(getattr(cfg, "act_block_h_override", 0) or 0),
-             "kernel": (kh, kw), "padding": pad4, "dilation": dilation}
+    attrs = ConvTransposeArgs(
+        shard_layout=shard_layout, output_layout=_layout_name(cfg.output_layout),
+        dtype=dtype_name(out_dtype), in_channels=in_channels,
+        out_shape=(1, 1, rows_out, out_channels), device_grid=DEVICE_GRID,
+        act_block_h_override=int(getattr(cfg, "act_block_h_override", 0) or 0),
+        kernel=(kh, kw), padding=pad4, dilation=dilation)
     _check(OP, [x], attrs)
 
     wdt = _weights_dtype(cfg, weight_tensor)

@@ -6,6 +6,7 @@ import torch.nn.functional as F
 
 from ...backends.sim.numerics import _emit, _out_layout
 from ...backends.sim.tensor import _check, _on_device, memspec
+from .rules import LayerNormArgs
 
 __all__ = ["layer_norm"]
 TTNN_FUNCTIONS = tuple(__all__)
@@ -22,7 +23,7 @@ def layer_norm(input_tensor, *, epsilon=1e-12, weight=None, bias=None, residual_
     for t, k in ((weight, "weight"), (bias, "bias")):
         if t is not None:
             _on_device(t, op, k)
-    _check(op, [x], {"program_config": program_config},
+    _check(op, [x], LayerNormArgs(program_config=program_config),
            memspec(memory_config) if memory_config is not None else None)
     xv = x._data.to(torch.float32)
     if residual_input_tensor is not None:

@@ -8,6 +8,7 @@ from ...backends.sim import types as T
 from ...backends.sim.numerics import _act_name, _apply_unary, _emit, _fidelity, _fp32_dest, _matmul_bias, _operand, _out_layout
 from ...backends.sim.tensor import _check, _on_device, current_layer, dtype_name, quantize_
 from ...errors import Error
+from .rules import LinearArgs
 
 __all__ = ["linear", "matmul"]
 TTNN_FUNCTIONS = tuple(__all__)
@@ -21,8 +22,8 @@ def _mm(op, a, b, bias, transpose_a, transpose_b, memory_config, dtype, program_
     act = activation
     if act is None and program_config is not None:
         act = getattr(program_config, "fused_activation", None)
-    attrs = {"program_config": program_config, "dtype": dtype_name(dtype) if dtype else None,
-             "activation": _act_name(act)}
+    attrs = LinearArgs(program_config=program_config, dtype=dtype_name(dtype) if dtype else None,
+                       activation=_act_name(act))
     _check("linear", ts, attrs)
     a_bits, b_bits = _fidelity(compute_kernel_config)
     xa, xb = _operand(a, b_bits), _operand(b, a_bits)                    # in0 -> srcB, in1 -> srcA

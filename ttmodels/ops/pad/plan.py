@@ -7,6 +7,7 @@ from ...language.graph import Node
 from ...planning.plan_context import PlanContext
 from ...planning.plans import PlannedLayer
 from . import PadPlan
+from .rules import PadArgs
 
 
 def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
@@ -19,11 +20,11 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
     requested = None
     if ctx.with_adapters and x.memory.sharded:
         requested = R.reshape_memspec(x.memory, node.shape.rows, node.shape.c, x.layout)
-    attrs = {"out_shape": node.shape.flat}
-    out = R.output_layout("pad", [x], attrs, requested, [ctx.flat[node.inputs[0]]])
+    out = R.output_layout("pad", [x], PadArgs(out_shape=node.shape.flat), requested,
+                          [ctx.flat[node.inputs[0]]])
     rows, c = ctx.rc(node.inputs[0])
     est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=node.shape.rows, c=c)
     return PlannedLayer(node, [x], out, est.total,
                         PadPlan(padding=node.attrs.get("padding"),
                                 value=node.attrs.get("value", 0.0), memory_config=requested,
-                                out_shape=attrs["out_shape"], l1_parts=est.parts))
+                                out_shape=node.shape.flat, l1_parts=est.parts))

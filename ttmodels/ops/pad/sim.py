@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from ...backends.sim.numerics import _emit, _out_layout
 from ...backends.sim.tensor import _check, _on_device, current_layer
 from ...errors import Error
+from ...planning.rules import CallArgs
 
 __all__ = ["pad"]
 TTNN_FUNCTIONS = tuple(__all__)
@@ -37,5 +38,6 @@ def pad(input_tensor, padding=None, value=None, input_tensor_start=None, *, outp
         flat += [p0, p1]
     y = F.pad(x._data, flat, value=float(value))
     rows = math.prod(y.shape[:-1])
-    lay = _out_layout(op, [x], {"out_shape": (1, 1, rows, y.shape[-1])}, memory_config, [x._flat4()])
+    lay = _out_layout(op, [x], CallArgs(out_shape=(1, 1, rows, y.shape[-1])), memory_config,
+                      [x._flat4()])
     return _emit(y, x.dtype, x.layout, lay.memory, x._device, op)

@@ -15,6 +15,7 @@ from ...planning.plan_config import SliceConfig
 from ...planning.plan_context import PlanContext
 from ...planning.plans import PlannedLayer
 from . import PoolPlan
+from .rules import PoolArgs
 from ..conv2d.sharding import select_conv_shard_layout
 from .l1 import pool_l1
 from ..base import pads
@@ -50,9 +51,9 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
         kernel = tuple(-(-i // o) for i, o in zip((in_shape.h, in_shape.w), node.attrs.size))
     else:
         kernel = tuple(node.attrs.kernel)
-    attrs = {"output_layout": out_layout, "dtype": dtype,
-             "applied_shard_scheme": None if x.memory.sharded else scheme,
-             "out_shape": node.shape.flat, "device_grid": ctx.grid}
+    call = PoolArgs(output_layout=out_layout, dtype=dtype,
+                    applied_shard_scheme=None if x.memory.sharded else scheme,
+                    out_shape=node.shape.flat, device_grid=ctx.grid)
     # generic_pools.cpp: an interleaved input is moved to the shard spec pool2d derives from
     # applied_shard_scheme (pool_parallel_config); a sharded one is used as it is.
     in_tiled = x.layout == TILE_LAYOUT
@@ -68,7 +69,7 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
     # interleaved input) as pool2d with sharded outputs (measured on the mock device)
     requested = MemSpec(INTERLEAVED, "l1") if (
         ctx.with_adapters and node.op == "global_avg_pool") else None
-    out = R.output_layout(node.op, [x], attrs, requested, [ctx.flat[node.inputs[0]]])
+    out = R.output_layout(node.op, [x], call, requested, [ctx.flat[node.inputs[0]]])
     # the global pool reduces the input as it is (no pool2d sharding of it)
     geo = None
     if node.op in ("max_pool2d", "avg_pool2d"):
@@ -80,10 +81,10 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
                       c=c, out_rows=node.shape.rows, kernel=kernel, num_cores=pc.num_cores,
                       global_pool=node.op == "global_avg_pool", geometry=geo,
                       cores_nhw=pc.cores_nhw)
-    config = PoolPlan(applied_shard_scheme=attrs["applied_shard_scheme"],
+    config = PoolPlan(applied_shard_scheme=call.applied_shard_scheme,
                       shard_scheme=scheme, output_layout=out_layout, dtype=dtype,
                       kernel=kernel, num_cores=pc.num_cores, core_grid=pc.grid,
-                      input_memory=pool_in.memory, out_shape=attrs["out_shape"],
+                      input_memory=pool_in.memory, out_shape=call.out_shape,
                       memory_config=requested, l1_parts=est.parts)
     if ctx.with_adapters and est.total > ctx.op_budget and \
             node.op not in ("global_avg_pool", "adaptive_avg_pool2d"):

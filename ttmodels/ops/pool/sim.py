@@ -12,6 +12,7 @@ from ...backends.sim.tensor import _MEM_NAMES  # noqa: E402  (enum -> name: layo
 from ...backends.sim.tensor import (SimTensor, _check, _on_device, _violation, current_layer, dtype_name,
                                     memspec)
 from ...errors import Error
+from .rules import PoolArgs
 from ..base import pads, window_out
 
 __all__ = ["max_pool2d", "avg_pool2d", "global_avg_pool2d", "adaptive_avg_pool2d"]
@@ -38,9 +39,10 @@ def _pool_finish(op, x, y_nchw, n, oh, ow, c, dtype, output_layout, memory_confi
                  global_pool=False):
     rows = n * oh * ow
     y = y_nchw.permute(0, 2, 3, 1).reshape(1, 1, rows, c)
-    attrs = {"output_layout": _layout_name(output_layout), "dtype": dtype_name(dtype),
-             "out_shape": (1, 1, rows, c), "applied_shard_scheme": _shard_scheme_name(applied_shard_scheme),
-             "device_grid": DEVICE_GRID, "global_pool": global_pool}
+    attrs = PoolArgs(output_layout=_layout_name(output_layout), dtype=dtype_name(dtype),
+                     out_shape=(1, 1, rows, c),
+                     applied_shard_scheme=_shard_scheme_name(applied_shard_scheme),
+                     device_grid=DEVICE_GRID, global_pool=global_pool)
     lay = _out_layout(op if op != "global_avg_pool" else op, [x], attrs, memory_config, [x._flat4()])
     owned = y.untyped_storage().data_ptr() != x._data.untyped_storage().data_ptr()
     padded = pool_output_padded_shape(lay.memory, rows, c, out_tiled=output_layout == T.Layout.TILE)
@@ -57,7 +59,7 @@ def max_pool2d(input_tensor, batch_size, input_h, input_w, channels, kernel_size
         raise Error("max_pool2d: return_indices is not modelled by the sim backend")
     k, s, d = _pair(kernel_size), _pair(stride), _pair(dilation)
     p = pads(padding)
-    _check(op, [x], {"output_layout": _layout_name(output_layout), "dtype": dtype_name(dtype)})
+    _check(op, [x], PoolArgs(output_layout=_layout_name(output_layout), dtype=dtype_name(dtype)))
     xin = _pool_input(x, op, batch_size, input_h, input_w, channels)
     oh, ow = _pool_out_hw(input_h, input_w, k, s, p, d, ceil_mode)
     if (p[0], p[2]) != (p[1], p[3]) or p[0] > k[0] // 2 or p[2] > k[1] // 2:
@@ -99,7 +101,7 @@ def avg_pool2d(input_tensor, batch_size, input_h, input_w, channels, kernel_size
     x = _on_device(input_tensor, op)
     k, s = _pair(kernel_size), _pair(stride)
     p = pads(padding)
-    _check(op, [x], {"output_layout": _layout_name(output_layout), "dtype": dtype_name(dtype)})
+    _check(op, [x], PoolArgs(output_layout=_layout_name(output_layout), dtype=dtype_name(dtype)))
     xin = _pool_input(x, op, batch_size, input_h, input_w, channels)
     oh, ow = _pool_out_hw(input_h, input_w, k, s, p, (1, 1), ceil_mode)
     global_pool = (k[0], k[1]) == (input_h, input_w) and p == (0, 0, 0, 0) and (oh, ow) == (1, 1)
@@ -153,7 +155,7 @@ def adaptive_avg_pool2d(input_tensor, batch_size, input_h, input_w, channels, ou
                         deallocate_input=False, reallocate_output=True):
     op = "avg_pool2d"
     x = _on_device(input_tensor, "adaptive_avg_pool2d")
-    _check(op, [x], {"output_layout": "row_major", "dtype": "bfloat16"})
+    _check(op, [x], PoolArgs(output_layout="row_major", dtype="bfloat16"))
     xin = _pool_input(x, "adaptive_avg_pool2d", batch_size, input_h, input_w, channels)
     oh, ow = _pair(output_size)
     y = F.adaptive_avg_pool2d(xin, (oh, ow))

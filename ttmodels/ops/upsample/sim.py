@@ -9,6 +9,7 @@ from ...backends.sim import types as T
 from ...backends.sim.numerics import _emit, _out_layout
 from ...backends.sim.tensor import SimTensor, _check, _on_device, current_layer, dtype_name, memspec
 from ...errors import Error
+from .rules import GridSampleArgs, UpsampleArgs
 
 __all__ = ["upsample", "grid_sample", "prepare_grid_sample_grid"]
 TTNN_FUNCTIONS = tuple(__all__)
@@ -23,7 +24,7 @@ def upsample(input_tensor, scale_factor, *, mode="nearest", memory_config=None, 
         sh = sw = scale_factor
     else:
         sh, sw = scale_factor
-    _check(op, [x], {"mode": mode})
+    _check(op, [x], UpsampleArgs(mode=mode))
     n, h, w, c = x.shape
     oh, ow = int(h * sh), int(w * sw)
     xin = x._data.permute(0, 3, 1, 2)
@@ -34,7 +35,7 @@ def upsample(input_tensor, scale_factor, *, mode="nearest", memory_config=None, 
     else:
         raise Error(f"{current_layer(op)}: upsample mode {mode!r}")
     y = y.permute(0, 2, 3, 1).contiguous()
-    attrs = {"mode": mode, "out_shape": (1, 1, n * oh * ow, c)}
+    attrs = UpsampleArgs(mode=mode, out_shape=(1, 1, n * oh * ow, c))
     lay = _out_layout(op, [x], attrs, memory_config, [x._flat4()])
     return _emit(y, x.dtype, x.layout, lay.memory, x._device, op)
 
@@ -120,8 +121,9 @@ def grid_sample(input_tensor, grid, *, mode="bilinear", padding_mode="zeros", al
         raise Error(f"{current_layer(op)}: input and grid must be 4D, got {list(x.shape)} and {list(g.shape)}")
     n, h, w, c = (int(v) for v in x.shape)
     gn, ho, wo, gc = (int(v) for v in g.shape)
-    attrs = {"mode": mode, "padding_mode": padding_mode, "use_precomputed_grid": bool(use_precomputed_grid),
-             "batch": n, "grid_batch": gn, "out_shape": (1, 1, gn * ho * wo, c)}
+    attrs = GridSampleArgs(mode=mode, padding_mode=padding_mode,
+                           use_precomputed_grid=bool(use_precomputed_grid), batch=n, grid_batch=gn,
+                           out_shape=(1, 1, gn * ho * wo, c))
     _check(op, [x, g], attrs, memspec(memory_config) if memory_config is not None else None)
     per = 6 if use_precomputed_grid else 2
     if mode != "bilinear" or batch_output_channels or gc != per:
