@@ -523,7 +523,11 @@ def _freeze(v):
     if isinstance(v, list):
         return tuple(_freeze(x) for x in v)
     if isinstance(v, rules.CallArgs):       # typed call arguments: by class and content
-        return (type(v), tuple(_freeze(getattr(v, f.name)) for f in fields(v)))
+        try:
+            hash(v)                         # frozen, plain fields (the common case): itself
+            return v
+        except TypeError:                   # a mapping field (a conv's slice, matmul)
+            return (type(v), tuple(_freeze(getattr(v, f.name)) for f in fields(v)))
     try:
         hash(v)              # tuples of plain values, enums, hashable config objects
         return v
