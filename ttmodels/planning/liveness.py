@@ -29,7 +29,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-from ..arch import WORMHOLE_B0, get as arch_get
 from ..language.graph import TILE, Graph, Node
 from .l1 import bank_bytes, layer_parts, tile_bytes
 from ..ops.pool.l1 import global_pool_last_cbs
@@ -86,8 +85,7 @@ def freed_after_adapters(src: str, i: int, node: Node, last: Mapping[str, int],
 
 def others_alive(i: int, node: Node, held: Mapping[str, TensorLayout], last: Mapping[str, int],
                  keep: Iterable[str], graph: Graph,
-                 received: Sequence[TensorLayout] | None = None,
-                 banks: int = WORMHOLE_B0.l1_banks) -> dict[str, int]:
+                 received: Sequence[TensorLayout] | None, banks: int) -> dict[str, int]:
     """Bytes per bank of every tensor other than ``node``'s operands that is alive in L1 while
     layer ``i`` runs. ``held``: every tensor produced before ``i`` (graph inputs, constants,
     earlier layers) as it is held then (spilled ones in DRAM). ``received``: the layouts the op
@@ -184,7 +182,7 @@ def _executor_order(adapters: Sequence) -> list:
 
 def layer_steps(i: int, node: Node, layer, adapters: Sequence, held: Mapping[str, TensorLayout],
                 last: Mapping[str, int], keep: Iterable[str], graph: Graph,
-                carry: int, banks: int = WORMHOLE_B0.l1_banks) -> tuple[list[StepL1], int]:
+                carry: int, banks: int) -> tuple[list[StepL1], int]:
     """The steps of layer ``i``: its adapters (``plans.Adapter``, the ones into ``node``) in the
     executor's order, then the layer; ``carry``: the previous step's CBs. Returns the steps and
     the CBs the next step inherits (the layer's)."""
@@ -219,7 +217,7 @@ def step_figures(plan) -> list[StepL1]:
     """Every step of ``plan`` in the executor's order (``runtime.Executor.run``): each layer's
     adapters, the layer, the spills after it; with the final layouts and spills."""
     g = plan.graph
-    banks = arch_get(plan.arch).l1_banks       # an interleaved L1 tensor spreads over them
+    banks = plan.l1_banks
     nodes = [pl.node for pl in plan.layers]
     last = last_uses(nodes)
     keep = set(g.outputs) | set(g.constants)

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import l1_alloc
-from ..arch import WORMHOLE_B0, get as arch_get
+from ..arch import WORMHOLE_B0
 from . import liveness as lv
 from .l1 import bank_bytes, l1_region, layer_parts
 from .plans import FreedEarlyNote, InPlaceNote, Reallocation
@@ -79,13 +79,8 @@ class _Walk:
             self.alloc.free(a)
 
 
-def tensor_bank_bytes(graph, name: str, layout, banks: int = WORMHOLE_B0.l1_banks) -> int:
+def tensor_bank_bytes(graph, name: str, layout, banks: int) -> int:
     return bank_bytes(layout, *lv.tensor_rows_c(graph, name), banks=banks)
-
-
-def plan_banks(plan) -> int:
-    """The L1 banks an interleaved tensor of ``plan`` spreads over (its arch's)."""
-    return arch_get(getattr(plan, "arch", "wormhole_b0")).l1_banks
 
 
 def op_events(pl, graph, banks: int = WORMHOLE_B0.l1_banks) -> list[tuple]:
@@ -182,7 +177,7 @@ def simulate(plan, *, l1_small_size: int = 32768) -> list[StepAddr]:
     """Every executor step of ``plan`` by address (module docstring)."""
     g = plan.graph
     base, top = l1_region(getattr(plan, "arch", "wormhole_b0"), l1_small_size)
-    banks = plan_banks(plan)
+    banks = plan.l1_banks
     w = _Walk(l1_alloc.L1Allocator(base, top))
     keep = set(g.outputs) | set(g.constants)
     nodes = [pl.node for pl in plan.layers]
@@ -332,7 +327,7 @@ def _live_before(plan, layer: str, l1_small_size: int) -> dict[str, int]:
             for name, lay in held.items():
                 if (last.get(name, -1) >= i or name in keep) and lay.memory.buffer == "l1" \
                         and name not in g.constants:
-                    b = tensor_bank_bytes(g, name, lay, plan_banks(plan))
+                    b = tensor_bank_bytes(g, name, lay, plan.l1_banks)
                     if b:
                         out[name] = b
             return out
@@ -376,7 +371,6 @@ def _with(plan, **changes):
 def _replanned(plan, new, extra_notes=()):
     """``new`` (a replan of ``plan``'s graph, reordered or with more spills) with ``plan``'s
     address remedies carried over where their layers still exist."""
-    from dataclasses import replace
     names = {pl.name for pl in new.layers}
     done = {n.layer for n in plan.in_place}
     early = {n.layer for n in plan.freed_early}
@@ -448,7 +442,6 @@ def _candidates(plan, bad: StepAddr, small: int, replan):
     replanning ones cost a plan of the whole graph): the conv frees its input itself, the
     binary op runs in place, a live tensor is reallocated, the layer runs right after its
     inputs, the conv keeps smaller CBs, a live tensor waits in DRAM."""
-    from dataclasses import replace
     layer = _layer_of(plan, bad)
     pl = plan.layer(layer)
     if bad.kind == "layer" and can_free_input(pl, plan):

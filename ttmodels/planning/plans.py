@@ -5,7 +5,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..arch import DEFAULT, DEFAULT_GRID
+from ..arch import DEFAULT, DEFAULT_GRID, get as arch_get
 from ..language.graph import Graph, Node
 from .layout import TensorLayout
 from .plan_config import PlanConfig
@@ -185,6 +185,11 @@ class Plan:
     @property
     def l1_bank_bytes(self) -> int:
         return self.l1_budget
+
+    @property
+    def l1_banks(self) -> int:
+        """The L1 banks an interleaved tensor spreads over: its chip's."""
+        return arch_get(self.arch).l1_banks
 
     @property
     def num_chips(self) -> int:
