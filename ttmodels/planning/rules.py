@@ -21,7 +21,7 @@ compiled into the ttnn 0.81.1 wheel (``ttnn/build/lib/_ttnncpp.so``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from ..errors import LayoutError
@@ -71,15 +71,10 @@ class CallArgs:
     def of(cls, attrs: Mapping[str, Any] | "CallArgs") -> "CallArgs":
         if type(attrs) is cls:
             return attrs
-        names = _ARG_NAMES.get(cls)
-        if names is None:
-            names = _ARG_NAMES[cls] = frozenset(f.name for f in fields(cls))
-        items = ((f.name, getattr(attrs, f.name)) for f in fields(attrs)) \
-            if isinstance(attrs, CallArgs) else attrs.items()
-        return cls(**{k: v for k, v in items if k in names})
-
-
-_ARG_NAMES: dict[type, frozenset] = {}
+        if isinstance(attrs, CallArgs):         # another book's (conv_transpose2d -> conv2d)
+            attrs = {k: getattr(attrs, k) for k in attrs.__dataclass_fields__}
+        names = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in attrs.items() if k in names})
 
 
 def reads(cls: type[CallArgs]):
@@ -289,13 +284,9 @@ def check(op: str, inputs: list[TensorLayout | None], attrs: dict, output: MemSp
           *, shapes: list[Shape4] | None = None) -> list[Violation]:
     """Every ``error`` rule ``op`` breaks with these operand layouts. Empty list = the card runs it.
 
-    attrs keys used: conv2d ``shard_layout`` (str|None), ``output_layout``, ``dtype`` (output
-    dtype), ``is_mm_conv``, ``act_block_h_override``, ``lowering`` ("linear": ttnn.linear's
-    rules); upsample ``in_w`` (the input's W: TILE alignment of the [N,H,W,C] view); pad
-    ``padding``/``out_shape``/``memory_config`` (the Pad layer; without ``padding`` a bare
-    ttnn.pad call); relu ``dtype`` (requested output dtype); pools ``output_layout``,
-    ``dtype``; upsample ``mode``; concat ``dim`` (default -1 = channels); adapters: ``dtype``,
-    ``layout`` (target) — the target memory config of an adapter is ``output``."""
+    ``attrs``: the call's arguments, as the op's ``CallArgs`` subclass or a mapping of them
+    (each rules function's ``@reads`` class names what it reads: ``ConvArgs``, ``PoolArgs``,
+    ...; an adapter's are ``dtype`` and ``layout``, its target memory config is ``output``)."""
     shapes = list(shapes) if shapes is not None else [None] * len(inputs)
     shapes += [None] * (len(inputs) - len(shapes))
     vs: list[Violation] = []
@@ -480,8 +471,9 @@ def output_layout(op: str, inputs: list[TensorLayout | None], attrs: dict,
     shapes = list(shapes) if shapes is not None else [None] * len(inputs)
     x = inputs[0] if inputs else None
     dtype_in = x.dtype if x is not None else "bfloat16"
-    base = CallArgs.of(attrs)
-    return fn(OutputQuery(op, inputs, args_for(fn, attrs), requested, shapes, x, dtype_in,
+    args = args_for(fn, attrs)
+    base = args if isinstance(args, CallArgs) else CallArgs.of(attrs)   # what the core reads
+    return fn(OutputQuery(op, inputs, args, requested, shapes, x, dtype_in,
                           _out_shape(op, base.out_shape, shapes), base.dtype or dtype_in))
 
 

@@ -10,7 +10,6 @@ import contextlib
 import contextvars
 import itertools
 import math
-from dataclasses import fields
 
 import torch
 
@@ -527,7 +526,7 @@ def _freeze(v):
             hash(v)                         # frozen, plain fields (the common case): itself
             return v
         except TypeError:                   # a mapping field (a conv's slice, matmul)
-            return (type(v), tuple(_freeze(getattr(v, f.name)) for f in fields(v)))
+            return (type(v), tuple(_freeze(getattr(v, k)) for k in v.__dataclass_fields__))
     try:
         hash(v)              # tuples of plain values, enums, hashable config objects
         return v
