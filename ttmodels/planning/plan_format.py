@@ -101,19 +101,26 @@ def _plan_dict(plan) -> dict[str, Any]:
     }
 
 
+def run_notes(config) -> list[tuple[str, str]]:
+    """How a layer runs when it is not the plain L1 op (a ``PlanConfig``): ``(key, text)`` for
+    each way; the plan table shows the texts, the plot's edge strip the keys
+    (``plan_plot.RUNS_AS``)."""
+    notes = []
+    if config.slice:
+        notes.append(("dram-sliced",
+                      f"dram-sliced {config.slice.type} x{config.slice.num_slices}"))
+    if config.inplace:
+        notes.append(("in place", "in place (output_tensor=a)"))
+    if getattr(config, "deallocate_activation", False):
+        notes.append(("frees its input", "frees its input (deallocate_activation)"))
+    if config.lowering == "linear":
+        notes.append(("as linear", "as linear"))
+    return notes
+
+
 def layer_note(layer) -> str:
     """How a layer runs when it is not the plain L1 op: DRAM slices, in-place output."""
-    c = layer.config
-    notes = []
-    if c.slice:
-        notes.append(f"dram-sliced {c.slice.type} x{c.slice.num_slices}")
-    if c.inplace:
-        notes.append("in place (output_tensor=a)")
-    if getattr(c, "deallocate_activation", False):
-        notes.append("frees its input (deallocate_activation)")
-    if c.lowering == "linear":
-        notes.append("as linear")
-    return ", ".join(notes)
+    return ", ".join(text for _, text in run_notes(layer.config))
 
 
 def plan_table(plan) -> str:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from .l1 import PART_CLASSES, classify_part, layer_parts  # noqa: F401 (re-exported)
+from .plan_format import layer_note, run_notes
 
 # Stack order, bottom to top, with legend labels and colours.
 PARTS = PART_CLASSES + ("live", "carried")
@@ -60,17 +61,8 @@ REALLOCATE = "reallocate"
 
 
 def runs_as(config) -> tuple[str, ...]:
-    """How a layer runs when it is not the plain L1 op (a ``PlanConfig``)."""
-    out = []
-    if config.slice:
-        out.append("dram-sliced")
-    if config.inplace:
-        out.append("in place")
-    if getattr(config, "deallocate_activation", False):
-        out.append("frees its input")
-    if config.lowering == "linear":
-        out.append("as linear")
-    return tuple(out)
+    """How a layer runs when it is not the plain L1 op (a ``PlanConfig``): RUNS_AS keys."""
+    return tuple(key for key, _ in run_notes(config))
 
 
 # ---- the data model ------------------------------------------------------------------------
@@ -242,7 +234,6 @@ def plot_data(plan, verify_records=None, *, title: str | None = None,
     """The picture's numbers, from ``plan`` (and ``ttmodels verify`` records, if given).
 
     ``l1_bank_bytes`` (e.g. the verify report's, read from ttnn) overrides the plan's own."""
-    from .plan_format import layer_note
 
     index = {pl.name: i for i, pl in enumerate(plan.layers)}
     bars = []
