@@ -42,11 +42,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # run from a checkout without installing
+
+from ttmodels.tools.runs import build_and_run  # noqa: E402  (after the path)
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".gif", ".ppm",
                   ".pgm", ".jp2")
@@ -176,26 +177,6 @@ def save_bev_figure(path: Path, bev, neck, title: str, max_samples: int = 4) -> 
     plt.close(fig)
 
 
-def build_and_run(spec, weights, x, **build_kw):
-    """Build ``spec`` (``weights()`` gives its weights), run it once on ``x``, close it:
-    ``(model, outputs, build seconds, run seconds)``, or exit code 2 after printing a
-    ttmodels error."""
-    import ttmodels
-    try:
-        t0 = time.perf_counter()
-        model = ttmodels.build(spec, weights=weights(), **build_kw)
-        build_s = time.perf_counter() - t0
-    except ttmodels.Error as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    try:
-        t0 = time.perf_counter()
-        outputs = model.run(x)
-        return model, outputs, build_s, time.perf_counter() - t0
-    finally:
-        model.close()
-
-
 def bev_main(args) -> int:
     import ttmodels
     from ttmodels.weights import random_state_dict, synthetic_images
@@ -299,7 +280,6 @@ def main(argv=None) -> int:
         print(f"error: --input-size {size[0]} {size[1]}: both must be at least 32", file=sys.stderr)
         return 2
 
-    import ttmodels
     from ttmodels.tools.bevdet import CAMERA_ORDER, preprocess_cameras
     from ttmodels.tools.images import ImageError, load_rgb, sample_image_path
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -51,9 +50,9 @@ def main(argv=None) -> int:
         print(f"error: --out {args.out}: give a .png in an existing directory", file=sys.stderr)
         return 2
 
-    import ttmodels
     from ttmodels.tools import yolo
     from ttmodels.tools.images import ImageError, load_rgb, sample_image_path
+    from ttmodels.tools.runs import build_and_run
 
     try:
         path = Path(args.image) if args.image else sample_image_path()
@@ -64,20 +63,11 @@ def main(argv=None) -> int:
     x, box = yolo.letterbox(image, args.size)
 
     weights = args.weights or "random"
-    try:
-        t0 = time.perf_counter()
-        model = ttmodels.build(args.model, weights=weights, backend=args.backend,
-                               input_size=(args.size, args.size), profile=args.profile)
-        build_s = time.perf_counter() - t0
-    except ttmodels.Error as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    try:
-        t0 = time.perf_counter()
-        outputs = model.run(x.unsqueeze(0))
-        run_s = time.perf_counter() - t0
-    finally:
-        model.close()
+    done = build_and_run(args.model, lambda: weights, x.unsqueeze(0), backend=args.backend,
+                         input_size=(args.size, args.size), profile=args.profile)
+    if isinstance(done, int):
+        return done
+    model, outputs, build_s, run_s = done
 
     boxes, scores = yolo.decode(outputs)
     det = yolo.nms(boxes, scores, conf=args.conf, iou=args.iou, max_det=args.max_det)[0]
