@@ -23,18 +23,24 @@ def test_hardware_facts_live_in_one_place():
         arch.get("blackhole")
 
 
+@pytest.fixture
+def chip(monkeypatch):
+    """A made-up second chip, registered for the test: 13x10 cores, 130 L1 banks."""
+    from ttmodels import arch
+    c = arch.Arch("test_chip", grid=(13, 10), l1_bank_no_l1_small=1_500_000, l1_base=105_824,
+                  l1_banks=130)
+    monkeypatch.setitem(arch.ARCHS, c.name, c)
+    return c
+
+
 @pytest.mark.parametrize("model", ["resnet18", "mobilenet_v2", "yolov8n"])
-def test_a_second_chip_is_a_data_entry(monkeypatch, model):
+def test_a_second_chip_is_a_data_entry(chip, model):
     """A chip with another grid and L1 is one ``Arch`` entry: the planner shards over its grid
     (more than 8 columns here), sizes L1 by its bank, and the plan checks against itself. The
     figures are made up (no Blackhole has been measured here); only the mechanism is tested."""
-    from ttmodels import arch
     from ttmodels.language.spec import load_graph
     from ttmodels.planning.plan_checks import check_plan, edge_mismatches
     from ttmodels.planning.planner import plan_graph
-    chip = arch.Arch("test_chip", grid=(13, 10), l1_bank_no_l1_small=1_500_000, l1_base=105_824,
-                     l1_banks=130)
-    monkeypatch.setitem(arch.ARCHS, chip.name, chip)
     plan = plan_graph(load_graph(model), arch=chip.name)
     assert plan.grid == chip.grid and plan.arch == chip.name
     assert plan.l1_bank_bytes == chip.l1_bank_no_l1_small - plan.l1_small_size
@@ -44,17 +50,13 @@ def test_a_second_chip_is_a_data_entry(monkeypatch, model):
     assert check_plan(plan) == [] and edge_mismatches(plan) == []
 
 
-def test_a_second_chip_spreads_interleaved_tensors_over_its_banks(monkeypatch):
+def test_a_second_chip_spreads_interleaved_tensors_over_its_banks(chip):
     """An interleaved L1 tensor costs each bank its share of pages over the chip's banks: the
     live figures of a plan for a 130-bank chip use 130 (Wormhole's 64 would double them)."""
-    from ttmodels import arch
     from ttmodels.language.spec import load_graph
     from ttmodels.planning import liveness as lv
     from ttmodels.planning.layout import INTERLEAVED
     from ttmodels.planning.planner import plan_graph
-    chip = arch.Arch("test_chip", grid=(13, 10), l1_bank_no_l1_small=1_500_000, l1_base=105_824,
-                     l1_banks=130)
-    monkeypatch.setitem(arch.ARCHS, chip.name, chip)
     plan = plan_graph(load_graph("yolov8n"), arch=chip.name)   # C2f splits stay interleaved
     spilled = {sp.tensor for sp in plan.spills}
     made = {t: lay for pl in plan.layers for t, lay in pl.tensor_layouts().items()
