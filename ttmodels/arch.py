@@ -17,6 +17,10 @@ class Arch:
     l1_base: int                    # where the L1 allocator's range starts (first CB / lowest buffer)
     l1_banks: int                   # L1 banks an interleaved L1 tensor spreads over (one per core)
     tile: int = 32                  # tile edge (TILE layout: 32x32)
+    # Speed facts, for the device-time estimate; each names its source at the entry.
+    clock_hz: float = 1.0e9         # AICLK the data-movement model assumes
+    dram_bytes_per_s: float = 258e9  # peak DRAM bandwidth of ttnn's op performance model
+    dram_banks: int = 12            # DRAM banks an interleaved DRAM tensor spreads over
 
     @property
     def cores(self) -> int:
@@ -27,8 +31,12 @@ class Arch:
 # BufferType.L1).total_bytes_per_bank`` is 1,393,312 B with l1_small_size=0 (1,368,736 with
 # 24576, 1,360,544 with 32768: L1_SMALL is carved from the same bank; the trace region is DRAM);
 # the allocator's range starts at 105,824 (above firmware and reserved L1).
+# Speed: the clock is ttnn's data-movement model's (`device_frequency_hz`, 1e9 on Wormhole, in the
+# wheel's ttnn/cpp/ttnn/operations/data_movement/common/common.cpp); the DRAM bandwidth is
+# tt-metal's op performance model's (ttnn/core/operation.cpp, 258 GB/s on Wormhole); 12 DRAM
+# banks: Wormhole's 6 GDDR6 channels x 2 (to be confirmed on the mock: `device.dram_grid_size()`).
 WORMHOLE_B0 = Arch("wormhole_b0", grid=(8, 8), l1_bank_no_l1_small=1_393_312, l1_base=105_824,
-                   l1_banks=64)
+                   l1_banks=64, clock_hz=1.0e9, dram_bytes_per_s=258e9, dram_banks=12)
 
 ARCHS: dict[str, Arch] = {a.name: a for a in (WORMHOLE_B0,)}
 DEFAULT = WORMHOLE_B0
