@@ -49,7 +49,7 @@ RESNET50 = {"extends": "resnet50",
 # float32 profile is pinned too: there every float32 bit of every sum shows.
 BEVDET_F32 = {"extends": "bevdet_r50_encoder",
               "profiles": {"float32": {"activations": "float32", "weights": "float32",
-                                       "math_fidelity": "HiFi4"}}}
+                                       "math_fidelity": "HiFi4", "fp32_accum": True}}}
 
 CASES = (
     Case("resnet50-b1-224-float32", RESNET50, 1, (224, 224), "float32"),

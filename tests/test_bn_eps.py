@@ -19,7 +19,7 @@ def _spec(conv_bn, bn_extra: dict) -> dict:
         "name": "bn_eps",
         "inputs": {"image": {"channels": 3, "size": [SIZE, SIZE]}},
         "profiles": {"float32": {"activations": "float32", "weights": "float32",
-                                 "math_fidelity": "HiFi4"}},
+                                 "math_fidelity": "HiFi4", "fp32_accum": True}},
         "layers": [
             {"name": "conv1", "op": "conv2d", "out": 32, "kernel": 3, "padding": 1,
              "bn": conv_bn, "act": "relu"},

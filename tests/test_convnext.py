@@ -15,7 +15,7 @@ from ttmodels.weights.reference import pcc
 OPS_SPEC = {
     "name": "issue23_ops", "inputs": {"image": {"channels": 8, "size": [8, 8]}},
     "profiles": {"float32": {"activations": "float32", "weights": "float32",
-                             "math_fidelity": "HiFi4"}},
+                             "math_fidelity": "HiFi4", "fp32_accum": True}},
     "layers": [
         {"name": "c1", "op": "conv2d", "out": 64, "kernel": 3, "padding": 1, "bias": True},
         {"name": "ln", "op": "layer_norm", "eps": 1e-6},

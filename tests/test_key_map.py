@@ -19,7 +19,7 @@ SPEC = {
     "name": "km",
     "inputs": {"image": {"channels": 3, "size": [16, 16]}},
     "profiles": {"float32": {"activations": "float32", "weights": "float32",
-                             "math_fidelity": "HiFi4"}},
+                             "math_fidelity": "HiFi4", "fp32_accum": True}},
     "layers": [
         {"name": "conv1", "op": "conv2d", "out": 32, "kernel": 3, "padding": 1, "bn": "bn1",
          "act": "relu"},

@@ -15,6 +15,7 @@ from ..graph import Constant, Graph, LayoutPolicy, Node, Precision, SourceLoc, T
 from .documents import _BlockDef, _Documents
 from .expansion import _Expansion
 from .fields import _Ctx, _Fields, _OpInput
+from .precision_notes import warn_precision
 from .schema import MAX_DIM, MAX_GRAPH_NODES, _err, _is_int, _suggest, _typename, _where
 from .sections import _Sections
 
@@ -105,9 +106,11 @@ class _Compiler(_Sections, _Expansion):
             name = Path(self.source).stem if not self.source.startswith("<") else "model"
         input_precision = Precision(**ctx.precision)
         ignore_weights = self.parse_ignore_weights(top.get("ignore_weights"), tm)
-        return Graph(name=name, inputs=self.inputs, nodes=self.nodes, constants=self.constants,
-                     outputs=outputs, source=self.source, input_precision=input_precision,
-                     ignore_weights=ignore_weights)
+        graph = Graph(name=name, inputs=self.inputs, nodes=self.nodes, constants=self.constants,
+                      outputs=outputs, source=self.source, input_precision=input_precision,
+                      ignore_weights=ignore_weights)
+        warn_precision(graph)
+        return graph
 
     # ---- names ----------------------------------------------------------------------------
     def define(self, full: str, tensor: str, m, key, layer, chain, unique=False) -> None:
