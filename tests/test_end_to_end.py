@@ -16,7 +16,7 @@ inputs:
 defaults:
   precision: {activations: bfloat16, weights: bfloat8_b, math_fidelity: HiFi4}
 profiles:
-  float32: {activations: float32, weights: float32, math_fidelity: HiFi4}
+  float32: {activations: float32, weights: float32, math_fidelity: HiFi4, fp32_accum: true}
   bfp8: {activations: bfloat8_b, weights: bfloat8_b, math_fidelity: LoFi}
 layers:
   - {name: conv1, op: conv2d, out: 32, kernel: 3, padding: 1, bn: bn1}

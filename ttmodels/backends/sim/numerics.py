@@ -126,10 +126,22 @@ def _fp32_dest(compute_config) -> bool:
     return bool(getattr(compute_config, "fp32_dest_acc_en", False)) if compute_config is not None else False
 
 
-# Mantissa bits (explicit, hidden one excluded) the FPU multiplier sees per fidelity:
-# (srcA = in1 / weights, srcB = in0 / activations). None = all bits of the stored operand.
+# The FPU multiplier (MVMUL, ELWMUL) reads at most 5 mantissa bits of srcA and 7 of srcB (hidden
+# one included); each fidelity phase multiplies one part of each (docs/sim.md, "Math fidelity"):
+#   phase 0: A_hi x B_hi   phase 1: A_lo x B_hi   phase 2: A_hi x B_lo   phase 3: A_lo x B_lo
+# with A_hi = srcA truncated to 4 explicit mantissa bits, B_hi = srcB truncated to 6, and the
+# lo parts the bits below them (tt-llk golden_generators.py FP_FIDELITY_ITER_MASK: bit masks,
+# so the dropped bits are truncated, never rounded). LoFi runs phase 0, HiFi2 phases 0-1, HiFi3
+# 0-2 and HiFi4 0-3; in0 (activations) is srcB, in1 (weights) srcA. Grouped by operand that is
+# one main product plus, for HiFi3 only, a second one:
+#   LoFi  A_hi x B_hi             HiFi2  A x B_hi
+#   HiFi3 A x B_hi + A_hi x B_lo  HiFi4  A x B
+# _FIDELITY_BITS: the main product's (srcA, srcB) explicit mantissa bits, None = all stored bits;
+# _FIDELITY_EXTRA: the second product's (srcA bits, srcB bits kept by the main product: it reads
+# srcB's bits below them).
 _FIDELITY_BITS = {T.MathFidelity.LoFi: (4, 6), T.MathFidelity.HiFi2: (None, 6),
-                  T.MathFidelity.HiFi3: (None, None), T.MathFidelity.HiFi4: (None, None)}
+                  T.MathFidelity.HiFi3: (None, 6), T.MathFidelity.HiFi4: (None, None)}
+_FIDELITY_EXTRA = {T.MathFidelity.HiFi3: (4, 6)}
 
 
 def _truncate(x: torch.Tensor, keep: int | None) -> torch.Tensor:
@@ -170,11 +182,31 @@ def _effective_keep(dtype: T.DataType, keep: int | None) -> int | None:
     return None if keep is None or _STORED_BITS.get(dtype, 23) <= keep else keep
 
 
-def _fidelity(compute_config) -> tuple[int | None, int | None]:
+def _math_fidelity(compute_config):
     mf = getattr(compute_config, "math_fidelity", None) if compute_config is not None else None
     if mf is None or mf == T.MathFidelity.Invalid:
         mf = T.MathFidelity.LoFi        # ttnn's init_device_compute_kernel_config default
-    return _FIDELITY_BITS[mf]
+    return mf
+
+
+def _fidelity(compute_config) -> tuple[int | None, int | None]:
+    """The main product's (srcA = weights, srcB = activations) mantissa bits (``_FIDELITY_BITS``)."""
+    return _FIDELITY_BITS[_math_fidelity(compute_config)]
+
+
+def _fidelity_extra(compute_config) -> tuple[int, int] | None:
+    """HiFi3's second product (``_FIDELITY_EXTRA``): srcA at ``[0]`` bits times srcB's bits below
+    ``[1]``; None for the other fidelities."""
+    return _FIDELITY_EXTRA.get(_math_fidelity(compute_config))
+
+
+def _operand_low(t: SimTensor, keep: int) -> torch.Tensor | None:
+    """``t``'s mantissa bits below the ``keep`` the main product reads (``x - _truncate(x, keep)``,
+    exact in float32), or None when ``t``'s format has no such bits (the product would be 0)."""
+    keep_ = _effective_keep(t.dtype, keep)
+    if keep_ is None:
+        return None
+    return t._data - _operand(t, keep_)
 
 
 def _write_into(out: SimTensor, values: torch.Tensor) -> SimTensor:

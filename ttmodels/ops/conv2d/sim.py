@@ -13,7 +13,8 @@ from ..base import pads
 from ...backends.sim import onednn
 from ...backends.sim import types as T
 from ...backends.sim.numerics import (DEVICE_GRID, _act_name, _apply_unary, _effective_keep, _emit,
-                                      _fidelity, _fp32_dest, _layout_name, _matmul_bias, _operand,
+                                      _fidelity, _fidelity_extra, _fp32_dest, _layout_name, _matmul_bias, _operand,
+                                      _operand_low,
                                       _out_layout, _pair, _round_up, _truncate)
 from ...backends.sim.numerics import _FIDELITY_BITS  # noqa: F401  (the fidelity table the conv reads, tests/test_sim.py)
 from ...backends.sim.tensor import _MEM_NAMES  # noqa: E402  (enum -> name: layout.TTNN_MEMORY_LAYOUTS)
@@ -313,8 +314,8 @@ def prepare_conv_weights(*, weight_tensor, input_memory_config, input_layout, we
     if not is_mm:
         # the compute form conv2d will use, made now so that the first call costs what every call costs
         _, pad_arg, (hp, wp) = _conv_call_padding(input_height, input_width, pad4)
-        _conv_weight_for(wt, _fidelity(compute_config)[0], stride, pad_arg, dilation, groups,
-                         (batch_size, in_channels, hp, wp))
+        for a_bits in (_fidelity(compute_config)[0], *(_fidelity_extra(compute_config) or ())[:1]):
+            _conv_weight_for(wt, a_bits, stride, pad_arg, dilation, groups, (batch_size, in_channels, hp, wp))
     return wt
 
 
@@ -411,12 +412,16 @@ def conv2d(*, input_tensor, weight_tensor, device, in_channels, out_channels, ba
 
     a_bits, b_bits = _fidelity(compute_config)
     xin = _operand(x, b_bits)
+    extra = _fidelity_extra(compute_config)
+    lo = _operand_low(x, extra[1]) if extra is not None else None
     if is_mm:
         # tt-metal runs a 1x1 stride-1 conv as ttnn::linear (conv2d.cpp mm_conv branch); compute it
         # as the sim's linear does -- one [M, K] x [K, N] torch.matmul on the stored weights, bias
         # added in place -- so both lowerings accumulate in the same order and give the same bits.
         y = _matmul_bias(xin.reshape(rows_out, c), _conv_weight_form(wt, "kn", a_bits),
                          bt._cache["vec"] if bt is not None else None).reshape(1, 1, rows_out, -1)
+        if lo is not None:          # HiFi3's third phase (numerics._FIDELITY_EXTRA)
+            y.add_(torch.mm(lo.reshape(rows_out, c), _conv_weight_form(wt, "kn", extra[0])).reshape(y.shape))
         y = _apply_unary(y, cfg.activation, inplace=True, fp32_dest=_fp32_dest(compute_config))
     else:
         xin = xin.reshape(n, h, w, c).permute(0, 3, 1, 2)           # NCHW view, channels_last strides
@@ -427,16 +432,25 @@ def conv2d(*, input_tensor, weight_tensor, device, in_channels, out_channels, ba
         # (kh, kw, Cin) is the same, each slice only reads the input rows it needs (halo included).
         bias = bt._cache["vec"] if bt is not None else None
         weight, packed = _conv_weight_for(wt, a_bits, (sh, sw), pad_arg, (dh, dw), groups, tuple(xin.shape))
-        if packed:
-            y = onednn.conv(xin, weight, bias, (sh, sw), pad_arg, (dh, dw), groups)
-        else:
-            y = F.conv2d(xin, weight, bias, (sh, sw), pad_arg, (dh, dw), groups)
+        y = _conv_form(xin, weight, packed, bias, (sh, sw), pad_arg, (dh, dw), groups)
+        if lo is not None:          # HiFi3's third phase (numerics._FIDELITY_EXTRA)
+            lo = lo.reshape(n, h, w, c).permute(0, 3, 1, 2)
+            lo = F.pad(lo, explicit) if explicit is not None else lo
+            weight, packed = _conv_weight_for(wt, extra[0], (sh, sw), pad_arg, (dh, dw), groups, tuple(lo.shape))
+            y.add_(_conv_form(lo, weight, packed, None, (sh, sw), pad_arg, (dh, dw), groups))
         y = _apply_unary(y, cfg.activation, inplace=True, fp32_dest=_fp32_dest(compute_config))
         y = y.permute(0, 2, 3, 1).reshape(1, 1, rows_out, out_channels)
 
     return _conv_outputs(op, y, x, attrs, memory_config, out_dtype, out_layout, cfg,
                          (oh, ow) if return_output_dim else None,
                          (wt, bt) if return_weights_and_bias else None)
+
+
+def _conv_form(xin, weight, packed: bool, bias, stride, pad, dilation, groups) -> torch.Tensor:
+    """The conv of NCHW ``xin`` by a compute form of ``_conv_weight_for`` (packed or dense)."""
+    if packed:
+        return onednn.conv(xin, weight, bias, stride, pad, dilation, groups)
+    return F.conv2d(xin, weight, bias, stride, pad, dilation, groups)
 
 
 def _conv_outputs(op, y, x, attrs, memory_config, out_dtype, out_layout, cfg, dims, weights):

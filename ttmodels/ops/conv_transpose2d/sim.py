@@ -27,8 +27,8 @@ import torch.nn.functional as F
 
 from ..base import pads
 from ...backends.sim import types as T
-from ...backends.sim.numerics import (DEVICE_GRID, _apply_unary, _fidelity, _fp32_dest, _layout_name,
-                                      _matmul_bias, _operand, _pair)
+from ...backends.sim.numerics import (DEVICE_GRID, _apply_unary, _fidelity, _fidelity_extra, _fp32_dest,
+                                      _layout_name, _matmul_bias, _operand, _operand_low, _pair)
 from ...backends.sim.tensor import SimTensor, _check, _on_device, current_layer, dtype_name
 from ...errors import Error
 from .rules import ConvTransposeArgs
@@ -164,9 +164,13 @@ def conv_transpose2d(*, input_tensor, weight_tensor, device, in_channels, out_ch
 
     a_bits, b_bits = _fidelity(compute_config)
     xin = _operand(x, b_bits)
+    extra = _fidelity_extra(compute_config)
+    lo = _operand_low(x, extra[1]) if extra is not None else None
     if is_mm:
         # 1x1, stride 1, unpadded: ttnn runs it as ttnn::linear, like conv2d's matmul path
         y = _matmul_bias(xin.reshape(rows_out, c), _conv_weight_form(wt, "kn", a_bits), bias)
+        if lo is not None:          # HiFi3's third phase (numerics._FIDELITY_EXTRA)
+            y.add_(torch.mm(lo.reshape(rows_out, c), _conv_weight_form(wt, "kn", extra[0])))
         y = _apply_unary(y, cfg.activation, inplace=True,
                          fp32_dest=_fp32_dest(compute_config)).reshape(1, 1, rows_out, -1)
     else:
@@ -178,6 +182,11 @@ def conv_transpose2d(*, input_tensor, weight_tensor, device, in_channels, out_ch
         full[:, :, real[0]:real[0] + (h - 1) * sh + 1:sh, real[2]:real[2] + (w - 1) * sw + 1:sw] = xin
         full = full.contiguous(memory_format=torch.channels_last)
         y = F.conv2d(full, _conv_weight_form(wt, "oihw", a_bits), bias, 1, 0, dilation, groups)
+        if lo is not None:          # HiFi3's third phase, on the same zero-inserted grid
+            full.zero_()
+            full[:, :, real[0]:real[0] + (h - 1) * sh + 1:sh, real[2]:real[2] + (w - 1) * sw + 1:sw] = \
+                lo.reshape(n, h, w, c).permute(0, 3, 1, 2)
+            y.add_(F.conv2d(full, _conv_weight_form(wt, "oihw", extra[0]), None, 1, 0, dilation, groups))
         y = _apply_unary(y, cfg.activation, inplace=True, fp32_dest=_fp32_dest(compute_config))
         y = y.permute(0, 2, 3, 1).reshape(1, 1, rows_out, out_channels)
     return _conv_outputs(OP, y, x, attrs, memory_config, out_dtype, cfg.output_layout, cfg,

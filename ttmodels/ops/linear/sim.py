@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 
 from ...backends.sim import types as T
-from ...backends.sim.numerics import _act_name, _apply_unary, _emit, _fidelity, _fp32_dest, _matmul_bias, _operand, _out_layout
+from ...backends.sim.numerics import (_act_name, _apply_unary, _emit, _fidelity, _fidelity_extra, _fp32_dest,
+                                      _matmul_bias, _operand, _operand_low, _out_layout)
 from ...backends.sim.tensor import _check, _on_device, current_layer, dtype_name, quantize_
 from ...errors import Error
 from .rules import LinearArgs
@@ -45,6 +46,13 @@ def _mm(op, a, b, bias, transpose_a, transpose_b, memory_config, dtype, program_
         y = torch.matmul(xa, xb)
         if bv is not None:
             y.add_(bv)                    # y is fresh (and already has the broadcast shape)
+    extra = _fidelity_extra(compute_kernel_config)
+    lo = _operand_low(a, extra[1]) if extra is not None else None
+    if lo is not None:
+        # HiFi3's third phase: the activations' low mantissa bits times the weights' high ones
+        wa = _operand(b, extra[0])
+        y.add_(torch.matmul(lo.transpose(-1, -2) if transpose_a else lo,
+                            wa.transpose(-1, -2) if transpose_b else wa).reshape(y.shape))
     fused = getattr(program_config, "fused_activation", None) if program_config is not None else None
     y = _apply_unary(y, fused, inplace=True, fp32_dest=_fp32_dest(compute_kernel_config))
     out_dtype = dtype or a.dtype
