@@ -54,8 +54,9 @@ def test_config_loads_with_unique_names_and_weights(name, profile):
     want = Precision("bfloat8_b", "bfloat8_b", "LoFi") if profile else \
         Precision("bfloat8_b", "bfloat16", "HiFi2")
     if name.startswith("yolov8") and not profile:
-        # YOLO keeps bfloat16 weights by default (bfloat8_b: profile bfp8_weights; README)
-        want = Precision("bfloat16", "bfloat16", "HiFi2")
+        # YOLO keeps bfloat16 weights by default (bfloat8_b: profile bfp8_weights; README), and
+        # HiFi3 (HiFi2's truncated activation bit costs PCC on others' weights; issue 33)
+        want = Precision("bfloat16", "bfloat16", "HiFi3")
     assert {n.precision for n in g.nodes} == {want}
     assert {n.layout for n in g.nodes} == {LayoutPolicy("auto")}
 
