@@ -124,8 +124,9 @@ def test_sim_matches_the_torch_reference(setups, name, profile):
         assert min(pccs.values()) > 0.999
     else:
         assert min(pccs.values()) >= 0.99
-        # the default formats really apply: not a float32 run in disguise
-        assert max(pccs.values()) < 0.9995
+        # the default formats really apply: not a float32 run in disguise (float32: > 0.99999;
+        # the default's HiFi3 reaches 0.9996 here)
+        assert max(pccs.values()) < 0.9998
 
 
 @pytest.mark.parametrize("name", list(PARAMS))
