@@ -156,24 +156,24 @@ def run_compare(spec, *, batch_size=1, input_size=None, profile=None, image=None
 
 def read_key_map(path) -> dict:
     """A key map file (YAML or JSON, which YAML reads too): a mapping whose values are key names,
-    ``null`` (drop) or ``{from: key, reshape: [sizes]}`` (``load_state_dict``'s dict form)."""
-    import yaml
-
-    from ..errors import Error
+    ``null`` (drop) or ``{from: key, reshape: [sizes]}`` (``load_state_dict``'s dict form).
+    Read by the spec reader (``registry.read_file``), with its guards: regular files only, a size
+    limit, aliases expanded under a node budget, and a duplicate key refused at its line."""
+    from ..errors import Error, SpecError
     from ..language.files import irregular
+    from ..language.registry import read_file
     p = _path(path)
     what = irregular(p) if p.exists() else None
     if not p.is_file() or what is not None:
         raise Error(f"--key-map {path}: " + (what or "no such file"))
     try:
-        data = yaml.safe_load(p.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        raise Error(f"--key-map {path}: not a YAML or JSON file "
-                    f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
-    if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
+        data = read_file(p, str(path))
+    except SpecError as e:
+        raise Error(f"--key-map {e}") from None
+    if not isinstance(data, dict):
         raise Error(f"--key-map {path}: expected a mapping of key names (user key or prefix: "
                     f"spec key, null, or {{from: key, reshape: [sizes]}}), got "
-                    f"{type(data).__name__}")
+                    f"{'a list' if isinstance(data, list) else type(data).__name__}")
     return data
 
 

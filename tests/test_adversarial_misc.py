@@ -1,0 +1,70 @@
+"""Issue 35, items 7 and 16-22: key maps, ignore=, demos' arguments, hardtanh bounds, huge
+integers, meta/complex inputs and compare on inputs that are not RGB."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ttmodels.errors import Error, SpecError, WeightsError
+from ttmodels.language.spec import load_graph
+
+REPO = Path(__file__).resolve().parent.parent
+
+_TINY = """name: tiny
+inputs: {x: {channels: 3, size: [16, 16]}}
+layers:
+  - {name: conv1, op: conv2d, out: 16, kernel: 3, padding: 1, bn: bn1, act: relu}
+  - {name: pool, op: global_avg_pool}
+  - {name: fc, op: linear, out: 4}
+outputs: {y: fc}
+"""
+
+
+@pytest.fixture
+def tiny_spec(tmp_path):
+    f = tmp_path / "tiny.yaml"
+    f.write_text(_TINY)
+    return f
+
+
+def _cli(argv, capsys):
+    from ttmodels.tools.cli import main
+    rc = main(argv)
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+# ---- item 7: the key-map reader has the spec reader's guards ---------------------------------
+def _alias_bomb() -> str:
+    lines = ['a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    for i in range(1, 9):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
+    return "\n".join(lines) + "\n"
+
+
+def test_key_map_alias_bomb_is_refused_at_once(tiny_spec, tmp_path, capsys, monkeypatch):
+    from ttmodels.tools import compare
+    bomb = tmp_path / "bomb.map"
+    bomb.write_text(_alias_bomb())
+    assert len(bomb.read_bytes()) < 800
+    with pytest.raises(Error, match=r"bomb.map:\d+: YAML document expands to more than"):
+        compare.read_key_map(bomb)
+    monkeypatch.setattr(compare, "compare_layers",
+                        lambda *a, **k: pytest.fail("compared with an alias-bomb key map"))
+    rc, _, err = _cli(["compare", str(tiny_spec), "--key-map", str(bomb)], capsys)
+    assert rc == 2 and err.count("\n") == 1 and "alias bomb" in err, err
+
+
+def test_key_map_file_size_is_limited(tmp_path, monkeypatch):
+    from ttmodels.language import _yaml, registry
+    from ttmodels.tools import compare
+    monkeypatch.setattr(_yaml, "MAX_TEXT", 100)
+    monkeypatch.setattr(registry, "MAX_TEXT", 100)
+    big = tmp_path / "big.map"
+    big.write_text("".join(f"k{i}.: s{i}.\n" for i in range(100)))
+    with pytest.raises(Error, match="larger than 100 characters"):
+        compare.read_key_map(big)
