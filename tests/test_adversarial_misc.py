@@ -68,3 +68,41 @@ def test_key_map_file_size_is_limited(tmp_path, monkeypatch):
     big.write_text("".join(f"k{i}.: s{i}.\n" for i in range(100)))
     with pytest.raises(Error, match="larger than 100 characters"):
         compare.read_key_map(big)
+
+
+# ---- item 16: the demos' --out and --weights are checked before anything runs -----------------
+def _demo(name: str):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(f"demo_{name}", REPO / "demos" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("out", ["dir", "dir.png", "missing/x.png", "/proc/self/x.png"])
+def test_detect_demo_out_is_checked_before_running(out, tmp_path, capsys, monkeypatch):
+    mod = _demo("detect")
+    import ttmodels.tools.runs as runs
+    monkeypatch.setattr(runs, "build_and_run", lambda *a, **k: pytest.fail("ran before --out"))
+    (tmp_path / "dir.png").mkdir()
+    target = {"dir": str(tmp_path), "dir.png": str(tmp_path / "dir.png"),
+              "missing/x.png": str(tmp_path / "missing" / "x.png")}.get(out, out)
+    assert mod.main(["--out", target, "--size", "64"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --out {target}: ") and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("demo", ["detect", "resnet50", "bevdet_encoder"])
+@pytest.mark.parametrize("value", ["", "  "])
+def test_demo_refuses_empty_weights(demo, value, capsys, monkeypatch, tmp_path):
+    import ttmodels
+    import ttmodels.tools.runs as runs
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(ttmodels, "build", lambda *a, **k: pytest.fail("built with --weights ''"))
+    monkeypatch.setattr(runs, "build_and_run", lambda *a, **k: pytest.fail("ran --weights ''"))
+    mod = _demo(demo)
+    argv = ["--weights", value] + (["--backend", "sim"] if demo != "detect" else ["--size", "64"])
+    assert mod.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: --weights {value!r}: empty; name the weights (see --help) or leave " \
+                  "--weights out for the default\n", err
