@@ -106,3 +106,30 @@ def test_demo_refuses_empty_weights(demo, value, capsys, monkeypatch, tmp_path):
     err = capsys.readouterr().err
     assert err == f"error: --weights {value!r}: empty; name the weights (see --help) or leave " \
                   "--weights out for the default\n", err
+
+
+# ---- item 17: ignore= of the wrong type is a WeightsError naming it ---------------------------
+def _tiny_weights():
+    import torch
+
+    from ttmodels.weights.reference import expected_parameters
+    g = load_graph(_TINY)
+    return g, {k: torch.rand(tuple(s)) + 0.5 for k, s in expected_parameters(g).items()}
+
+
+@pytest.mark.parametrize("ignore,what", [(5, "got int 5"), ([None], "got NoneType None in [None]"),
+                                         (b"x", "got bytes b'x'"), (["fc.", 3], "got int 3"),
+                                         ({"a": 1}, "got dict"), ([""], "got str ''")])
+@pytest.mark.parametrize("weights", ["dict", "random"])
+def test_ignore_of_the_wrong_type_is_a_weights_error(ignore, what, weights, tmp_path):
+    import ttmodels
+    from ttmodels.weights import load_state_dict
+    from ttmodels.weights.cache import cached_prepare
+    g, sd = _tiny_weights()
+    w = sd if weights == "dict" else "random"
+    for call in (lambda: load_state_dict(w, g, ignore=ignore),
+                 lambda: cached_prepare(g, w, cache=tmp_path / "cache", ignore=ignore),
+                 lambda: ttmodels.build(_TINY, weights=w, ignore=ignore, backend="sim")):
+        with pytest.raises(WeightsError, match=r"^ignore= takes (a )?key prefix") as e:
+            call()
+        assert what in str(e.value), str(e.value)

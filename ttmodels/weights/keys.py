@@ -138,11 +138,23 @@ def apply_key_map(raw: Mapping[str, Any], key_map, expected: Mapping[str, Any]
     return out, dropped, unused, conflicts, renamed, reshape
 
 
-def _as_prefixes(p) -> tuple[str, ...]:
+def _as_prefixes(p, what: str = "ignore") -> tuple[str, ...]:
+    """``ignore=`` / ``select_prefix=`` as dotted prefixes: None, a prefix or a list of them.
+    Anything else (a number, bytes, a None in the list, an empty name) is a WeightsError naming
+    ``what``, not a TypeError from deep inside."""
     if p is None:
         return ()
     if isinstance(p, str):
         p = (p,)
+    elif isinstance(p, (bytes, bytearray, Mapping)) or not isinstance(p, (list, tuple, set,
+                                                                         frozenset)):
+        raise WeightsError(f"{what}= takes a key prefix such as 'aux_head.' or a list of them, "
+                           f"got {type(p).__name__} {p!r:.60}")
+    bad = [x for x in p if not isinstance(x, str) or not x.strip(".")]
+    if bad:
+        bad = bad[0]
+        raise WeightsError(f"{what}= takes key prefixes (non-empty strings such as 'aux_head.'), "
+                           f"got {type(bad).__name__} {bad!r:.40} in {list(p)!r:.80}")
     return tuple(x if x.endswith(".") else x + "." for x in p)
 
 

@@ -60,6 +60,7 @@ def load_state_dict(source, graph: Graph, *, key_map=None, seed: int = 0,
     saves holding the weights three times (source, copy, folded) while they are prepared.
     """
     import torch
+    drop = _as_prefixes(ignore)          # refused before anything is read, random weights too
     desc = describe_source(source)
     if source is None or (isinstance(source, str) and source == "random"):
         sd = random_state_dict(graph, seed=seed)
@@ -77,8 +78,8 @@ def load_state_dict(source, graph: Graph, *, key_map=None, seed: int = 0,
     mapped, dropped, unused, conflicts, renamed, reshape = apply_key_map(raw, key_map, expected)
 
     report = LoadReport(source=desc, renamed=renamed, unused_key_map=unused)
-    keep = _as_prefixes(graph_prefixes(graph) if select_prefix == "auto" else select_prefix)
-    drop = _as_prefixes(ignore)
+    keep = _as_prefixes(graph_prefixes(graph) if select_prefix == "auto" else select_prefix,
+                        "select_prefix")
     unused_by_spec = tuple(graph.ignore_weights)
     filtered = _Renamed(raw)           # tensors are looked up only for the expected keys
     ignored = list(dropped)
