@@ -133,3 +133,47 @@ def test_ignore_of_the_wrong_type_is_a_weights_error(ignore, what, weights, tmp_
         with pytest.raises(WeightsError, match=r"^ignore= takes (a )?key prefix") as e:
             call()
         assert what in str(e.value), str(e.value)
+
+
+# ---- item 18: each dropped key its own reason; hints name flags that exist; duplicate keys --------
+def test_each_dropped_key_gets_its_own_reason():
+    import torch
+
+    from ttmodels.weights import load_state_dict
+    g, sd = _tiny_weights()
+    sd["aux.w"] = torch.zeros(1)
+    with pytest.raises(WeightsError) as e:
+        load_state_dict(sd, g, key_map={"conv1.weight": None}, ignore=["fc.", "aux."])
+    lines = str(e.value).splitlines()
+    assert lines[1] == ("  missing (3): conv1.weight (dropped by key_map), fc.weight (under "
+                        "ignore= fc.), fc.bias (under ignore= fc.)"), lines
+    assert lines[2:] == ["  ignored, dropped by key_map (1): conv1.weight",
+                         "  ignored, under ignore= fc. (2): fc.weight, fc.bias",
+                         "  ignored, under ignore= aux. (1): aux.w"], lines
+
+
+def test_ignore_hint_names_the_command_that_has_the_flag():
+    import torch
+
+    from ttmodels.weights import load_state_dict
+    g, sd = _tiny_weights()
+    sd["head.dfl.conv.weight"] = torch.zeros(1)
+    with pytest.raises(WeightsError) as e:
+        load_state_dict(sd, g)
+    hint = str(e.value).splitlines()[-1]
+    assert hint == ("  hint: ignore=['head.'] drops the keys under those prefixes (ttmodels "
+                    "compare: --ignore head.); key_map= renames keys"), hint
+    # the demos take no --ignore: a hint aimed at them would name a flag they do not have
+    for demo in ("detect", "resnet50", "bevdet_encoder", "custom_backbone"):
+        assert "--ignore" not in (REPO / "demos" / f"{demo}.py").read_text(), demo
+
+
+def test_key_map_file_with_a_duplicate_key_is_refused(tiny_spec, tmp_path, capsys, monkeypatch):
+    from ttmodels.tools import compare
+    km = tmp_path / "km.map"
+    km.write_text("conv1.: conv1.\nfc.weight: fc.weight\nconv1.: other.\n")
+    monkeypatch.setattr(compare, "compare_layers",
+                        lambda *a, **k: pytest.fail("compared with a duplicate key"))
+    rc, _, err = _cli(["compare", str(tiny_spec), "--key-map", str(km)], capsys)
+    assert rc == 2 and err == (f"error: --key-map {km}:3: duplicate key 'conv1.' (first at "
+                               "line 1)\n"), err
