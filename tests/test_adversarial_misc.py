@@ -177,3 +177,55 @@ def test_key_map_file_with_a_duplicate_key_is_refused(tiny_spec, tmp_path, capsy
     rc, _, err = _cli(["compare", str(tiny_spec), "--key-map", str(km)], capsys)
     assert rc == 2 and err == (f"error: --key-map {km}:3: duplicate key 'conv1.' (first at "
                                "line 1)\n"), err
+
+
+# ---- items 19, 20: hardtanh bounds and numbers no float holds, at validate time ----------------
+_BIG = "1" + "0" * 400
+_ONE_LAYER = """name: t
+inputs: {x: {channels: 16, size: [16, 16]}}
+layers:
+  - {name: c, op: conv2d, out: 16, kernel: 1}
+  - %s
+outputs: {y: a}
+"""
+
+
+@pytest.mark.parametrize("layer,what", [
+    ("{name: a, op: hardtanh, min_val: 2, max_val: -2}", "'max_val' (-2.0) is below 'min_val' (2.0)"),
+    ("{name: a, op: hardtanh, min_val: 2}", "'max_val' (1.0) is below 'min_val' (2.0)"),
+    ("{name: a, op: hardtanh, min_val: .nan}", "'min_val' must be a finite number"),
+    ("{name: a, op: hardtanh, max_val: .inf}", "'max_val' must be a finite number"),
+    ("{name: a, op: hardtanh, min_val: -.inf}", "'min_val' must be a finite number"),
+    ("{name: a, op: conv2d, out: 16, kernel: 1, act: 'hardtanh(2, -2)'}",
+     "'max_val' (-2.0) is below 'min_val' (2.0)"),
+    ("{name: a, op: conv2d, out: 16, kernel: 1, act: 'hardtanh(-1, 1e999)'}",
+     "'max_val' must be a finite number"),
+    ("{name: a, op: add, in: [c, x], act: {hardtanh: [.nan, 1]}}", "'min_val' must be a finite"),
+    ("{name: a, op: conv2d, out: 16, kernel: 1, act: {hardtanh: {min_val: -.inf}}}",
+     "'min_val' must be a finite number"),
+    ("{name: a, op: conv2d, out: 16, kernel: 1, act: {name: hardtanh, min_val: 3, max_val: 1}}",
+     "'max_val' (1.0) is below 'min_val' (3.0)"),
+    # item 20: integers of 401 digits
+    (f"{{name: a, op: hardtanh, max_val: {_BIG}}}", "'max_val' must be a finite number, got an "
+     "integer of 1329 bits"),
+    (f"{{name: a, op: conv2d, out: 16, kernel: 1, act: {{hardtanh: [-1, {_BIG}]}}}}",
+     "'max_val' is too large for a float"),
+    (f"{{name: a, op: conv2d, out: 16, kernel: 1, act: 'hardtanh(-{_BIG})'}}",
+     "'min_val' must be a finite number"),
+    (f"{{name: a, op: batch_norm, eps: {_BIG}}}", "'eps' must be a finite number, got an integer"),
+    (f"{{name: a, op: conv2d, out: 16, kernel: 1, bn: {{name: bn, eps: {_BIG}}}}}",
+     "'eps' must be a finite number, got an integer"),
+    (f"{{name: a, op: layer_norm, eps: {_BIG}}}", "'eps' must be a finite number, got an integer"),
+])
+def test_bad_bounds_and_huge_numbers_are_spec_errors_at_their_line(layer, what, tmp_path):
+    f = tmp_path / "net.yaml"
+    f.write_text(_ONE_LAYER % layer)
+    with pytest.raises(SpecError) as e:
+        load_graph(f)
+    assert (e.value.file, e.value.line, e.value.layer) == (str(f), 5, "a"), str(e.value)
+    assert what in str(e.value) and len(str(e.value)) < 400, str(e.value)
+
+
+def test_equal_hardtanh_bounds_are_a_constant_and_accepted():
+    g = load_graph(_ONE_LAYER % "{name: a, op: hardtanh, min_val: 0.5, max_val: 0.5}")
+    assert g.nodes[-1].attrs.min_val == g.nodes[-1].attrs.max_val == 0.5
