@@ -229,3 +229,40 @@ def test_bad_bounds_and_huge_numbers_are_spec_errors_at_their_line(layer, what, 
 def test_equal_hardtanh_bounds_are_a_constant_and_accepted():
     g = load_graph(_ONE_LAYER % "{name: a, op: hardtanh, min_val: 0.5, max_val: 0.5}")
     assert g.nodes[-1].attrs.min_val == g.nodes[-1].attrs.max_val == 0.5
+
+
+# ---- item 21: meta and complex inputs are refused at the model's call ---------------------------
+_LN = """name: ln
+inputs: {x: {channels: 32, size: [8, 8]}}
+layers:
+  - {name: c, op: conv2d, out: 32, kernel: 1}
+  - {name: n, op: layer_norm}
+outputs: {y: n}
+"""
+
+
+@pytest.fixture(scope="module")
+def tiny_models():
+    import ttmodels
+    models = [ttmodels.build(s, weights="random", backend="sim") for s in (_TINY, _LN)]
+    yield models
+    for m in models:
+        m.close()
+
+
+@pytest.mark.parametrize("kind,what", [
+    ("meta", "is a meta tensor: it has a shape but no values"),
+    ("complex", "is complex (torch.complex64); the model takes real values")])
+def test_meta_and_complex_inputs_are_refused(kind, what, tiny_models):
+    import torch
+    for model in tiny_models:
+        shape = model.graph.inputs["x"]
+        dims = (shape.n, shape.c, shape.h, shape.w)
+        x = torch.empty(dims, device="meta") if kind == "meta" else \
+            torch.randn(dims, dtype=torch.complex64)
+        for call in (model, model.run):
+            with pytest.raises(Error) as e:
+                call(x)
+            assert type(e.value) is Error and str(e.value).startswith(f"input 'x' {what}"), \
+                str(e.value)
+        assert model(torch.randn(dims)).is_meta is False     # a real input still runs
