@@ -266,3 +266,57 @@ def test_meta_and_complex_inputs_are_refused(kind, what, tiny_models):
             assert type(e.value) is Error and str(e.value).startswith(f"input 'x' {what}"), \
                 str(e.value)
         assert model(torch.randn(dims)).is_meta is False     # a real input still runs
+
+
+# ---- item 22: compare on an input that is not RGB, and a constant reference ---------------------
+_POOL16 = """name: pool16
+inputs: {x: {channels: 16, size: [16, 16]}}
+layers:
+  - {name: pool, op: global_avg_pool}
+outputs: {y: pool}
+"""
+
+_CONST = """name: const
+inputs: {x: {channels: 3, size: [16, 16]}}
+layers:
+  - {name: c, op: conv2d, out: 32, kernel: 3, padding: 1}
+  - {name: h, op: hardtanh, min_val: 0.3, max_val: 0.3}
+  - {name: pool, op: global_avg_pool}
+outputs: {y: pool}
+"""
+
+
+def test_compare_makes_an_input_that_fits_a_spec_that_is_not_rgb(tmp_path, capsys):
+    from ttmodels.tools.compare import _image_batch
+    spec = tmp_path / "pool16.yaml"
+    spec.write_text(_POOL16)
+    x = _image_batch(None, load_graph(spec).inputs["x"])
+    assert tuple(x.shape) == (1, 16, 16, 16)
+    per_channel = x.mean(dim=(2, 3)).flatten()
+    assert len(set(per_channel.tolist())) == 16          # each channel its own picture
+    rc, out, err = _cli(["compare", str(spec)], capsys)
+    assert rc == 0 and "all at or above threshold" in out and "const" not in out, out + err
+    # an image has 3 channels: it cannot fill 16, and says what to pass instead
+    rc, out, err = _cli(["compare", str(spec), "--image", str(tmp_path / "any.png")], capsys)
+    assert rc == 2 and err == ("error: --image: this spec's input has 16 channels, an image 3 "
+                               "(RGB) or 1 (gray); pass --input FILE.npy holding [1, 16, 16, "
+                               "16]\n"), err
+
+
+def test_compare_judges_a_constant_reference_by_its_max_abs_error(tmp_path, capsys):
+    from ttmodels.tools.compare import LayerDiff, format_table
+    spec = tmp_path / "const.yaml"
+    spec.write_text(_CONST)
+    rc, out, err = _cli(["compare", str(spec)], capsys)
+    assert rc == 0 and "all at or above threshold" in out, out + err
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[1:-1]}
+    assert rows["h"][3] == rows["y"][3] == "const"
+    assert 0 < float(rows["y"][4]) < 1e-2                 # 0.3 in bfloat16: 0.30078
+    assert "2 with a constant reference" in out.splitlines()[-1]
+    # a constant reference the run is far from still fails; the PCC cannot tell either way
+    far = LayerDiff("p", "global_avg_pool", "1x1x1x32", 1.0, 0.2, 0.0, ref_constant=True,
+                    ref_abs=0.3)
+    near = LayerDiff("p", "global_avg_pool", "1x1x1x32", 0.0, 1e-3, 0.0, ref_constant=True,
+                     ref_abs=0.3)
+    assert not far.passes(0.99) and near.passes(0.99)
+    assert "first below 0.99: p" in format_table([near, far], 0.99).splitlines()[-1]
