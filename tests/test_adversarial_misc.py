@@ -320,3 +320,21 @@ def test_compare_judges_a_constant_reference_by_its_max_abs_error(tmp_path, caps
                      ref_abs=0.3)
     assert not far.passes(0.99) and near.passes(0.99)
     assert "first below 0.99: p" in format_table([near, far], 0.99).splitlines()[-1]
+
+
+@pytest.mark.parametrize("text,line,what", [
+    (_ONE_LAYER % f"{{name: a, op: pad, padding: 1, value: {_BIG}}}", 5,
+     "pad 'value' is too large for a float"),
+    ("name: t\ninputs: {x: {channels: 16, size: [16, 16]}}\nconstants:\n"
+     f"  k: {{shape: [1], value: {_BIG}}}\nlayers:\n  - {{name: a, op: mul, in: [x, k]}}\n"
+     "outputs: {y: a}\n", 4, "constant value holds an integer too large for a float"),
+    ("name: t\ninputs: {x: {channels: 2, size: [16, 16]}}\nconstants:\n"
+     f"  k: {{shape: [2], value: [1, -{_BIG}]}}\nlayers:\n  - {{name: a, op: mul, in: [x, k]}}\n"
+     "outputs: {y: a}\n", 4, "constant value holds an integer too large for a float"),
+])
+def test_other_numbers_no_float_holds_are_spec_errors(text, line, what, tmp_path):
+    f = tmp_path / "net.yaml"
+    f.write_text(text)
+    with pytest.raises(SpecError) as e:
+        load_graph(f)
+    assert (e.value.file, e.value.line) == (str(f), line) and what in str(e.value), str(e.value)
