@@ -263,6 +263,11 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     from ttmodels.errors import Error
     from ttmodels.planning.plan_plot import check_plot_path
+    from ttmodels.tools.runs import weights_problem
+    problem = weights_problem(args.weights)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     try:
         # before minutes of building: savefig would write DIR.png for --out DIR
         args.out = check_plot_path(args.out or ("bev_features.png" if args.bev else

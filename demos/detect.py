@@ -45,14 +45,23 @@ def main(argv=None) -> int:
     if not 0 <= args.conf <= 1 or not 0 <= args.iou <= 1 or args.max_det < 1:
         print("error: --conf and --iou are in [0, 1], --max-det is positive", file=sys.stderr)
         return 2
-    out = Path(args.out)
-    if out.suffix.lower() != ".png" or not (out.parent if str(out.parent) else Path(".")).is_dir():
-        print(f"error: --out {args.out}: give a .png in an existing directory", file=sys.stderr)
-        return 2
 
+    from ttmodels.errors import Error
+    from ttmodels.planning.plan_plot import check_plot_path
     from ttmodels.tools import yolo
     from ttmodels.tools.images import ImageError, load_rgb, sample_image_path
-    from ttmodels.tools.runs import build_and_run
+    from ttmodels.tools.runs import build_and_run, weights_problem
+
+    problem = weights_problem(args.weights)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    try:
+        # before the model runs: a directory, a missing or unwritable one fails only at the end
+        out = Path(check_plot_path(args.out, "--out"))
+    except Error as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
     try:
         path = Path(args.image) if args.image else sample_image_path()
@@ -62,7 +71,7 @@ def main(argv=None) -> int:
         return 2
     x, box = yolo.letterbox(image, args.size)
 
-    weights = args.weights or "random"
+    weights = args.weights if args.weights is not None else "random"
     done = build_and_run(args.model, lambda: weights, x.unsqueeze(0), backend=args.backend,
                          input_size=(args.size, args.size), profile=args.profile)
     if isinstance(done, int):

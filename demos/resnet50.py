@@ -47,6 +47,11 @@ def main(argv=None) -> int:
     if args.batch < 1 or args.topk < 1:
         print("error: --batch and --topk must be positive", file=sys.stderr)
         return 2
+    from ttmodels.tools.runs import weights_problem
+    problem = weights_problem(args.weights)
+    if problem:      # before the image is read and the model planned
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
 
     import ttmodels
     from ttmodels.tools.images import ImageError, imagenet_tensor, sample_image_path

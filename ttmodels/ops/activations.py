@@ -56,11 +56,13 @@ wormhole_b0/metal/llk_api/llk_sfpu/``):
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
 __all__ = ["ActivationDef", "Param", "ACTIVATIONS", "NAMES", "FUSION_NOTE", "parse", "split", "get",
+           "checked",
            "torch_apply", "sim_apply", "unary_with_param", "binary_activations",
            "matmul_activation", "matmul_split", "op_split", "docs_table"]
 
@@ -72,6 +74,9 @@ class Param:
     name: str
     default: float
     keyword: str | None = None
+    # the name of a parameter this one may not be below (hardtanh's max_val >= min_val): torch
+    # raises at run time otherwise, and the card's clamp would return max_val everywhere
+    not_below: str | None = None
 
 
 def _torch(name: str, **fixed) -> Callable:
@@ -180,7 +185,8 @@ ACTIVATIONS: dict[str, ActivationDef] = {a.name: a for a in (
                   doc="a degree-6 polynomial in \\|x\\|, rounded to bfloat16 (fp32 Dest: an expm1 form); fast mode: a 6-entry LUT"),
     # two parameters, which the standalone op takes by keyword; a clamp, exact on the card
     ActivationDef("hardtanh", "HARDTANH", "hardtanh", _torch("hardtanh"),
-                  params=(Param("min_val", -1.0, "min_val"), Param("max_val", 1.0, "max_val")),
+                  params=(Param("min_val", -1.0, "min_val"),
+                          Param("max_val", 1.0, "max_val", not_below="min_val")),
                   source=f"hardtanh_tile(i, min bits, max bits); {_LLK}/ckernel_sfpu_hardtanh.h",
                   doc="exact (a clamp)"),
     # conv2d and binary_ng refuse it (unary_op_utils.cpp:974), matmul too
@@ -215,8 +221,7 @@ def split(act: str) -> tuple[ActivationDef, tuple[float, ...]]:
     if len(given) > len(d.params) or any(not _NUM.match(v) for v in given):
         raise ValueError(f"activation {d.name} takes up to {len(d.params)} number(s) "
                          f"({', '.join(p.name for p in d.params)}), got {act!r}")
-    vals = [float(v) for v in given] + [p.default for p in d.params[len(given):]]
-    return d, tuple(vals)
+    return d, checked(d, [float(v) for v in given])
 
 
 def get(name: str) -> ActivationDef:
@@ -232,9 +237,29 @@ def canonical(d: ActivationDef, params=()) -> str:
 
 
 def _number(name: str, key: str, v) -> float:
+    """A parameter's value as a finite float (a 400-digit integer overflows float: refused)."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ValueError(f"activation {name}: '{key}' must be a number, got {v!r}")
-    return float(v)
+    try:
+        f = float(v)
+    except OverflowError:
+        raise ValueError(f"activation {name}: '{key}' is too large for a float (an integer of "
+                         f"{v.bit_length()} bits)") from None
+    if not math.isfinite(f):
+        raise ValueError(f"activation {name}: '{key}' must be a finite number, got {v!r}")
+    return f
+
+
+def checked(d: ActivationDef, vals) -> tuple[float, ...]:
+    """Every parameter of ``d`` (``vals`` in table order, defaults filling the rest) as finite
+    floats in the order their ``not_below`` asks for; ValueError naming the parameter if not."""
+    vals = list(vals) + [p.default for p in d.params[len(vals):]]
+    by = {p.name: _number(d.name, p.name, v) for p, v in zip(d.params, vals)}
+    for p in d.params:
+        if p.not_below is not None and by[p.name] < by[p.not_below]:
+            raise ValueError(f"activation {d.name}: '{p.name}' ({by[p.name]!r}) is below "
+                             f"'{p.not_below}' ({by[p.not_below]!r})")
+    return tuple(by[p.name] for p in d.params)
 
 
 def params_from(d: ActivationDef, given: dict) -> tuple[float, ...]:
@@ -247,8 +272,7 @@ def params_from(d: ActivationDef, given: dict) -> tuple[float, ...]:
             raise ValueError(f"activation {d.name} takes no parameter, got {unknown}")
         raise ValueError(f"activation {d.name} takes {', '.join(repr(n) for n in names)}, "
                          f"got {unknown}")
-    return tuple(_number(d.name, p.name, given[p.name]) if p.name in given else p.default
-                 for p in d.params)
+    return checked(d, [given.get(p.name, p.default) for p in d.params])
 
 
 def parse(value) -> str | None:
@@ -279,7 +303,7 @@ def parse(value) -> str | None:
         if len(vals) > len(d.params):
             raise ValueError(f"activation {name} takes {len(d.params)} parameter(s) "
                              f"({', '.join(p.name for p in d.params)}), got {len(vals)}")
-        return canonical(d, [_number(name, p.name, v) for p, v in zip(d.params, vals)])
+        return canonical(d, checked(d, vals))
     if not isinstance(value, str):
         raise ValueError(f"activation must be a name, got {value!r}")
     d, p = split(value)

@@ -80,6 +80,10 @@ class Model:
             raise Error(f"input '{name}' is a {type(x).__name__}; the model takes a float NCHW "
                         f"torch tensor (e.g. torch.from_numpy(a).float()) or a {self.backend_name} "
                         "backend tensor in the plan's [1, 1, N*H*W, C] input layout")
+        problem = _tensor_problem(x)
+        if problem:
+            from ..errors import Error
+            raise Error(f"input '{name}' {problem}")
         from .executor import check_input_shape
         check_input_shape(self.plan, name, x)
 
@@ -141,3 +145,16 @@ class Model:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _tensor_problem(x) -> str | None:
+    """Why a torch tensor cannot be an input although its type is right, None when it can: a
+    meta tensor has no values (the run would return a meta tensor, or torch would fail inside
+    a layer), and a complex one would be made real without a word by the float conversion."""
+    if x.is_meta:
+        return ("is a meta tensor: it has a shape but no values (make it on the CPU, e.g. "
+                "without device='meta')")
+    if x.is_complex():
+        return (f"is complex ({x.dtype}); the model takes real values: pass x.real, x.abs() "
+                "or torch.view_as_real(x) as you mean it")
+    return None

@@ -17,6 +17,20 @@ class LayerDiff:
     pcc: float
     max_abs: float
     ref_std: float
+    # every reference value equal (a clamp with equal bounds, a pool of equal channels): there is
+    # no correlation to measure, so the row is judged by ``max_abs`` against ``ref_abs``
+    ref_constant: bool = False
+    ref_abs: float = 0.0            # the reference's largest magnitude
+
+    def tolerance(self, threshold: float) -> float:
+        """A constant reference's allowed max abs error: the share of its magnitude (at least
+        1) that ``threshold`` leaves, 1 % at 0.99 (a bfloat16 value is within 0.4 %)."""
+        return (1.0 - threshold) * max(1.0, self.ref_abs)
+
+    def passes(self, threshold: float) -> bool:
+        if self.ref_constant:
+            return self.max_abs <= self.tolerance(threshold)
+        return self.pcc >= threshold
 
 
 def compare_layers(spec, *, weights="random", image=None, batch_size=1, input_size=None,
@@ -25,7 +39,10 @@ def compare_layers(spec, *, weights="random", image=None, batch_size=1, input_si
     """Run ``spec`` on ``backend`` and on the torch reference; one LayerDiff per layer, plan order.
 
     ``x`` (NCHW float) overrides ``image``; without either the input is matplotlib's sample photo
-    preprocessed like ImageNet (resized to the graph's input size). ``ignore``: key prefixes
+    preprocessed like ImageNet (resized to the graph's input size), for a graph whose input is
+    not RGB or gray (3 or 1 channels) seeded synthetic images, a different one per channel (the
+    same picture on every channel would make channels indistinguishable and, after a global
+    pool, the reference constant). ``ignore``: key prefixes
     of ``weights`` to drop, ``key_map``: renames, reshapes and drops (``load_state_dict``)."""
     import torch
 
@@ -62,37 +79,55 @@ def compare_layers(spec, *, weights="random", image=None, batch_size=1, input_si
                 out = to_torch_nchw(be, got[t], shape)
                 r = ref[t].reshape(out.shape)
                 rows.append(LayerDiff(t, n.op, "x".join(map(str, shape.nhwc)), pcc(r, out),
-                                      float((r - out).abs().max()), float(r.std())))
+                                      float((r - out).abs().max()), float(r.std()),
+                                      ref_constant=bool((r == r.flatten()[0]).all()),
+                                      ref_abs=float(r.abs().max())))
         return rows
     finally:
         be.close()
 
 
 def _image_batch(image, shape):
-    import torch
-
+    """The input for a graph of input ``shape``: the image (default: the sample photo), gray
+    for one channel; for another channel count synthetic images, which an image cannot fill."""
+    from ..errors import Error
+    from ..weights import synthetic_images
     from .images import imagenet_tensor, sample_image_path
 
+    if shape.c not in (1, 3):
+        if image:
+            raise Error(f"--image: this spec's input has {shape.c} channels, an image 3 (RGB) "
+                        f"or 1 (gray); pass --input FILE.npy holding [{shape.n}, {shape.c}, "
+                        f"{shape.h}, {shape.w}]")
+        return synthetic_images(shape.n, shape.c, shape.h, shape.w, seed=0)
     path = image or sample_image_path()
     side = max(shape.h, shape.w)
     t = imagenet_tensor(path, resize=side, crop=side)[:, :shape.h, :shape.w]
-    if shape.c != 3:
-        t = t.mean(0, keepdim=True).expand(shape.c, -1, -1)
+    if shape.c == 1:
+        t = t.mean(0, keepdim=True)
     return t.unsqueeze(0).repeat(shape.n, 1, 1, 1).contiguous()
 
 
 def format_table(rows: list[LayerDiff], threshold: float) -> str:
-    first_bad = next((i for i, r in enumerate(rows) if r.pcc < threshold), None)
+    first_bad = next((i for i, r in enumerate(rows) if not r.passes(threshold)), None)
     w = max([len(r.name) for r in rows] + [5])
     lines = [f"{'layer':<{w}}  {'op':<15} {'shape NHWC':<20} {'PCC':>9} {'max abs err':>12} "
              f"{'ref std':>9}"]
     for i, r in enumerate(rows):
         mark = "  <-- first below %.4g" % threshold if i == first_bad else (
-            "  *" if r.pcc < threshold else "")
-        lines.append(f"{r.name:<{w}}  {r.op:<15} {r.shape:<20} {r.pcc:9.6f} {r.max_abs:12.5g} "
+            "  *" if not r.passes(threshold) else "")
+        if r.ref_constant:      # no PCC to show: the max abs error decides
+            mark = (mark or "  ") + f" (constant reference: max abs err <= " \
+                f"{r.tolerance(threshold):.3g} decides)"
+        pcc = f"{'const':>9}" if r.ref_constant else f"{r.pcc:9.6f}"
+        lines.append(f"{r.name:<{w}}  {r.op:<15} {r.shape:<20} {pcc} {r.max_abs:12.5g} "
                      f"{r.ref_std:9.4g}{mark}")
-    worst = min(rows, key=lambda r: r.pcc)
-    lines.append(f"{len(rows)} layers; lowest PCC {worst.pcc:.6f} at {worst.name}; "
+    varied = [r for r in rows if not r.ref_constant]
+    lowest = "" if not varied else "lowest PCC {0.pcc:.6f} at {0.name}; ".format(
+        min(varied, key=lambda r: r.pcc))
+    const = f"{len(rows) - len(varied)} with a constant reference; " if len(varied) < len(rows) \
+        else ""
+    lines.append(f"{len(rows)} layers; {const}{lowest}"
                  + ("all at or above threshold" if first_bad is None
                     else f"first below {threshold}: {rows[first_bad].name}"))
     return "\n".join(lines)
@@ -104,7 +139,9 @@ def plot_pcc(rows: list[LayerDiff], path: str, threshold: float) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(max(8, len(rows) * 0.12), 4))
-    ax.plot(range(len(rows)), [r.pcc for r in rows], marker=".", lw=1)
+    # a constant reference has no PCC (its max abs error decides): a gap in the curve
+    ax.plot(range(len(rows)), [float("nan") if r.ref_constant else r.pcc for r in rows],
+            marker=".", lw=1)
     ax.axhline(threshold, color="red", ls="--", lw=0.8, label=f"threshold {threshold}")
     step = max(1, len(rows) // 40)
     ax.set_xticks(range(0, len(rows), step))
@@ -151,29 +188,29 @@ def run_compare(spec, *, batch_size=1, input_size=None, profile=None, image=None
     if plot:
         plot_pcc(rows, plot, threshold)
         print(f"wrote {plot}")
-    return 1 if any(r.pcc < threshold for r in rows) else 0
+    return 1 if any(not r.passes(threshold) for r in rows) else 0
 
 
 def read_key_map(path) -> dict:
     """A key map file (YAML or JSON, which YAML reads too): a mapping whose values are key names,
-    ``null`` (drop) or ``{from: key, reshape: [sizes]}`` (``load_state_dict``'s dict form)."""
-    import yaml
-
-    from ..errors import Error
+    ``null`` (drop) or ``{from: key, reshape: [sizes]}`` (``load_state_dict``'s dict form).
+    Read by the spec reader (``registry.read_file``), with its guards: regular files only, a size
+    limit, aliases expanded under a node budget, and a duplicate key refused at its line."""
+    from ..errors import Error, SpecError
     from ..language.files import irregular
+    from ..language.registry import read_file
     p = _path(path)
     what = irregular(p) if p.exists() else None
     if not p.is_file() or what is not None:
         raise Error(f"--key-map {path}: " + (what or "no such file"))
     try:
-        data = yaml.safe_load(p.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        raise Error(f"--key-map {path}: not a YAML or JSON file "
-                    f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
-    if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
+        data = read_file(p, str(path))
+    except SpecError as e:
+        raise Error(f"--key-map {e}") from None
+    if not isinstance(data, dict):
         raise Error(f"--key-map {path}: expected a mapping of key names (user key or prefix: "
                     f"spec key, null, or {{from: key, reshape: [sizes]}}), got "
-                    f"{type(data).__name__}")
+                    f"{'a list' if isinstance(data, list) else type(data).__name__}")
     return data
 
 

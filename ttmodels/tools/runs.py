@@ -5,6 +5,16 @@ import sys
 import time
 
 
+def weights_problem(value: str | None) -> str | None:
+    """Why a demo's ``--weights VALUE`` is refused before anything runs, None when it is not:
+    an empty name (``--weights ""``, an unset shell variable) must not fall back to a default
+    such as random weights without a word."""
+    if value is not None and not value.strip():
+        return (f"--weights {value!r}: empty; name the weights (see --help) or leave --weights "
+                "out for the default")
+    return None
+
+
 def build_and_run(spec, weights, x, **build_kw):
     """Build ``spec`` (``weights()`` gives its weights, so a demo can defer loading them), run
     it once on ``x``, close it: ``(model, outputs, build seconds, run seconds)``, or exit code

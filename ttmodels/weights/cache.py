@@ -380,6 +380,8 @@ def cached_prepare(graph: "Graph", source, precision=None, *, cache=True, key_ma
     the tensor names and shapes, so entries are checked against them as unprocessed ones are.
     """
     from . import load_state_dict, prepare_parameters, prepared_shapes
+    from .keys import _as_prefixes
+    _as_prefixes(ignore)             # a bad ignore= is refused before the cache is asked
     store = _resolve_cache(cache)
     key = expect = None
     km = key_map

@@ -138,11 +138,23 @@ def apply_key_map(raw: Mapping[str, Any], key_map, expected: Mapping[str, Any]
     return out, dropped, unused, conflicts, renamed, reshape
 
 
-def _as_prefixes(p) -> tuple[str, ...]:
+def _as_prefixes(p, what: str = "ignore") -> tuple[str, ...]:
+    """``ignore=`` / ``select_prefix=`` as dotted prefixes: None, a prefix or a list of them.
+    Anything else (a number, bytes, a None in the list, an empty name) is a WeightsError naming
+    ``what``, not a TypeError from deep inside."""
     if p is None:
         return ()
     if isinstance(p, str):
         p = (p,)
+    elif isinstance(p, (bytes, bytearray, Mapping)) or not isinstance(p, (list, tuple, set,
+                                                                         frozenset)):
+        raise WeightsError(f"{what}= takes a key prefix such as 'aux_head.' or a list of them, "
+                           f"got {type(p).__name__} {p!r:.60}")
+    bad = [x for x in p if not isinstance(x, str) or not x.strip(".")]
+    if bad:
+        bad = bad[0]
+        raise WeightsError(f"{what}= takes key prefixes (non-empty strings such as 'aux_head.'), "
+                           f"got {type(bad).__name__} {bad!r:.40} in {list(p)!r:.80}")
     return tuple(x if x.endswith(".") else x + "." for x in p)
 
 
@@ -179,10 +191,12 @@ def _covering_prefixes(unexpected: Sequence[str], used: Sequence[str]) -> list[s
 
 
 def check_state_dict(graph: Graph, sd: Mapping[str, Any], *, source: str = "state dict",
-                     strict: bool = True, notes: Sequence[str] = ()) -> None:
+                     strict: bool = True, notes: Sequence[str] = (),
+                     why_missing: Mapping[str, str] | None = None) -> None:
     """Raise one WeightsError listing every missing, unexpected (when ``strict``) and mis-shaped
     key (wrong shape, not a tensor) and every key with invalid values (non-floating dtype, NaN or
-    Inf, negative BatchNorm variance, sparse layout)."""
+    Inf, negative BatchNorm variance, sparse layout). ``why_missing``: key -> why the caller
+    dropped it (``ignore=``, ``key_map``), shown next to that missing key."""
     import torch
     expected = expected_parameters(graph)
     optional = optional_keys(graph)
@@ -224,7 +238,8 @@ def check_state_dict(graph: Graph, sd: Mapping[str, Any], *, source: str = "stat
                        if n)
     msg = [f"weights from {source} do not fit '{graph.name}' ({len(expected)} keys expected): {counts}"]
     if missing:
-        msg.append(_fmt_list("missing", missing))
+        why = why_missing or {}
+        msg.append(_fmt_list("missing", [f"{k} ({why[k]})" if k in why else k for k in missing]))
     if unexpected:
         msg.append(_fmt_list("unexpected", unexpected))
     if mismatched:
@@ -238,9 +253,10 @@ def check_state_dict(graph: Graph, sd: Mapping[str, Any], *, source: str = "stat
         pre = _covering_prefixes(unexpected, list(expected) + list(optional))
         if pre:
             more = f" ... and {len(pre) - 3} more" if len(pre) > 3 else ""
+            # --ignore: only `ttmodels compare` has that flag (the demos have not)
+            flags = " ".join("--ignore " + x for x in pre[:3])
             msg.append(f"  hint: ignore={pre[:3]}{more} drops the keys under those prefixes "
-                       f"(command line: {' '.join('--ignore ' + x for x in pre[:3])}); key_map= "
-                       "renames keys")
+                       f"(ttmodels compare: {flags}); key_map= renames keys")
         else:
             msg.append("  hint: pass key_map= to rename or drop keys (see weights/README.md)")
     raise WeightsError("\n".join(msg), missing=missing, unexpected=unexpected, mismatched=mismatched,

@@ -60,6 +60,7 @@ def load_state_dict(source, graph: Graph, *, key_map=None, seed: int = 0,
     saves holding the weights three times (source, copy, folded) while they are prepared.
     """
     import torch
+    drop = _as_prefixes(ignore)          # refused before anything is read, random weights too
     desc = describe_source(source)
     if source is None or (isinstance(source, str) and source == "random"):
         sd = random_state_dict(graph, seed=seed)
@@ -77,26 +78,30 @@ def load_state_dict(source, graph: Graph, *, key_map=None, seed: int = 0,
     mapped, dropped, unused, conflicts, renamed, reshape = apply_key_map(raw, key_map, expected)
 
     report = LoadReport(source=desc, renamed=renamed, unused_key_map=unused)
-    keep = _as_prefixes(graph_prefixes(graph) if select_prefix == "auto" else select_prefix)
-    drop = _as_prefixes(ignore)
+    keep = _as_prefixes(graph_prefixes(graph) if select_prefix == "auto" else select_prefix,
+                        "select_prefix")
     unused_by_spec = tuple(graph.ignore_weights)
     filtered = _Renamed(raw)           # tensors are looked up only for the expected keys
-    ignored = list(dropped)
+    # key -> why it was dropped: each key its own reason (the prefix that dropped it), so an
+    # error names why a needed key is missing, not every filter's reasons at once
+    ignored: dict[str, str] = dict.fromkeys(dropped, "dropped by key_map")
     spec_skipped = False
     for k, uk in mapped.items():
         if unused_by_spec and k.startswith(unused_by_spec) and k not in expected:
-            ignored.append(k)
+            ignored[k] = "under the spec's ignore_weights " + _first_prefix(k, unused_by_spec)
             spec_skipped = True
         # k + ".": a top-level key without a dot (a layer_scale named "gamma") is its own prefix
-        elif (keep and not (k + ".").startswith(keep)) or (drop and k.startswith(drop)):
-            ignored.append(k)
+        elif keep and not (k + ".").startswith(keep):
+            ignored[k] = "outside " + "/".join(keep)
+        elif drop and k.startswith(drop):
+            ignored[k] = "under ignore= " + _first_prefix(k, drop)
         elif k in optional and k not in expected:
             report.skipped_optional.append(k)
         else:
             filtered.names[k] = uk
             if k in reshape:
                 filtered.reshape[k] = reshape[k]
-    report.ignored = ignored
+    report.ignored = list(ignored)
     reasons = []
     if spec_skipped:
         reasons.append("under the spec's ignore_weights " + "/".join(unused_by_spec))
@@ -115,10 +120,12 @@ def load_state_dict(source, graph: Graph, *, key_map=None, seed: int = 0,
         notes.append(_fmt_list("key_map conflicts", conflicts).strip())
     if unused:
         notes.append(_fmt_list("key_map entries that matched nothing", unused).strip())
-    if ignored:
-        # Shown only with an error, where an ignored key is often the one a key_map forgot.
-        notes.append(_fmt_list(f"ignored ({report.ignored_reason})", ignored).strip())
-    check_state_dict(graph, filtered, source=desc, strict=strict, notes=notes)
+    # Shown only with an error, where an ignored key is often the one a key_map forgot: one line
+    # per reason, each listing only the keys it dropped.
+    for why in dict.fromkeys(ignored.values()):
+        notes.append(_fmt_list(f"ignored, {why}", [k for k, w in ignored.items() if w == why]
+                               ).strip())
+    check_state_dict(graph, filtered, source=desc, strict=strict, notes=notes, why_missing=ignored)
     if conflicts:
         raise WeightsError(f"weights from {desc}: key_map maps several keys to one spec key\n"
                            + "\n".join(f"  {n}" for n in notes), unexpected=conflicts)
@@ -131,6 +138,10 @@ def load_state_dict(source, graph: Graph, *, key_map=None, seed: int = 0,
     out.report = report
     warn_huge(out, desc)
     return out
+
+
+def _first_prefix(key: str, prefixes: tuple[str, ...]) -> str:
+    return next(p for p in prefixes if key.startswith(p))
 
 
 class _Renamed(Mapping):

@@ -130,9 +130,11 @@ class _Fields:
         try:
             act = A.parse(v)
         except ValueError as e:
-            word = v if isinstance(v, str) else None
-            raise self.fail(f"invalid {k} {v!r}: {e}{_suggest(word, A.NAMES) if word else ''}",
-                            k) from None
+            # a close name only for an unknown one (not for hardtanh's bounds); the value cut
+            # short, as it may be a 400-digit number
+            word = v if isinstance(v, str) and str(e).startswith("unknown") else None
+            raise self.fail(f"invalid {k} {v!r:.80}: {e}"
+                            f"{_suggest(word, A.NAMES) if word else ''}", k) from None
         return act
 
     def number(self, k, default=_MISSING, *, positive: bool = False) -> float:
@@ -142,7 +144,11 @@ class _Fields:
             raise self.fail(f"'{k}' must be a finite number, got {_typename(v)} {v!r}", k)
         if positive and v <= 0:
             raise self.fail(f"'{k}' must be > 0, got {v!r}", k)
-        return float(v)
+        try:
+            return float(v)
+        except OverflowError:            # an int of 400 digits: no float holds it
+            raise self.fail(f"'{k}' must be a finite number, got an integer of {v.bit_length()} "
+                            "bits (too large for a float)", k) from None
 
     def name(self, k, default=_MISSING):
         v = _as_name(self.raw(k, default))

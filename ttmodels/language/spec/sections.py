@@ -235,10 +235,15 @@ class _Sections:
                     if len(flat) != numel:
                         raise f.fail(f"constant value has {len(flat)} numbers, shape {shape} "
                                      f"needs {numel}", "value")
-                    value = [float(x) for x in value] if all(
-                        isinstance(x, (int, float)) for x in value) else _to_lists(value)
-                else:
-                    value = float(value)
+                try:
+                    if isinstance(value, list):
+                        value = [float(x) for x in value] if all(
+                            isinstance(x, (int, float)) for x in value) else _to_lists(value)
+                    else:
+                        value = float(value)
+                except OverflowError:        # an integer of 400 digits fits no float
+                    raise f.fail("constant value holds an integer too large for a float",
+                                 "value") from None
             else:
                 weights = f.get("weights")
                 if not isinstance(weights, str) or not weights:

@@ -24,7 +24,12 @@ def parse(x) -> Parsed:
     v = f.get("value", 0.0)
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise f.fail(f"pad 'value' must be a number, got {v!r}", "value")
-    return Parsed(dict(padding=p, value=float(v)),
+    try:
+        value = float(v)         # -inf is a pad value (max pooling's); 10**400 fits no float
+    except OverflowError:
+        raise f.fail(f"pad 'value' is too large for a float (an integer of {v.bit_length()} "
+                     "bits)", "value") from None
+    return Parsed(dict(padding=p, value=value),
                   TensorShape(s.n, s.h + p[0] + p[1], s.w + p[2] + p[3], s.c))
 
 

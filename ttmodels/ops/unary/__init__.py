@@ -26,10 +26,14 @@ def parse(x) -> Parsed:
     d = A.ACTIVATIONS.get(x.op)
     attrs = {}
     for p in (d.params if d is not None else ()):
-        v = f.get(p.name, p.default)
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise f.fail(f"'{p.name}' must be a number, got {v!r}", p.name)
-        attrs[p.name] = float(v)
+        attrs[p.name] = f.number(p.name, p.default)      # finite: NaN, Inf, 10**400 refused
+    if d is not None:
+        try:
+            A.checked(d, [attrs[p.name] for p in d.params])
+        except ValueError as e:      # hardtanh's min_val above its max_val, at max_val's line
+            bad = next((p.not_below if not f.has(p.name) else p.name for p in d.params
+                        if p.not_below is not None), None)
+            raise f.fail(str(e).split(": ", 1)[-1], bad) from None
     return Parsed(attrs, shape)
 
 
