@@ -280,28 +280,37 @@ def _progress(plan, steps: list[StepAddr]) -> tuple[int, int]:
     return len(plan.layers) + 1, 0
 
 
+def _held_before(plan, layer: str) -> tuple[int, dict]:
+    """(the index of ``layer`` or -1, every tensor made before it as it is held then: graph
+    inputs, constants, earlier layers' outputs, spilled ones in DRAM), by ``plan_walk``."""
+    held = {**plan.input_layouts, **plan.constant_layouts}
+    for ev in pw.walk(plan):
+        if ev.layer.name == layer:
+            return ev.i, held
+        if isinstance(ev, pw.Run):
+            held.update(ev.layer.tensor_layouts())
+        elif isinstance(ev, pw.SpillTensor):
+            held[ev.tensor] = ev.spill.to
+    return -1, held
+
+
 def _live_before(plan, layer: str, l1_small_size: int) -> dict[str, int]:
     """Tensor name -> bytes per bank of every tensor in L1 right before ``layer`` runs (with
     the plan's remedies so far), by walking the plan up to there."""
     g = plan.graph
-    held = {**plan.input_layouts, **plan.constant_layouts}
-    nodes = [pl.node for pl in plan.layers]
-    last = lv.last_uses(nodes)
+    i, held = _held_before(plan, layer)
+    if i < 0:
+        return {}
+    last = lv.last_uses([pl.node for pl in plan.layers])
     keep = set(g.outputs) | set(g.constants)
-    for i, pl in enumerate(plan.layers):
-        if pl.name == layer:
-            out = {}
-            for name, lay in held.items():
-                if (last.get(name, -1) >= i or name in keep) and lay.memory.buffer == "l1" \
-                        and name not in g.constants:
-                    b = tensor_bank_bytes(g, name, lay, plan.l1_banks)
-                    if b:
-                        out[name] = b
-            return out
-        held.update(pl.tensor_layouts())
-        for sp in plan.spills_after(pl.name):
-            held[sp.tensor] = sp.to
-    return {}
+    out = {}
+    for name, lay in held.items():
+        if (last.get(name, -1) >= i or name in keep) and lay.memory.buffer == "l1" \
+                and name not in g.constants:
+            b = tensor_bank_bytes(g, name, lay, plan.l1_banks)
+            if b:
+                out[name] = b
+    return out
 
 
 def _in_place_candidate(plan, pl):
@@ -482,16 +491,7 @@ def fit(plan, *, l1_small_size: int | None = None, max_remedies: int = 64, repla
 def _held_layout(plan, tensor: str, before: str):
     """The layout ``tensor`` is held in right before layer ``before`` (its producer's, or the
     input's, or where a spill put it)."""
-    lay = plan.input_layouts.get(tensor)
-    for pl in plan.layers:
-        if pl.name == before:
-            break
-        if tensor in pl.tensor_layouts():
-            lay = pl.tensor_layouts()[tensor]
-        for sp in plan.spills_after(pl.name):
-            if sp.tensor == tensor:
-                lay = sp.to
-    return lay
+    return _held_before(plan, before)[1].get(tensor)
 
 
 def _ordered(plan, reallocations: list) -> list:
