@@ -74,14 +74,18 @@ def expected_trace(plan) -> list[tuple]:
     return out
 
 
+def conv_params(plan):
+    torch.manual_seed(0)
+    return {n.name: {"weight": torch.randn(64, 64, *n.attrs["kernel"]) * 0.05,
+                     "bias": torch.zeros(64)} for n in plan.graph.nodes if n.op == "conv2d"}
+
+
 def executor_trace(plan) -> list[tuple]:
     """What the executor really does on the sim: each step its hook sees and each
     ``tt.deallocate``, the freed tensor named by the step that made it."""
     from ttmodels.backends import open_backend
     from ttmodels.runtime.executor import Executor
-    torch.manual_seed(0)
-    params = {n.name: {"weight": torch.randn(64, 64, *n.attrs["kernel"]) * 0.05,
-                       "bias": torch.zeros(64)} for n in plan.graph.nodes if n.op == "conv2d"}
+    params = conv_params(plan)
     names, held = {}, []            # id -> name; held keeps every tensor alive (ids stay unique)
     with open_backend("sim") as be:
         ex = Executor(plan, params, be)
@@ -130,6 +134,23 @@ def test_the_plan_has_every_kind_of_event():
 def test_the_executor_runs_and_frees_in_the_walks_order():
     plan = every_event_plan()
     assert executor_trace(plan) == expected_trace(plan)
+
+
+def test_keeping_every_tensor_runs_the_in_place_adds_out_of_place_with_the_same_result():
+    """``run(keep_all=True)`` walks with ``in_place=False``: head survives sum2 (which would
+    write into it), and the output is the same."""
+    from ttmodels.backends import open_backend
+    from ttmodels.runtime.executor import Executor
+    plan = every_event_plan()
+    assert not any(isinstance(ev, pw.WriteInPlace) for ev in pw.walk(plan, in_place=False))
+    x = torch.randn(1, 64, 28, 28)
+    with open_backend("sim") as be:
+        ex = Executor(plan, conv_params(plan), be)
+        y = be.tt.to_torch(ex.run({"x": x})["sum2"])
+        outs = ex.run({"x": x}, keep_all=True)
+        assert torch.equal(be.tt.to_torch(outs["sum2"]), y)
+        assert outs["head"] is not outs["sum2"]
+        assert not torch.equal(be.tt.to_torch(outs["head"]), y)
 
 
 def test_the_sums_and_the_address_model_step_in_the_walks_order():
