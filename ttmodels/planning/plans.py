@@ -217,6 +217,13 @@ class Plan:
     def adapters_into(self, name: str) -> list[Adapter]:
         return [a for a in self.adapters if a.dst == name]
 
+    @property
+    def estimate(self):
+        """The plan's estimated device time per step and its samples/s (``estimate.Estimate``:
+        ``device_us``, ``fps``, ``by_op``, ``steps``; the model: docs/estimate.md)."""
+        from .estimate import estimate
+        return estimate(self)
+
     def to_dict(self) -> dict[str, Any]:
         from .plan_format import plan_to_dict
         return plan_to_dict(self)

@@ -1,0 +1,103 @@
+"""The device-time estimate (planning/estimate.py, issue 32): it sees the plan (precision,
+layouts), it is calibrated on TT's one published figure, and it is shown (table, JSON, Plan).
+Ratios and ranges only: nothing here times anything."""
+import json
+
+import pytest
+
+import ttmodels
+from ttmodels.arch import WORMHOLE_B0
+from ttmodels.planning import estimate as est_mod
+from ttmodels.planning.noc_model import Side, tm_cycles, transaction_bw
+from ttmodels.planning.plan_format import plan_to_dict
+
+
+@pytest.fixture(scope="module")
+def tt16():
+    return ttmodels.plan("resnet50_tt", batch_size=16)
+
+
+@pytest.fixture(scope="module")
+def auto16():
+    return ttmodels.plan("resnet50", batch_size=16)
+
+
+def test_resnet50_tt_b16_in_published_range(tt16):
+    # TT's published device samples/s for this configuration: 5,180-6,090 over releases
+    fps = plan_to_dict(tt16)["estimate"]["fps"]
+    assert 4500 <= fps <= 7500
+
+
+def test_calibration_constant_reproduces_the_figure(tt16):
+    # the one fitted constant gives TT's 6,090 within 1 % on the figure it was fitted on
+    assert abs(tt16.estimate.fps - 6090) / 6090 < 0.01
+
+
+def test_fidelity_and_dtype_order(auto16):
+    perf = ttmodels.plan("resnet50", batch_size=16, profile="tt-perf").estimate.fps
+    default = auto16.estimate.fps
+    assert perf > default
+    # float32 (HiFi4) does not fit L1 at batch 16 (stem and layer2's convs): compared at 8,
+    # where all three plan
+    p8 = {prof: ttmodels.plan("resnet50", batch_size=8,
+                              **({"profile": prof} if prof else {})).estimate.fps
+          for prof in ("tt-perf", None, "float32")}
+    assert p8["tt-perf"] > p8[None] > p8["float32"]
+
+
+def test_all_interleaved_dram_is_slower_than_auto(auto16):
+    # every conv and add in DRAM (the max pool's output follows its input, so it stays auto)
+    dram = "interleaved dram"
+    spec = {"name": "resnet50_dram", "imports": ["ttmodels/resnet"],
+            "inputs": {"image": {"channels": 3, "size": [224, 224]}},
+            "layers": [
+                {"name": "conv1", "op": "conv2d", "out": 64, "kernel": 7, "stride": 2,
+                 "padding": 3, "bn": "bn1", "act": "relu", "layout": dram},
+                {"name": "maxpool", "op": "max_pool2d", "kernel": 3, "stride": 2, "padding": 1},
+                *({"name": f"layer{i}", "block": "bottleneck", "planes": 64 * 2 ** (i - 1),
+                   "repeat": r, "first": {"stride": 1 if i == 1 else 2, "downsample": True},
+                   "layout": dram} for i, r in ((1, 3), (2, 4), (3, 6), (4, 3))),
+                {"name": "avgpool", "op": "global_avg_pool"},
+                {"name": "fc", "op": "linear", "out": 1000}],
+            "outputs": {"logits": "fc"}}
+    plan = ttmodels.plan(spec, batch_size=16)
+    assert plan.layer("layer3.0.conv2").output.memory.buffer == "dram"
+    assert plan.estimate.fps < auto16.estimate.fps
+
+
+def test_planner_resnet50_vs_tt(auto16, tt16):
+    perf = ttmodels.plan("resnet50", batch_size=16, profile="tt-perf").estimate.fps
+    # recorded, not asserted at 0.95 until the planner chooses by the estimate (issue 32 point
+    # 5): the ratio must stay meaningful (the same model, the same chip)
+    assert 0.5 < perf / tt16.estimate.fps < 2.0
+
+
+def test_json_and_table_show_it(tt16):
+    d = json.loads(tt16.to_json())
+    assert set(d["estimate"]) >= {"device_us", "fps", "by_op"}
+    assert all(layer["device_us"] > 0 for layer in d["layers"])
+    total = sum(layer["device_us"] for layer in d["layers"]) + \
+        sum(s["device_us"] for s in d["estimate"]["steps"])
+    assert total == pytest.approx(d["estimate"]["device_us"], rel=1e-3)
+    text = str(tt16)
+    assert "device µs" in text and "samples/s" in text.splitlines()[-1]
+
+
+def test_efficiency_only_scales_compute(tt16):
+    lo = est_mod.estimate(tt16, efficiency=0.2).device_us
+    hi = est_mod.estimate(tt16, efficiency=0.8).device_us
+    assert lo > hi > 0
+
+
+def test_noc_table_lookup_is_commons():
+    # common.cpp get_transaction_noc_bw: nearest power of two, Wormhole column
+    assert transaction_bw(2048, dram=True, local=False, read=True, col=0) == 28.411
+    assert transaction_bw(1000, dram=False, local=True, read=True, col=0) == 27.696
+    assert transaction_bw(5, dram=False, local=False, read=False, col=1) == 0.511
+    # a reshard between different grids costs more than the same bytes moved locally
+    a = Side(1 << 20, 2048, False, 64)
+    far = tm_cycles(a, Side(1 << 20, 2048, False, 56), grid_cores=64, noc_count=16, col=0,
+                    clock_hz=WORMHOLE_B0.clock_hz)
+    near = tm_cycles(a, Side(1 << 20, 2048, False, 64), grid_cores=64, noc_count=16, col=0,
+                     clock_hz=WORMHOLE_B0.clock_hz)
+    assert far > 0 and near > 0
