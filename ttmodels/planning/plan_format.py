@@ -48,6 +48,8 @@ def plan_to_dict(plan) -> dict[str, Any]:
     d = _plan_dict(plan, est.layer_us())
     # the estimated device time (planning/estimate.py): total, samples/s, per op, other steps
     d["estimate"] = est.to_dict()
+    if plan.choices:    # why the estimate picked each conv's layout (and the runner-up's µs)
+        d["choices"] = dict(plan.choices)
     if getattr(plan, "ttnn", None) is not None:
         # ttnn's verdicts (ttnn_oracle): which steps it confirmed, which not, contradictions
         d["ttnn"] = plan.ttnn.to_dict()
@@ -193,6 +195,10 @@ def plan_table(plan) -> str:
         for sp in plan.spills:
             lines.append(f"  {sp.tensor} after {sp.after}: to_memory_config  {sp.before.short()} "
                          f"-> {sp.to.short()}  ({sp.reason})")
+    moved = {k: v for k, v in plan.choices.items() if v.startswith("by the estimate")}
+    if moved:   # the convs whose layout the estimate changed (JSON "choices" has every conv's)
+        lines += ["", f"chosen by the estimate ({len(moved)}):"] + \
+            [f"  {k}: {v}" for k, v in moved.items()]
     lines += ["", estimate_line(est)]
     return "\n".join(lines)
 

@@ -181,6 +181,9 @@ class Plan:
     # what ttnn said about every step (ttnn_oracle.TtnnRecord: confirmed, rejected, differs, or
     # unconfirmed when the oracle is off), set by plan_graph
     ttnn: Any = None
+    # conv -> why the device-time estimate picked its layout among those that fit (its µs and
+    # the runner-up's: ops/conv2d/cost.py fastest_first)
+    choices: dict = field(default_factory=dict)
 
     @property
     def l1_bank_bytes(self) -> int:

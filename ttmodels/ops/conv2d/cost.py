@@ -150,3 +150,71 @@ def cost(layer, env: CostEnv):
             phases.extend(conv_phases(layer, env, in_shape, out_shape, rows_scale=1.0 / n))
         return tuple(phases)
     return tuple(conv_phases(layer, env, in_shape, out_shape))
+
+
+# ---- choosing by it (the planner's conv candidates) ------------------------------------------
+
+# a candidate must beat ttnn's own preference (the candidates' first) by this much to replace
+# it: below the model's resolution the plan stays ttnn's
+MARGIN = 0.02
+
+
+def candidate_us(ctx, node, x, c) -> float:
+    """Estimated µs of conv ``node`` on candidate ``c`` (``plan_context.ConvCandidate``) fed
+    ``x``: the conv's programs, and the reshard an adapter does when ``x`` is sharded elsewhere."""
+    from types import SimpleNamespace
+    from ...arch import get as arch_get
+    from ...planning.estimate import movement_phase, phase_us
+    from ...planning.plan_context import conv_layer
+    env = CostEnv(arch_get(ctx.arch), SimpleNamespace(graph=ctx.g))
+    reshard = x.memory.sharded and x.memory != c.conv_in.memory
+    cin = c.conv_in if reshard else x
+    layer = conv_layer(ctx, node, cin, c, None)
+    phases = list(cost(layer, env))
+    if reshard:
+        shape = ctx.g.shape_of(node.inputs[0])
+        phases.append(movement_phase(env, [(x, shape)], (c.conv_in, shape), "reshard"))
+    return sum(phase_us(p, env, _efficiency())[0] for p in phases)
+
+
+def _efficiency() -> float:
+    from ...planning.estimate import FPU_EFFICIENCY
+    return FPU_EFFICIENCY
+
+
+def describe(c) -> str:
+    return (f"{c.kind} on {c.pc.num_cores} cores, act_block_h {c.act_block_h or 'auto'}")
+
+
+def fastest_first(ctx, node, x, cands: list) -> tuple[list, dict]:
+    """``cands`` (all fitting L1, in the planner's order of preference) ordered by estimated
+    µs, fastest first; ttnn's preference stays first unless another is ``MARGIN`` faster.
+    Returns the order and each candidate's µs (by id)."""
+    if len(cands) < 2:
+        return cands, {}
+    us = {id(c): candidate_us(ctx, node, x, c) for c in cands}
+    first = cands[0]
+    rest = sorted(cands, key=lambda c: us[id(c)])
+    if us[id(rest[0])] < us[id(first)] * (1 - MARGIN):
+        return rest, us
+    return [first] + [c for c in rest if c is not first], us
+
+
+def why(pick, order: list, us: dict, default=None) -> str | None:
+    """The note a conv's choice records: its µs and the runner-up's (another scheme, grid or
+    block; None when nothing else was weighed)."""
+    if pick is None or id(pick) not in us:
+        return None
+    # the runner-up: the fastest other scheme or core count; else another act_block_h
+    scheme = (pick.kind, pick.pc.num_cores)
+    others = [c for c in order if (c.kind, c.pc.num_cores) != scheme] or \
+        [c for c in order if describe(c) != describe(pick)]
+    if not others:
+        return None
+    r = min(others, key=lambda c: us[id(c)])
+    text = (f"{describe(pick)}: {us[id(pick)]:,.1f} µs estimated; runner-up {describe(r)}: "
+            f"{us[id(r)]:,.1f} µs")
+    if default is not None and default is not pick and id(default) in us:
+        text = f"by the estimate, not ttnn's default ({describe(default)}: " \
+               f"{us[id(default)]:,.1f} µs): " + text
+    return text

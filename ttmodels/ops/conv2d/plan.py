@@ -20,6 +20,9 @@ from .rules import ConvArgs
 from .sharding import conv_slice_dim, conv_slice_type_guess
 
 
+from .cost import fastest_first, why
+
+
 def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
     if node.layout.grid is not None and node.attrs.get("lowering") != "linear":
         return plan_conv_on_grid(ctx, node, ctx.layouts[node.inputs[0]])
@@ -102,8 +105,17 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
             for abh in (None, 64, 32):
                 fallback.append(conv_candidate(ctx, node, k, x, abh, False))
     cap = ctx.cb_caps.get(node.name)
-    fit = ttnn_first(ctx, node, x, [c for c in fallback if c.est.total <= ctx.op_budget
-                                    and (cap is None or l1m.estimate_cbs(c.est) <= cap)])
+    fitting = [c for c in fallback if c.est.total <= ctx.op_budget
+               and (cap is None or l1m.estimate_cbs(c.est) <= cap)]
+    us: dict = {}
+    default = fitting[0] if fitting else None
+    if policy.kind == "auto":
+        # the fastest estimated of those that fit (ops/conv2d/cost.py), then ttnn's verdict
+        fitting, us = fastest_first(ctx, node, x, fitting)
+    fit = ttnn_first(ctx, node, x, fitting)
+    note = why(fit, fitting, us, default)
+    if note:
+        ctx.choices[node.name] = note
     if fit is None and cap is not None:     # the cap cannot be met: plan as if unasked
         fit = ttnn_first(ctx, node, x, [c for c in fallback
                                         if c.est.total <= ctx.op_budget])
