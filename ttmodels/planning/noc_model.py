@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 # transaction bytes -> (Wormhole GB/s, Blackhole GB/s), common.cpp's tables
 NOC_DRAM_BW = {16: (0.436, 0.387), 32: (0.868, 0.772), 64: (1.736, 1.545), 128: (3.489, 3.088),
@@ -36,6 +37,8 @@ NOC_L1_LOCAL_BW = {16: (0.868, 0.671), 32: (1.724, 1.337), 64: (3.477, 2.675),
                    8192: (27.808, 49.639), 16384: (27.814, 50.171), 32768: (27.805, 50.123),
                    65536: (27.84, 50.21)}
 
+_KEYS = sorted(NOC_DRAM_BW)      # the four tables share their transaction sizes
+
 # first-transaction latency in cycles (Wormhole, Blackhole): get_cycles_for_transaction_size
 LATENCY_DRAM = (358, 529)
 LATENCY_LOCAL = (56, 88)
@@ -52,6 +55,7 @@ def column(arch_name: str) -> int:
     return 1 if arch_name.startswith("blackhole") else 0
 
 
+@lru_cache(maxsize=4096)      # planning asks it for every conv candidate: a few sizes, often
 def transaction_bw(size: int, *, dram: bool, local: bool, read: bool, col: int) -> float:
     """GB/s per core of a transaction of ``size`` bytes (``get_transaction_noc_bw``: the entry of
     the nearer power of two, clamped to the table)."""
@@ -60,7 +64,7 @@ def transaction_bw(size: int, *, dram: bool, local: bool, read: bool, col: int) 
     size = max(int(size), 16)
     lo = 2 ** math.floor(math.log2(size))
     hi = 2 ** math.ceil(math.log2(size))
-    keys = sorted(table)
+    keys = _KEYS
     lo_k = min((k for k in keys if k >= lo), default=keys[-1])
     hi_k = min((k for k in keys if k >= hi), default=keys[-1])
     return table[lo_k if size - lo < hi - size else hi_k][col]
@@ -74,6 +78,7 @@ def latency(*, dram: bool, local: bool, read: bool, col: int) -> int:
     return (LATENCY_L1_READ if read else LATENCY_L1_WRITE)[col]
 
 
+@lru_cache(maxsize=16384)
 def transfer_cycles(size: int, count: float, *, dram: bool, local: bool, read: bool, col: int,
                     clock_hz: float) -> float:
     """Cycles to move ``count`` transactions of ``size`` bytes on one core, first-transaction
