@@ -18,7 +18,8 @@ buffer, since the halo is its first program), the previous program's CBs are sti
 
 ``StepL1`` holds those figures for every step the executor runs (adapters, layers, spills);
 ``layer_steps`` computes them for one layer and the adapters in front of it; ``step_figures``
-walks a whole plan. On the mock device the result equals ttnn's own timeline figure to within a
+for a whole plan; both read the executor's order from ``plan_walk`` (its events fed to
+``_Sums``). On the mock device the result equals ttnn's own timeline figure to within a
 few hundred bytes per step (``tests/test_verify_models.py``).
 
 Pure functions over plan data (no torch, no ttnn); the planner calls them while planning (to give
@@ -33,6 +34,9 @@ from ..language.graph import TILE, Graph, Node
 from .l1 import bank_bytes, layer_parts, tile_bytes
 from ..ops.pool.l1 import global_pool_last_cbs
 from .layout import TensorLayout
+from . import plan_walk as pw
+# the executor's freeing rules, read here and by the planner under these names
+from .plan_walk import freed_after_adapters, last_uses  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -55,32 +59,12 @@ class Spill:
         return f"spill: frees {self.frees:,} B/core for {self.for_layer}"
 
 
-def last_uses(nodes: Sequence[Node]) -> dict[str, int]:
-    """Tensor name -> index of the layer after which the executor frees it (its last consumer;
-    a layer nobody reads is freed right after it runs, unless kept)."""
-    last: dict[str, int] = {}
-    for i, n in enumerate(nodes):
-        for t in n.tensors:
-            last.setdefault(t, i)
-        for s in n.inputs:
-            last[s] = i
-    return last
-
-
 def tensor_rows_c(graph: Graph, name: str) -> tuple[int, int]:
     if name in graph.constants:
         shape = (1, 1, 1, 1) + tuple(int(v) for v in graph.constants[name].shape)
         return shape[-4] * shape[-3] * shape[-2], shape[-1]
     s = graph.shape_of(name)
     return s.rows, s.c
-
-
-def freed_after_adapters(src: str, i: int, node: Node, last: Mapping[str, int],
-                         keep: Iterable[str]) -> bool:
-    """Whether the executor frees operand ``src`` of layer ``i`` as soon as its adapters have
-    made the copy the op reads: this is its last use, it is not kept, and the layer reads it once
-    (a DRAM-sliced pool's input then leaves L1 before the pool allocates)."""
-    return last.get(src, -1) == i and src not in keep and list(node.inputs).count(src) == 1
 
 
 def others_alive(i: int, node: Node, held: Mapping[str, TensorLayout], last: Mapping[str, int],
@@ -175,76 +159,115 @@ def adapter_cbs(a, c: int) -> int:
     return 2 * -(-width // TILE) * tile_bytes("bfloat16")
 
 
-def _executor_order(adapters: Sequence) -> list:
-    # the executor runs operand 0's adapters first, each operand's chain in planning order
-    return sorted(adapters, key=lambda a: a.index)
+class _Sums:
+    """The L1 sums fed ``plan_walk`` events: one ``StepL1`` per adapter, layer and spill.
+    ``held``: every tensor produced so far as it is held (spilled ones in DRAM), updated as the
+    layers run; ``carry``: the CBs the previous program still holds."""
+
+    def __init__(self, graph: Graph, last: Mapping[str, int], keep: Iterable[str],
+                 held: dict[str, TensorLayout], carry: int, banks: int, node: Node | None = None):
+        self.g, self.last, self.keep, self.banks = graph, last, set(keep), banks
+        self.node = node        # the node the planner plans (else each layer's own)
+        self.held, self.carry = held, carry
+        self.steps: list[StepL1] = []
+        self.i = -1
+        self.alive: dict[str, int] = {}
+        self.temps: dict[int, tuple[str, int]] = {}     # operand -> (its latest copy, bytes)
+
+    def feed(self, ev: pw.Event) -> None:
+        if ev.i != self.i:
+            self._begin(ev)
+        if isinstance(ev, pw.Adapt):
+            self._adapter(ev)
+        elif isinstance(ev, pw.FreeOriginal):
+            self.alive.pop(ev.tensor, None)
+        elif isinstance(ev, pw.Run):
+            self._layer(ev)
+        elif isinstance(ev, pw.SpillTensor):
+            self._spill(ev)
+        # reallocations move a tensor without changing the sums; the other frees are the
+        # ``last`` / ``keep`` rules ``others_alive`` applies
+
+    def _begin(self, ev: pw.Event) -> None:
+        """Layer ``ev.i``'s first event: what is alive around it (its operands too)."""
+        self.i = ev.i
+        for name in [n for n in self.held if self.last.get(n, -1) < ev.i and n not in self.keep]:
+            del self.held[name]     # freed: keeps the walk linear in depth
+        node = self.node or ev.layer.node
+        self.alive = others_alive(ev.i, node, self.held, self.last, self.keep, self.g,
+                                  received=(), banks=self.banks)
+        self.temps = {}
+
+    def _adapter(self, ev: pw.Adapt) -> None:
+        a = ev.adapter
+        rows, c = tensor_rows_c(self.g, a.src)
+        b = self.banks
+        src_b, dst_b = bank_bytes(a.before, rows, c, b), bank_bytes(a.after, rows, c, b)
+        chained = ev.operand in self.temps
+        others = {k: v for k, v in self.alive.items() if not (k == a.src and not chained)}
+        others.update({name: n for idx, (name, n) in self.temps.items() if idx != ev.operand})
+        if chained:         # a chain: its input is the previous copy (freed after)
+            src_b = self.temps[ev.operand][1]
+        cbs = adapter_cbs(a, c)
+        self.steps.append(StepL1("adapter", ev.name, src_b + dst_b + cbs, cbs, src_b + dst_b,
+                                 self.carry, others))
+        self.carry = cbs
+        self.temps[ev.operand] = (f"{a.edge} (copy)", dst_b)
+
+    def _layer(self, ev: pw.Run) -> None:
+        layer, node = ev.layer, self.node or ev.layer.node
+        received = getattr(layer, "inputs", None)
+        others = others_alive(ev.i, node, self.held, self.last, self.keep, self.g, received,
+                              self.banks)
+        cbs = layer_cbs(layer)
+        self.steps.append(StepL1("layer", node.name, int(layer.l1_bytes_per_core), cbs,
+                                 layer_first(layer), self.carry, others))
+        self.carry = cbs
+
+    def made(self, layer) -> None:
+        """Layer ``layer`` has run: its tensors are held as planned (a split makes several)."""
+        self.held.update(layer.tensor_layouts())
+
+    def _spill(self, ev: pw.SpillTensor) -> None:
+        # runs before the layer's inputs are freed; writes DRAM, so it allocates no L1
+        layer, sp = ev.layer, ev.spill
+        alive = others_alive(ev.i, self.node or layer.node, self.held, self.last, self.keep, self.g,
+                             received=(), banks=self.banks)
+        for t, lay in layer.tensor_layouts().items():
+            alive[t] = bank_bytes(lay, *tensor_rows_c(self.g, t), banks=self.banks)
+        own = alive.pop(sp.tensor, 0)
+        self.steps.append(StepL1("spill", ev.name, own, 0, 0, self.carry, alive))
+        self.held[sp.tensor] = sp.to
+        self.carry = 0
 
 
 def layer_steps(i: int, node: Node, layer, adapters: Sequence, held: Mapping[str, TensorLayout],
                 last: Mapping[str, int], keep: Iterable[str], graph: Graph,
                 carry: int, banks: int) -> tuple[list[StepL1], int]:
     """The steps of layer ``i``: its adapters (``plans.Adapter``, the ones into ``node``) in the
-    executor's order, then the layer; ``carry``: the previous step's CBs. Returns the steps and
-    the CBs the next step inherits (the layer's)."""
-    steps: list[StepL1] = []
-    alive = others_alive(i, node, held, last, keep, graph, received=(), banks=banks)  # operands too
-    temps: dict[int, tuple[str, int]] = {}      # operand index -> (its latest copy, bytes)
-    ordered = _executor_order(adapters)
-    chains_end = {a.index: a for a in ordered}  # each operand's last adapter
-    for a in ordered:
-        rows, c = tensor_rows_c(graph, a.src)
-        src_b, dst_b = bank_bytes(a.before, rows, c, banks), bank_bytes(a.after, rows, c, banks)
-        others = {k: v for k, v in alive.items() if not (k == a.src and a.index not in temps)}
-        others.update({name: b for idx, (name, b) in temps.items() if idx != a.index})
-        if a.index in temps:        # a chain: its input is the previous copy (freed after)
-            src_b = temps[a.index][1]
-        cbs = adapter_cbs(a, c)
-        steps.append(StepL1("adapter", a.edge, src_b + dst_b + cbs, cbs, src_b + dst_b, carry,
-                            others))
-        carry = cbs
-        temps[a.index] = (f"{a.edge} (copy)", dst_b)
-        if a is chains_end.get(a.index) and freed_after_adapters(a.src, i, node, last, keep):
-            alive.pop(a.src, None)
-    received = getattr(layer, "inputs", None)
-    others = others_alive(i, node, held, last, keep, graph, received, banks)
-    cbs = layer_cbs(layer)
-    steps.append(StepL1("layer", node.name, int(layer.l1_bytes_per_core), cbs,
-                        layer_first(layer), carry, others))
-    return steps, cbs
+    executor's order (``plan_walk.layer_walk``), then the layer; ``carry``: the previous step's
+    CBs. Returns the steps and the CBs the next step inherits (the layer's)."""
+    sums = _Sums(graph, last, keep, dict(held), carry, banks, node)
+    for ev in pw.layer_walk(i, node, layer, adapters, last, sums.keep):
+        sums.feed(ev)
+        if isinstance(ev, pw.Run):
+            break           # what follows frees; the planner asks before the layer's spills
+    return sums.steps, sums.carry
 
 
 def step_figures(plan) -> list[StepL1]:
-    """Every step of ``plan`` in the executor's order (``runtime.Executor.run``): each layer's
+    """Every step of ``plan`` in the executor's order (``plan_walk.walk``): each layer's
     adapters, the layer, the spills after it; with the final layouts and spills."""
     g = plan.graph
-    banks = plan.l1_banks
-    nodes = [pl.node for pl in plan.layers]
-    last = last_uses(nodes)
     keep = set(g.outputs) | set(g.constants)
-    held: dict[str, TensorLayout] = {**plan.input_layouts, **plan.constant_layouts}
-    into: dict[str, list] = {}
-    for a in plan.adapters:
-        into.setdefault(a.dst, []).append(a)
-    out: list[StepL1] = []
-    carry = 0
-    for i, pl in enumerate(plan.layers):
-        for name in [n for n in held if last.get(n, -1) < i and n not in keep]:
-            del held[name]          # freed: keeps the walk linear in depth
-        steps, carry = layer_steps(i, pl.node, pl, into.get(pl.name, ()), held, last, keep, g,
-                                   carry, banks)
-        out.extend(steps)
-        made = pl.tensor_layouts()          # a split makes several tensors
-        held.update(made)
-        for sp in plan.spills_after(pl.name):
-            # runs before the layer's inputs are freed; writes DRAM, so it allocates no L1
-            alive = others_alive(i, pl.node, held, last, keep, g, received=(), banks=banks)
-            for t, lay in made.items():
-                alive[t] = bank_bytes(lay, *tensor_rows_c(g, t), banks=banks)
-            own = alive.pop(sp.tensor, 0)
-            out.append(StepL1("spill", f"{sp.tensor} after {sp.after}", own, 0, 0, carry, alive))
-            held[sp.tensor] = sp.to
-            carry = 0
-    return out
+    last = last_uses([pl.node for pl in plan.layers])
+    sums = _Sums(g, last, keep, {**plan.input_layouts, **plan.constant_layouts}, 0,
+                 plan.l1_banks)
+    for ev in pw.walk(plan):
+        sums.feed(ev)
+        if isinstance(ev, pw.Run):
+            sums.made(ev.layer)
+    return sums.steps
 
 
 def refresh(plan) -> None:

@@ -4,9 +4,10 @@ Sums (``liveness``) say whether a step's bytes fit the bank; they cannot say whe
 *where the free space is*. ttnn's allocator (``l1_alloc``) is deterministic, so given the order
 in which buffers are allocated and freed, every address follows. That order is:
 
-* the executor's (``runtime.Executor.run``): each layer's adapters in operand order (a chain
-  frees its previous copy), the original freed right after its copy when that is its last use,
-  the layer, its spills, then the adapter copies, then every tensor whose last reader it was;
+* the executor's (``runtime.Executor.run``), as ``plan_walk.walk`` yields it: each layer's
+  reallocations, its adapters in operand order (a chain frees its previous copy), the original
+  freed right after its copy when that is its last use, the layer, its spills, then the adapter
+  copies, then every tensor whose last reader it was;
 * each op's own, inside a step: measured on the mock device for the ops the shipped models use
   (``op_events``; the table in docs/layouts.md): a conv or pool with a halo allocates the halo
   buffer, frees it, allocates it again (its second pass), then the output, and frees the halo
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from . import l1_alloc
 from ..arch import WORMHOLE_B0
 from . import liveness as lv
+from . import plan_walk as pw
 from .l1 import bank_bytes, l1_region, layer_parts
 from .plans import FreedEarlyNote, InPlaceNote, Reallocation
 
@@ -58,10 +60,10 @@ class StepAddr:
 @dataclass
 class _Walk:
     alloc: l1_alloc.L1Allocator
-    addr: dict[str, int] = field(default_factory=dict)        # buffer key -> address
+    addr: dict[object, int] = field(default_factory=dict)     # buffer key -> address
     steps: list[StepAddr] = field(default_factory=list)
 
-    def allocate(self, key: str, size: int) -> tuple[str, int] | None:
+    def allocate(self, key: object, size: int) -> tuple[str, int] | None:
         """None, or (why, by how many bytes) the allocation fails."""
         if size <= 0:
             return None
@@ -73,7 +75,7 @@ class _Walk:
                     e.size - e.state.largest_free)
         return None
 
-    def free(self, key: str) -> None:
+    def free(self, key: object) -> None:
         a = self.addr.pop(key, None)
         if a is not None:
             self.alloc.free(a)
@@ -174,46 +176,35 @@ def freeing_input(pl):
 
 
 def simulate(plan, *, l1_small_size: int = 32768) -> list[StepAddr]:
-    """Every executor step of ``plan`` by address (module docstring)."""
+    """Every executor step of ``plan`` by address (module docstring), in ``plan_walk``'s order."""
     g = plan.graph
     base, top = l1_region(getattr(plan, "arch", "wormhole_b0"), l1_small_size)
     banks = plan.l1_banks
     w = _Walk(l1_alloc.L1Allocator(base, top))
-    keep = set(g.outputs) | set(g.constants)
     nodes = [pl.node for pl in plan.layers]
-    last = lv.last_uses(nodes)
-    into: dict[tuple[str, int], list] = {}
-    for a in plan.adapters:
-        into.setdefault((a.dst, a.index), []).append(a)
-    moves = {}
-    for r in getattr(plan, "reallocations", ()):
-        moves.setdefault(r.before, []).append(r)
-    spills = {}
-    for sp in getattr(plan, "spills", ()):
-        spills.setdefault(sp.after, []).append(sp)
 
-    def t_key(name: str) -> str:
-        return f"t:{name}"
+    def key(buf) -> object:
+        # a tensor's buffer by its name, an adapter copy by its ``plan_walk.Copy``
+        return f"t:{buf}" if isinstance(buf, str) else buf
 
     # graph inputs (DRAM) and constants (small, L1) before the first layer
     for name, lay in plan.constant_layouts.items():
         if any(name in n.inputs for n in nodes):
-            w.allocate(t_key(name), tensor_bank_bytes(g, name, lay, banks))
+            w.allocate(key(name), tensor_bank_bytes(g, name, lay, banks))
     for name, lay in plan.input_layouts.items():
-        w.allocate(t_key(name), tensor_bank_bytes(g, name, lay, banks))
+        w.allocate(key(name), tensor_bank_bytes(g, name, lay, banks))
 
-    def step(kind: str, name: str, events: list[tuple], rename: dict[str, str]) -> None:
+    def step(ev: pw.Step, events: list[tuple], rename: dict) -> None:
         failure, need, short, lowest, cb_end = None, None, 0, None, base
-        for ev in events:
-            if ev[0] == ALLOC:
-                key = rename.get(ev[1], ev[1])
-                why = w.allocate(key, ev[2])
+        for e in events:
+            if e[0] == ALLOC:
+                why = w.allocate(rename.get(e[1], e[1]), e[2])
                 if why and failure is None:
-                    (failure, short), need = why, l1_alloc.aligned(ev[2])
-            elif ev[0] == FREE:
-                w.free(rename.get(ev[1], ev[1]))
+                    (failure, short), need = why, l1_alloc.aligned(e[2])
+            elif e[0] == FREE:
+                w.free(rename.get(e[1], e[1]))
             else:
-                end = base + int(ev[1])
+                end = base + int(e[1])
                 low = w.alloc.lowest()
                 cb_end = max(cb_end, end)
                 if low is not None:
@@ -223,62 +214,38 @@ def simulate(plan, *, l1_small_size: int = 32768) -> list[StepAddr]:
                                    f"lowest L1 buffer at {low:,}")
                         short = end - low
         st = w.alloc.state()
-        w.steps.append(StepAddr(kind, name, st.allocated, st.largest_free, lowest, cb_end,
+        w.steps.append(StepAddr(ev.kind, ev.name, st.allocated, st.largest_free, lowest, cb_end,
                                 failure, need, short))
 
-    for i, pl in enumerate(plan.layers):
-        for r in moves.get(pl.name, ()):
+    for ev in pw.walk(plan):
+        if isinstance(ev, pw.Reallocate):
             # ttnn.reallocate (ttnn::move): the tensor is freed, then allocated again top-down
-            size = tensor_bank_bytes(g, r.tensor, r.layout, banks)
-            key = t_key(r.tensor)
             # (ttnn runs no program of its own here that the capture shows)
-            step("reallocate", f"{r.tensor} before {r.before}", [(FREE, key), (ALLOC, key, size)],
-                 {})
-        temps: list[str] = []
-        for idx, src in enumerate(pl.node.inputs):
-            cur = t_key(src)
-            chain = into.get((pl.name, idx), ())
-            for j, a in enumerate(sorted(chain, key=lambda a: a.index)):
-                copy = f"copy:{pl.name}:{idx}:{j}"
-                size = tensor_bank_bytes(g, src, a.after, banks)
-                step("adapter", a.edge, [(ALLOC, copy, size),
-                                         (PROGRAM, lv.adapter_cbs(a, lv.tensor_rows_c(g, src)[1]))],
-                     {})
-                if cur in temps:
-                    w.free(cur)
-                    temps.remove(cur)
-                temps.append(copy)
-                cur = copy
-            if chain and lv.freed_after_adapters(src, i, pl.node, last, keep):
-                w.free(t_key(src))
-        rename = {f"out:{t}": t_key(t) for t in pl.tensor_layouts()}
-        if pl.node.inputs:      # what operand 0 is now: its adapter copy, or the tensor
-            copies0 = [t for t in temps if t.startswith(f"copy:{pl.name}:0:")]
-            rename["in:0"] = copies0[-1] if copies0 else t_key(pl.node.inputs[0])
-        events = op_events(pl, g, banks=banks)
-        step("layer", pl.name, events, rename)
-        inplace = getattr(pl.config, "inplace", False)
-        if inplace:
-            # the output is operand a's buffer: it takes over a's (or a's copy's) key
-            ia = 1 if getattr(pl.config, "swap_operands", False) else 0
-            src = pl.node.inputs[ia]
-            copies = [t for t in temps if t.startswith(f"copy:{pl.name}:{ia}:")]
-            holder = copies[-1] if copies else t_key(src)
+            r, k = ev.reallocation, key(ev.tensor)
+            step(ev, [(FREE, k), (ALLOC, k, tensor_bank_bytes(g, r.tensor, r.layout, banks))], {})
+        elif isinstance(ev, pw.Adapt):
+            a = ev.adapter
+            step(ev, [(ALLOC, ev.copy, tensor_bank_bytes(g, a.src, a.after, banks)),
+                      (PROGRAM, lv.adapter_cbs(a, lv.tensor_rows_c(g, a.src)[1]))], {})
+        elif isinstance(ev, pw.Run):
+            pl = ev.layer
+            rename = {f"out:{t}": key(t) for t in pl.tensor_layouts()}
+            if ev.operands:         # what operand 0 is now: its adapter copy, or the tensor
+                rename["in:0"] = key(ev.operands[0])
+            step(ev, op_events(pl, g, banks=banks), rename)
+        elif isinstance(ev, pw.WriteInPlace):
+            # the output is the operand's buffer: it takes over that buffer's key
+            holder = key(ev.holder)
             if holder in w.addr:
-                w.addr[t_key(pl.name)] = w.addr.pop(holder)
-            temps = [t for t in temps if t != holder]
-        for sp in spills.get(pl.name, ()):
-            step("spill", f"{sp.tensor} after {sp.after}", [(PROGRAM, 0)], {})
-            w.free(t_key(sp.tensor))
-        for t in temps:
-            w.free(t)
-        for src in dict.fromkeys(list(pl.node.inputs) + list(pl.node.tensors)):
-            if last.get(src) == i and src not in keep:
-                if inplace and src == pl.node.inputs[1 if getattr(pl.config, "swap_operands",
-                                                                  False) else 0] \
-                        and src not in pl.node.tensors:
-                    continue            # its buffer is the output now
-                w.free(t_key(src))
+                w.addr[key(ev.tensor)] = w.addr.pop(holder)
+        elif isinstance(ev, pw.SpillTensor):
+            step(ev, [(PROGRAM, 0)], {})
+            w.free(key(ev.tensor))
+        elif isinstance(ev, pw.FreeCopy):
+            w.free(key(ev.copy))
+        elif isinstance(ev, (pw.FreeOriginal, pw.FreeTensor)):
+            w.free(key(ev.tensor))
+        # DropName: the buffer is the in-place output's now (WriteInPlace moved its key)
     return w.steps
 
 
@@ -313,28 +280,37 @@ def _progress(plan, steps: list[StepAddr]) -> tuple[int, int]:
     return len(plan.layers) + 1, 0
 
 
+def _held_before(plan, layer: str) -> tuple[int, dict]:
+    """(the index of ``layer`` or -1, every tensor made before it as it is held then: graph
+    inputs, constants, earlier layers' outputs, spilled ones in DRAM), by ``plan_walk``."""
+    held = {**plan.input_layouts, **plan.constant_layouts}
+    for ev in pw.walk(plan):
+        if ev.layer.name == layer:
+            return ev.i, held
+        if isinstance(ev, pw.Run):
+            held.update(ev.layer.tensor_layouts())
+        elif isinstance(ev, pw.SpillTensor):
+            held[ev.tensor] = ev.spill.to
+    return -1, held
+
+
 def _live_before(plan, layer: str, l1_small_size: int) -> dict[str, int]:
     """Tensor name -> bytes per bank of every tensor in L1 right before ``layer`` runs (with
     the plan's remedies so far), by walking the plan up to there."""
     g = plan.graph
-    held = {**plan.input_layouts, **plan.constant_layouts}
-    nodes = [pl.node for pl in plan.layers]
-    last = lv.last_uses(nodes)
+    i, held = _held_before(plan, layer)
+    if i < 0:
+        return {}
+    last = lv.last_uses([pl.node for pl in plan.layers])
     keep = set(g.outputs) | set(g.constants)
-    for i, pl in enumerate(plan.layers):
-        if pl.name == layer:
-            out = {}
-            for name, lay in held.items():
-                if (last.get(name, -1) >= i or name in keep) and lay.memory.buffer == "l1" \
-                        and name not in g.constants:
-                    b = tensor_bank_bytes(g, name, lay, plan.l1_banks)
-                    if b:
-                        out[name] = b
-            return out
-        held.update(pl.tensor_layouts())
-        for sp in plan.spills_after(pl.name):
-            held[sp.tensor] = sp.to
-    return {}
+    out = {}
+    for name, lay in held.items():
+        if (last.get(name, -1) >= i or name in keep) and lay.memory.buffer == "l1" \
+                and name not in g.constants:
+            b = tensor_bank_bytes(g, name, lay, plan.l1_banks)
+            if b:
+                out[name] = b
+    return out
 
 
 def _in_place_candidate(plan, pl):
@@ -515,16 +491,7 @@ def fit(plan, *, l1_small_size: int | None = None, max_remedies: int = 64, repla
 def _held_layout(plan, tensor: str, before: str):
     """The layout ``tensor`` is held in right before layer ``before`` (its producer's, or the
     input's, or where a spill put it)."""
-    lay = plan.input_layouts.get(tensor)
-    for pl in plan.layers:
-        if pl.name == before:
-            break
-        if tensor in pl.tensor_layouts():
-            lay = pl.tensor_layouts()[tensor]
-        for sp in plan.spills_after(pl.name):
-            if sp.tensor == tensor:
-                lay = sp.to
-    return lay
+    return _held_before(plan, before)[1].get(tensor)
 
 
 def _ordered(plan, reallocations: list) -> list:

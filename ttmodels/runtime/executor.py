@@ -5,13 +5,15 @@
     y = to_torch_nchw(backend, outs["logits"], plan.graph.shape_of("logits"))
 
 Tensors are freed (``tt.deallocate``) as soon as their last consumer has run; graph outputs,
-constants and backend tensors the caller passed in are never freed by the executor.
+constants and backend tensors the caller passed in are never freed by the executor. The order of
+everything (adapters, reallocations, spills, frees) is ``planning.plan_walk``'s: the executor
+carries out its events, as the L1 sums and the address model count them.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from ..planning import liveness
+from ..planning import plan_walk as pw
 from ..backends import common
 from ..errors import Error, LayoutError, WeightsError
 from ..language.graph import Constant, TensorShape, const_flat
@@ -61,18 +63,6 @@ class Executor:
         self.constants = {name: self._constant(c, params.get(name))
                           for name, c in g.constants.items() if name in used}
         self.outputs = list(g.outputs)
-        self.spills: dict[str, list] = {}
-        for sp in getattr(plan, "spills", ()):
-            self.spills.setdefault(sp.after, []).append(sp)
-        self.reallocations: dict[str, list] = {}
-        for r in getattr(plan, "reallocations", ()):
-            self.reallocations.setdefault(r.before, []).append(r)
-        self.last_use: dict[str, int] = {}
-        for i, pl in enumerate(plan.layers):
-            for t in pl.node.tensors:
-                self.last_use.setdefault(t, i)
-            for s in pl.node.inputs:
-                self.last_use[s] = i
         self._trace = None
         # ``step_hook(kind, planned, inputs, call)`` runs each adapter ("adapter", AdapterLayer)
         # and layer ("layer", PlannedLayer) instead of ``call()``: ttmodels.tools.verify uses it to
@@ -159,44 +149,60 @@ class Executor:
                 keep.add(name)
         env.update(self.constants)
         keep.update(self.constants)
-        for i, pl in enumerate(self.plan.layers):
+        st = _RunState(env, keep, passed={n for n in g.inputs if not _is_torch(inputs[n])})
+        # the order (adapters, frees, spills, reallocations) is plan_walk's, which the L1 sums
+        # and the address model read too; an in-place op runs out of place when every output
+        # is kept
+        for ev in pw.walk(self.plan, keep=keep, in_place=not keep_all):
+            if ev.i != st.i:
+                # no reference of the last layer's tensors outlives it but env's: ttnn.reallocate
+                # (ttnn::move) refuses a tensor that something else still holds ("Expect input
+                # tensor to be deallocated after move op")
+                st.next_layer(ev.i)
+            self._event(ev, st)
+        if keep_all:
+            return {t: env[t] for pl in self.plan.layers for t in pl.node.tensors}
+        return {name: env[name] for name in self.outputs}
+
+    def _event(self, ev: pw.Event, st: "_RunState") -> None:
+        """Carry out one ``plan_walk`` event on the backend."""
+        tt, env, pl = self.tt, st.env, ev.layer
+        if isinstance(ev, pw.Reallocate):
+            # plan_alloc: moved so that the next step's buffers or CBs find room; ttnn frees the
+            # old buffer itself. Not a constant, nor a backend tensor the caller passed in.
+            r = ev.reallocation
+            if r.tensor in env and r.tensor not in self.constants and \
+                    r.tensor not in st.passed:
+                t = env[r.tensor]
+                env[r.tensor] = self._call(f"reallocate {r.tensor}", pl.name,
+                                           lambda: tt.reallocate(t), step=("reallocate", r, t))
+        elif isinstance(ev, pw.Adapt):
+            t = st.buffer(ev.source, pl.name)
+            ad = self.adapters[(pl.name, ev.operand)][ev.position]
+            t2 = self._call(ad.name, pl.name, lambda: ad(t), step=("adapter", ad, t))
+            st.copies[ev.copy] = t2
+            if t2 is not t:
+                st.owned.add(ev.copy)           # a tensor of its own: ours to free
+            elif ev.source in st.owned:         # the adapter had nothing to do: same tensor
+                st.owned.discard(ev.source)
+                st.owned.add(ev.copy)
+        elif isinstance(ev, pw.FreeOriginal):
+            # this copy is the original's last use: free the original now, before the op
+            # allocates (plan_walk.freed_after_adapters)
+            if st.copies[ev.copy] is not env[ev.tensor]:
+                tt.deallocate(env.pop(ev.tensor))
+            else:                   # no copy was made: the "copy" is the original, freed with them
+                env.pop(ev.tensor)
+                st.owned.add(ev.copy)
+        elif isinstance(ev, pw.Run):
             layer = self.layers[pl.name]
-            for r in self.reallocations.get(pl.name, ()):
-                # plan_alloc: moved so that the next step's buffers or CBs find room; ttnn
-                # frees the old buffer itself
-                if r.tensor in env and r.tensor not in self.constants and \
-                        not (r.tensor in g.inputs and not _is_torch(inputs[r.tensor])):
-                    t = env[r.tensor]
-                    env[r.tensor] = self._call(f"reallocate {r.tensor}", pl.name,
-                                               lambda: tt.reallocate(t),
-                                               step=("reallocate", r, t))
-            args, temps = [], []
-            for idx, src in enumerate(pl.node.inputs):
-                if src not in env:
-                    raise LayoutError(f"input '{src}' is not available (freed or never produced)",
-                                      layer=pl.name)
-                t = env[src]
-                for ad in self.adapters.get((pl.name, idx), ()):
-                    t2 = self._call(ad.name, pl.name, lambda: ad(t), step=("adapter", ad, t))
-                    if t2 is not t and any(t is tmp for tmp in temps):
-                        tt.deallocate(t)
-                        temps = [tmp for tmp in temps if tmp is not t]
-                    if t2 is not t:
-                        temps.append(t2)
-                    t = t2
-                if t is not env[src] and liveness.freed_after_adapters(src, i, pl.node,
-                                                                       self.last_use, keep):
-                    # this copy is the original's last use: free the original now, before the
-                    # op allocates (liveness.freed_after_adapters)
-                    tt.deallocate(env.pop(src))
-                args.append(t)
+            args = [st.buffer(b, pl.name) for b in ev.operands]
             # An in-place op's output lives in one operand's buffer: that operand must not be
             # freed (on a card ttnn returns a new Tensor object sharing it, so identity with
-            # ``out`` is no guide). When every output is kept, run out of place instead.
+            # ``out`` is no guide: WriteInPlace names it).
             inplace = getattr(layer, "inplace", False)
-            alias = args[layer.inplace_operand()] if inplace and not keep_all else None
             try:
-                if inplace and keep_all:
+                if inplace and ev.in_place is None:
                     layer.inplace = False
                 out = self._call(pl.name, pl.name, lambda: layer(args), step=("layer", pl, args))
             finally:
@@ -206,29 +212,31 @@ class Executor:
                 env.update(zip(pl.node.outputs, out))
             else:
                 env[pl.name] = out
-            for sp in self.spills.get(pl.name, ()):
-                # liveness.Spill: the tensor waits for its next reader in DRAM, not L1
-                t = env[sp.tensor]
-                moved = self._call(f"spill {sp.tensor}", pl.name,
-                                   lambda: tt.to_memory_config(t, common.memory_config(
-                                       tt, sp.to.memory)), step=("spill", sp, t))
-                tt.deallocate(t)        # a layer's output: ours to free
-                env[sp.tensor] = moved
-            for tmp in temps:
-                if tmp is not out and tmp is not alias:
-                    tt.deallocate(tmp)
-            for src in dict.fromkeys(pl.node.inputs + list(pl.node.tensors)):
-                if self.last_use.get(src) == i and src not in keep and src in env:
-                    if (env[src] is not out or src == pl.name) and env[src] is not alias:
-                        tt.deallocate(env[src])
-                    del env[src]
-            # no reference of this layer's tensors outlives it but env's: ttnn.reallocate
-            # (ttnn::move) refuses a tensor that something else still holds ("Expect input
-            # tensor to be deallocated after move op")
-            args = temps = out = alias = t = None
-        if keep_all:
-            return {t: env[t] for pl in self.plan.layers for t in pl.node.tensors}
-        return {name: env[name] for name in self.outputs}
+            st.out = out
+        elif isinstance(ev, pw.WriteInPlace):
+            st.alias = st.buffer(ev.holder, pl.name)
+        elif isinstance(ev, pw.SpillTensor):
+            # liveness.Spill: the tensor waits for its next reader in DRAM, not L1
+            sp = ev.spill
+            t = env[sp.tensor]
+            moved = self._call(f"spill {sp.tensor}", pl.name,
+                               lambda: tt.to_memory_config(t, common.memory_config(
+                                   tt, sp.to.memory)), step=("spill", sp, t))
+            tt.deallocate(t)        # a layer's output: ours to free
+            env[sp.tensor] = moved
+        elif isinstance(ev, pw.FreeCopy):
+            t = st.copies.pop(ev.copy)
+            if ev.copy in st.owned and t is not st.out and t is not st.alias:
+                tt.deallocate(t)
+            st.owned.discard(ev.copy)
+        elif isinstance(ev, pw.FreeTensor):
+            src = ev.tensor
+            if src in env:
+                if (env[src] is not st.out or src == pl.name) and env[src] is not st.alias:
+                    tt.deallocate(env[src])
+                del env[src]
+        elif isinstance(ev, pw.DropName):
+            env.pop(ev.tensor, None)        # its buffer is the in-place output's now
 
     def _call(self, what: str, layer: str, fn, step=None):
         try:
@@ -271,6 +279,31 @@ class Executor:
         if self._trace is not None:
             self._trace.release()
             self._trace = None
+
+
+class _RunState:
+    """What one ``Executor.run`` holds between walk events: ``env`` (tensor name -> backend
+    tensor), ``keep`` (never freed), the current layer's adapter copies (``owned``: the ones
+    that are tensors of their own), its output and the operand its in-place output lives in."""
+
+    def __init__(self, env: dict[str, Any], keep: set[str], passed: set[str]):
+        self.env, self.keep, self.passed = env, keep, passed     # passed: the caller's tensors
+        self.i = -1
+        self.next_layer(-1)
+
+    def next_layer(self, i: int) -> None:
+        self.i = i
+        self.copies: dict[pw.Copy, Any] = {}
+        self.owned: set[pw.Copy] = set()
+        self.out = self.alias = None
+
+    def buffer(self, b: pw.Buffer, layer: str):
+        if isinstance(b, pw.Copy):
+            return self.copies[b]
+        if b not in self.env:
+            raise LayoutError(f"input '{b}' is not available (freed or never produced)",
+                              layer=layer)
+        return self.env[b]
 
 
 def check_input_shape(plan: Plan, name: str, x) -> None:
