@@ -232,25 +232,19 @@ def op_cost(op: str):
 # ---- the walk ------------------------------------------------------------------------------
 
 def plan_steps(plan) -> Iterator[tuple[str, Any]]:
-    """The executor's steps in order, as (kind, object): reallocations and adapters before their
-    layer, spills after it. (One function, to be replaced by the shared plan walk.)"""
-    into: dict[str, list] = {}
-    for a in plan.adapters:
-        into.setdefault(a.dst, []).append(a)
-    spills: dict[str, list] = {}
-    for s in plan.spills:
-        spills.setdefault(s.after, []).append(s)
-    reallocs: dict[str, list] = {}
-    for r in plan.reallocations:
-        reallocs.setdefault(r.before, []).append(r)
-    for layer in plan.layers:
-        for r in reallocs.get(layer.name, ()):
-            yield "reallocate", r
-        for a in into.get(layer.name, ()):
-            yield "adapter", a
-        yield "layer", layer
-        for s in spills.get(layer.name, ()):
-            yield "spill", s
+    """The executor's device steps in order, as (kind, object): the shared walk's
+    (``plan_walk.walk``) reallocations, adapters, layers and spills; its frees and renames cost
+    no device time."""
+    from .plan_walk import Adapt, Reallocate, Run, SpillTensor, walk
+    for ev in walk(plan):
+        if isinstance(ev, Reallocate):
+            yield "reallocate", ev.reallocation
+        elif isinstance(ev, Adapt):
+            yield "adapter", ev.adapter
+        elif isinstance(ev, Run):
+            yield "layer", ev.layer
+        elif isinstance(ev, SpillTensor):
+            yield "spill", ev.spill
 
 
 def _step_phases(kind: str, obj, env: CostEnv) -> tuple[str, str, tuple[Phase, ...]]:
