@@ -113,3 +113,19 @@ def test_noc_table_lookup_is_commons():
     near = tm_cycles(a, Side(1 << 20, 2048, False, 64), grid_cores=64, noc_count=16, col=0,
                      clock_hz=WORMHOLE_B0.clock_hz)
     assert far > 0 and near > 0
+
+
+@pytest.mark.parametrize("size,cin,cout", [(16, 64, 128), (56, 64, 256), (7, 2048, 512)])
+def test_lowering_auto_takes_the_faster_estimate(size, cin, cout):
+    # lowering: auto runs a 1x1 conv as whichever of ttnn.linear and conv2d the estimate says
+    # is faster, and records both figures
+    import re
+    spec = {"name": "mm", "inputs": {"x": {"channels": cin, "size": [size, size]}},
+            "layers": [{"name": "c1", "op": "conv2d", "out": cout, "kernel": 1,
+                        "lowering": "auto"}]}
+    plan = ttmodels.plan(spec, batch_size=8)
+    note = plan.choices["c1"]
+    first, second = (float(v.replace(",", "")) for v in re.findall(r"([\d,]+\.\d) µs", note)[:2])
+    picked = "linear" if note.startswith("lowering auto: linear") else "conv2d"
+    assert (plan.layer("c1").config.lowering == "linear") == (picked == "linear")
+    assert first <= second * 1.02 + 1e-9

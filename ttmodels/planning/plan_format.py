@@ -195,7 +195,8 @@ def plan_table(plan) -> str:
         for sp in plan.spills:
             lines.append(f"  {sp.tensor} after {sp.after}: to_memory_config  {sp.before.short()} "
                          f"-> {sp.to.short()}  ({sp.reason})")
-    moved = {k: v for k, v in plan.choices.items() if v.startswith("by the estimate")}
+    moved = {k: v for k, v in plan.choices.items()
+             if v.startswith(("by the estimate", "lowering auto"))}
     if moved:   # the convs whose layout the estimate changed (JSON "choices" has every conv's)
         lines += ["", f"chosen by the estimate ({len(moved)}):"] + \
             [f"  {k}: {v}" for k, v in moved.items()]

@@ -218,3 +218,34 @@ def why(pick, order: list, us: dict, default=None) -> str | None:
         text = f"by the estimate, not ttnn's default ({describe(default)}: " \
                f"{us[id(default)]:,.1f} µs): " + text
     return text
+
+
+def lowering_us(ctx, node, x) -> tuple[float, float | None]:
+    """(linear, conv2d) estimated µs of a 1x1 stride-1 conv that ``lowering: auto`` may run either
+    way: ``ttnn.linear`` with the solver's program config (the move of ``x`` into its in0
+    layout included), and the fastest conv2d candidate that fits L1 (None: none fits). The
+    question ``probe-1x1`` answers on a card."""
+    from types import SimpleNamespace
+    from ...arch import get as arch_get
+    from ...planning.estimate import movement_phase, phase_us
+    from ...planning.layout import HEIGHT, BLOCK, TILE_LAYOUT, TensorLayout
+    from ...planning.matmul_solver import solve_node
+    from ...planning.plan_context import conv_candidate
+    from ..linear.cost import matmul_phase
+    env = CostEnv(arch_get(ctx.arch), SimpleNamespace(graph=ctx.g))
+    cfg = solve_node(node, grid=ctx.grid, l1_budget=max(ctx.op_budget, 1))
+    shape = ctx.g.shape_of(node.inputs[0])
+    in0 = TensorLayout(cfg.in0_memory, TILE_LAYOUT, x.dtype)
+    phases = [matmul_phase(SimpleNamespace(node=node), env, cfg.M, cfg.K, cfg.N, cfg)]
+    if x.memory != in0.memory or x.layout != TILE_LAYOUT:
+        phases.append(movement_phase(env, [(x, shape)], (in0, shape), "to in0"))
+    lin = sum(phase_us(p, env, _efficiency())[0] for p in phases)
+    convs = []
+    for k in (HEIGHT, BLOCK):
+        try:
+            c = conv_candidate(ctx, node, k, x, None, False)
+        except (ValueError, ZeroDivisionError):
+            continue
+        if c.est.total <= ctx.op_budget:
+            convs.append(candidate_us(ctx, node, x, c))
+    return lin, (min(convs) if convs else None)
