@@ -129,3 +129,24 @@ def test_lowering_auto_takes_the_faster_estimate(size, cin, cout):
     picked = "linear" if note.startswith("lowering auto: linear") else "conv2d"
     assert (plan.layer("c1").config.lowering == "linear") == (picked == "linear")
     assert first <= second * 1.02 + 1e-9
+
+
+def test_any_arch_entry_is_costed(monkeypatch):
+    """The estimate reads only ``Arch`` facts: a made-up 13x10 chip at 1.2 GHz with 512 GB/s
+    (Blackhole's published figures, its NoC tables' column) plans and is estimated faster than
+    the same chip at Wormhole's 1 GHz and 258 GB/s."""
+    from dataclasses import replace
+
+    from ttmodels import arch
+    from ttmodels.language.spec import load_graph
+    from ttmodels.planning.planner import plan_graph
+    fast = arch.Arch("blackhole_test", grid=(13, 10), l1_bank_no_l1_small=1_461_120,
+                     l1_base=111_744, l1_banks=130, clock_hz=1.2e9, dram_bytes_per_s=512e9,
+                     dram_banks=8)
+    slow = replace(fast, name="slow_test", clock_hz=1.0e9, dram_bytes_per_s=258e9)
+    for c in (fast, slow):
+        monkeypatch.setitem(arch.ARCHS, c.name, c)
+    g = load_graph("resnet18", batch_size=8)
+    f = plan_graph(g, arch=fast.name).estimate
+    s = plan_graph(g, arch=slow.name).estimate
+    assert f.arch == fast.name and f.fps > s.fps > 0
