@@ -194,7 +194,12 @@ def fastest_first(ctx, node, x, cands: list) -> tuple[list, dict]:
         return cands, {}
     us = {id(c): candidate_us(ctx, node, x, c) for c in cands}
     first = cands[0]
-    rest = sorted(cands, key=lambda c: us[id(c)])
+    # width sharding only where ttnn's own heuristic picks it: the L1 address model is not yet
+    # exact after a width-sharded stage the estimate chose (resnet50 b16's global pool on
+    # layer4 width-sharded: its largest free block 53,248 B off ttnn's; tests/test_l1_alloc.py)
+    movable = [c for c in cands if c.kind != "width_sharded" or first.kind == "width_sharded"]
+    rest = sorted(movable, key=lambda c: us[id(c)])
+    rest += [c for c in cands if c not in rest]
     if us[id(rest[0])] < us[id(first)] * (1 - MARGIN):
         return rest, us
     return [first] + [c for c in rest if c is not first], us
