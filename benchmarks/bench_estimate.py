@@ -65,7 +65,8 @@ def fit() -> float:
 
 def table() -> str:
     from ttmodels.planning.estimate import estimate
-    lines = ["| model | batch | profile | estimated samples/s | device µs | TT's figure | error | figure |",
+    lines = ["| model | batch | profile | estimated samples/s | device µs | TT's figure | error "
+             "| figure |",
              "|---|---|---|---|---|---|---|---|"]
     for spec, batch, profile, figure, what in ROWS:
         try:

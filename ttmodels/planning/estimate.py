@@ -45,7 +45,7 @@ PROGRAM_CYCLES = {0: 358 + 256, 1: 529 + 404}
 # tt-metal OpPerformanceModel::fidelity_multiplier (ttnn/core/operation.cpp)
 FIDELITY_PHASES = {"LoFi": 1, "HiFi2": 2, "HiFi3": 3, "HiFi4": 4}
 
-# NoCs a data-movement op can drive: common_tm_bw_model's num_nocs = grid rows + grid columns
+# bytes per element of a row-major tensor (block floats are stored as bfloat16 rows)
 ROW_MAJOR_BPE = {"bfloat16": 2, "float32": 4, "bfloat8_b": 2, "bfloat4_b": 2, "uint32": 4}
 
 
@@ -96,9 +96,8 @@ class Estimate:
     @property
     def by_op(self) -> dict[str, float]:
         out: dict[str, float] = {}
-        for s in self.steps:
-            key = s.op if s.kind == "layer" else s.kind if s.kind != "adapter" else s.op
-            out[key] = out.get(key, 0.0) + s.us
+        for s in self.steps:    # a layer's op, an adapter's ttnn call, "spill", "reallocate"
+            out[s.op] = out.get(s.op, 0.0) + s.us
         return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
     def layer_us(self) -> dict[str, float]:
@@ -134,6 +133,7 @@ class CostEnv:
 
     @property
     def noc_count(self) -> int:
+        """common_tm_bw_model's num_nocs: grid rows + grid columns."""
         return self.arch.grid[0] + self.arch.grid[1]
 
     def shape(self, tensor: str) -> TensorShape:

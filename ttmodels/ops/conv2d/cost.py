@@ -62,7 +62,7 @@ def conv_phases(layer, env: CostEnv, in_shape, out_shape, *, rows_scale: float =
     act_dtype = layer.inputs[0].dtype if layer.inputs else "bfloat16"
     w_dtype = getattr(cfg, "weights_dtype", None) or node.precision.weights
     out_dtype = layer.output.dtype
-    abpe, wbpe, obpe = (bytes_per_element(d) for d in (act_dtype, w_dtype, out_dtype))
+    abpe, wbpe = bytes_per_element(act_dtype), bytes_per_element(w_dtype)
     kind = layer.output.memory.memory_layout if layer.output.memory.sharded else \
         (cfg.shard_layout or "height_sharded")
     in_cols = cin if kind == "height_sharded" else math.ceil(round_up(cin, TILE) / 8)
@@ -107,12 +107,13 @@ def conv_phases(layer, env: CostEnv, in_shape, out_shape, *, rows_scale: float =
     return phases
 
 
-def _l1_sharded(layout, shape, cores: int):
+def _l1_sharded(layout, shape, cores: int, grid_x: int):
     """The L1 height-sharded form ttnn moves an interleaved conv input / output through."""
     from ...planning.layout import MemSpec, TensorLayout
     sh = (round_up(math.ceil(shape.rows / cores), TILE), round_up(shape.c, TILE))
-    return TensorLayout(MemSpec("height_sharded", "l1", (8, math.ceil(cores / 8)), cores, sh),
-                        layout.layout, layout.dtype)
+    grid = (min(grid_x, cores), math.ceil(cores / grid_x))
+    return TensorLayout(MemSpec("height_sharded", "l1", grid, cores, sh), layout.layout,
+                        layout.dtype)
 
 
 def cost(layer, env: CostEnv):
@@ -124,10 +125,13 @@ def cost(layer, env: CostEnv):
         # conv's own interleaved_to_sharded / sharded_to_interleaved programs)
         cores = cfg.num_cores or env.grid_cores
         ins, outs = layer.inputs[0], layer.output
+        gx = env.arch.grid[0]
+        sh_in = _l1_sharded(ins, in_shape, cores, gx)
+        sh_out = _l1_sharded(outs, out_shape, cores, gx)
         pre = env.move(env.side(ins, in_shape.rows, in_shape.c),
-                       env.side(_l1_sharded(ins, in_shape, cores), in_shape.rows, in_shape.c))
-        post = env.move(env.side(_l1_sharded(outs, out_shape, cores), out_shape.rows,
-                                 out_shape.c), env.side(outs, out_shape.rows, out_shape.c))
+                       env.side(sh_in, in_shape.rows, in_shape.c))
+        post = env.move(env.side(sh_out, out_shape.rows, out_shape.c),
+                        env.side(outs, out_shape.rows, out_shape.c))
         dram_in = env.side(ins, in_shape.rows, in_shape.c)
         dram_out = env.side(outs, out_shape.rows, out_shape.c)
         return (Phase(noc_cycles=pre, dram_bytes=dram_in.bytes if dram_in.dram else 0,

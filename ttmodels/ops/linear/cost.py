@@ -21,7 +21,8 @@ def matmul_phase(layer, env: CostEnv, m: int, k: int, n: int, cfg_pc=None) -> Ph
         per = math.ceil(mt * nt / cores)
         pm, pn = 1, per
     macs = pm * pn * kt * TILE ** 3
-    w_bytes = round_up(k, TILE) * round_up(n, TILE) * bytes_per_element(layer.node.precision.weights)
+    w_bpe = bytes_per_element(layer.node.precision.weights)
+    w_bytes = round_up(k, TILE) * round_up(n, TILE) * w_bpe
     # in0 blocks arrive by multicast: every core receives its rows' [per_core_M, K] tiles
     act = env.remote_cycles(2048, pm * kt * TILE * TILE * 2 / 2048)
     return Phase(compute_cycles=env.fpu_cycles(macs, env.fidelity(layer)), noc_cycles=act,
@@ -31,4 +32,5 @@ def matmul_phase(layer, env: CostEnv, m: int, k: int, n: int, cfg_pc=None) -> Ph
 def cost(layer, env: CostEnv):
     s = layer.node.shape
     k = env.shape(layer.node.inputs[0]).c
-    return (matmul_phase(layer, env, s.rows, k, s.c, getattr(layer.config, "program_config", None)),)
+    pc = getattr(layer.config, "program_config", None)
+    return (matmul_phase(layer, env, s.rows, k, s.c, pc),)
