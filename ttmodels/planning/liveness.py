@@ -223,16 +223,13 @@ class _Sums:
         self.steps.append(StepL1("layer", node.name, int(layer.l1_bytes_per_core), cbs,
                                  layer_first(layer), self.carry, others))
         self.carry = cbs
-
-    def made(self, layer) -> None:
-        """Layer ``layer`` has run: its tensors are held as planned (a split makes several)."""
-        self.held.update(layer.tensor_layouts())
+        self.held.update(layer.tensor_layouts())    # as planned (a split makes several)
 
     def _spill(self, ev: pw.SpillTensor) -> None:
         # runs before the layer's inputs are freed; writes DRAM, so it allocates no L1
         layer, sp = ev.layer, ev.spill
-        alive = others_alive(ev.i, self.node or layer.node, self.held, self.last, self.keep, self.g,
-                             received=(), banks=self.banks)
+        alive = others_alive(ev.i, self.node or layer.node, self.held, self.last, self.keep,
+                             self.g, received=(), banks=self.banks)
         for t, lay in layer.tensor_layouts().items():
             alive[t] = bank_bytes(lay, *tensor_rows_c(self.g, t), banks=self.banks)
         own = alive.pop(sp.tensor, 0)
@@ -265,8 +262,6 @@ def step_figures(plan) -> list[StepL1]:
                  plan.l1_banks)
     for ev in pw.walk(plan):
         sums.feed(ev)
-        if isinstance(ev, pw.Run):
-            sums.made(ev.layer)
     return sums.steps
 
 

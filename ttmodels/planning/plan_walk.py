@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping, Sequence, Union
 
 from ..language.graph import Node
+from .plans import Adapter, PlannedLayer, Reallocation
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ Buffer = Union[str, Copy]       # a tensor by name, or an adapter's copy
 class Event:
     """Something the run does while layer ``i`` (``layer``, a ``PlannedLayer``) is its business."""
     i: int
-    layer: Any
+    layer: PlannedLayer
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ class Step(Event):
 @dataclass(frozen=True)
 class Reallocate(Step):
     """``ttnn.reallocate(reallocation.tensor)`` before layer ``i``'s adapters."""
-    reallocation: Any
+    reallocation: Reallocation
 
     @property
     def kind(self) -> str:
@@ -101,7 +102,7 @@ class Reallocate(Step):
 class Adapt(Step):
     """``adapter`` (a ``plans.Adapter`` into operand ``operand`` of layer ``i``, ``position`` in
     its chain) reads ``source`` (the tensor, or the chain's previous copy) into ``copy``."""
-    adapter: Any
+    adapter: Adapter
     operand: int
     position: int
     source: Buffer
@@ -164,7 +165,7 @@ class WriteInPlace(Event):
 class SpillTensor(Step):
     """``spill`` (a ``liveness.Spill``): ``spill.tensor`` moves to DRAM right after layer ``i``;
     its L1 buffer is freed by the move."""
-    spill: Any
+    spill: Any                  # liveness.Spill (liveness reads this module)
 
     @property
     def kind(self) -> str:

@@ -191,7 +191,7 @@ class Executor:
             # allocates (plan_walk.freed_after_adapters)
             if st.copies[ev.copy] is not env[ev.tensor]:
                 tt.deallocate(env.pop(ev.tensor))
-            else:                   # no copy was made: the "copy" is the original, freed with them
+            else:           # no copy was made: the "copy" is the original, freed with them
                 env.pop(ev.tensor)
                 st.owned.add(ev.copy)
         elif isinstance(ev, pw.Run):
