@@ -21,11 +21,14 @@ RESNETS = {"resnet18": 512, "resnet34": 512, "resnet50": 2048, "resnet101": 2048
 ZOO = {"mobilenet_v2", "efficientnet_b0", "resnext50_32x4d", "wide_resnet50_2"}
 # issue 23's detection and segmentation models (tests/test_yolo.py, tests/test_unet.py)
 DENSE = {"yolov8n", "yolov8s", "unet_resnet34"}
+# issue 32's TT hand-tuned ResNet50 (explicit layouts, TT's precision by default;
+# tests/test_estimate.py, tests/test_resnet50_tt.py)
+TT_TUNED = {"resnet50_tt"}
 
 
 def test_shipped_configs_are_listed():
     assert set(CONFIGS) == set(RESNETS) | {"bevdet_r50_encoder", "bevdet_r50_bev_encoder"} | ZOO \
-        | DENSE | {"convnext_tiny"}      # issue 23 (tests/test_convnext.py)
+        | DENSE | {"convnext_tiny"} | TT_TUNED      # convnext: issue 23 (tests/test_convnext.py)
     assert set(CONFIGS) <= set(registry.list_models())
 
 
@@ -57,6 +60,13 @@ def test_config_loads_with_unique_names_and_weights(name, profile):
         # YOLO keeps bfloat16 weights by default (bfloat8_b: profile bfp8_weights; README), and
         # HiFi3 (HiFi2's truncated activation bit costs PCC on others' weights; issue 33)
         want = Precision("bfloat16", "bfloat16", "HiFi3")
+    if name in TT_TUNED:
+        # TT's precision is its default; its layouts are TT's, per stage
+        want = Precision("bfloat8_b", "bfloat8_b", "LoFi")
+        kinds = {n.layout.kind for n in g.nodes}
+        assert {"height_sharded", "block_sharded"} <= kinds
+        assert {n.precision for n in g.nodes} == {want}
+        return
     assert {n.precision for n in g.nodes} == {want}
     assert {n.layout for n in g.nodes} == {LayoutPolicy("auto")}
 

@@ -68,6 +68,10 @@ def test_plan_is_per_chip_and_shows_the_mesh():
     one = json.loads(ttmodels.plan("resnet50", batch_size=16).to_json())
     assert "mesh" not in one
     del d["mesh"]
+    # the estimate: each chip's device time, the whole batch's samples (data parallel)
+    est, est1 = d.pop("estimate"), one.pop("estimate")
+    assert est["device_us"] == est1["device_us"] and est["samples"] == 2 * est1["samples"]
+    assert est["fps"] == pytest.approx(2 * est1["fps"], rel=1e-3)
     assert d == one
 
 

@@ -316,5 +316,10 @@ def test_resnet50_224_plans_unchanged(batch):
     plan = plan_graph(load_graph("resnet50", batch_size=batch))
     d = json.loads(plan.to_json())
     d.pop("ttnn")           # ttnn's verdicts on the plan (ttnn_oracle), not the plan itself
+    # the device-time estimate of it, and why each conv's layout won (tests/test_estimate.py):
+    # figures of a model, not the plan (regenerated when the planner chose by the estimate)
+    d.pop("estimate"), d.pop("choices", None)
+    for layer in d["layers"]:
+        layer.pop("device_us")
     assert d == json.loads(fixture.read_text())
     assert not any(l.config.inplace or l.config.slice for l in plan.layers)

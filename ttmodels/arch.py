@@ -21,6 +21,7 @@ class Arch:
     clock_hz: float = 1.0e9         # AICLK the data-movement model assumes
     dram_bytes_per_s: float = 258e9  # peak DRAM bandwidth of ttnn's op performance model
     dram_banks: int = 12            # DRAM banks an interleaved DRAM tensor spreads over
+    fpu_mul_adds_per_cycle: int = 4096  # per core at LoFi: tt-metal's op performance models
 
     @property
     def cores(self) -> int:
@@ -35,6 +36,8 @@ class Arch:
 # wheel's ttnn/cpp/ttnn/operations/data_movement/common/common.cpp); the DRAM bandwidth is
 # tt-metal's op performance model's (ttnn/core/operation.cpp, 258 GB/s on Wormhole); 12 DRAM
 # banks: Wormhole's 6 GDDR6 channels x 2 (to be confirmed on the mock: `device.dram_grid_size()`).
+# FPU: 4096 mul-adds per cycle per core at LoFi ("8x16 x 16x16 in a single cycle", the matmul and
+# conv2d op performance models of tt-metal, the same figure on Blackhole).
 WORMHOLE_B0 = Arch("wormhole_b0", grid=(8, 8), l1_bank_no_l1_small=1_393_312, l1_base=105_824,
                    l1_banks=64, clock_hz=1.0e9, dram_bytes_per_s=258e9, dram_banks=12)
 

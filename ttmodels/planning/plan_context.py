@@ -56,6 +56,7 @@ class PlanContext(Protocol):
     slice_miss: list[tuple]                     # conv2d's failed DRAM slicings (its error)
     oracle: Any                                 # ttnn_oracle.Oracle asked about convs, or None
     ttnn_rejected: list[str]                    # conv candidates ttnn refused (notes)
+    choices: dict[str, str]                     # conv -> why the estimate picked its layout
 
     def inputs_of(self, node: Node) -> list[TensorLayout]:
         """The layouts of ``node``'s inputs as their producers give them."""

@@ -44,7 +44,12 @@ def mesh_line(plan) -> str:
 
 
 def plan_to_dict(plan) -> dict[str, Any]:
-    d = _plan_dict(plan)
+    est = plan.estimate
+    d = _plan_dict(plan, est.layer_us())
+    # the estimated device time (planning/estimate.py): total, samples/s, per op, other steps
+    d["estimate"] = est.to_dict()
+    if plan.choices:    # why the estimate picked each conv's layout (and the runner-up's µs)
+        d["choices"] = dict(plan.choices)
     if getattr(plan, "ttnn", None) is not None:
         # ttnn's verdicts (ttnn_oracle): which steps it confirmed, which not, contradictions
         d["ttnn"] = plan.ttnn.to_dict()
@@ -53,7 +58,7 @@ def plan_to_dict(plan) -> dict[str, Any]:
     return d
 
 
-def _plan_dict(plan) -> dict[str, Any]:
+def _plan_dict(plan, layer_us: dict[str, float]) -> dict[str, Any]:
     return {
         "model": plan.graph.name, "arch": plan.arch, "grid": list(plan.grid),
         "l1_budget": plan.l1_budget, "l1_bank_bytes": plan.l1_bank_bytes,
@@ -67,6 +72,7 @@ def _plan_dict(plan) -> dict[str, Any]:
             "output": layout_dict(l.output), "l1_bytes_per_core": l.l1_bytes_per_core,
             "live_l1_bytes_per_core": l.live_l1, "live_tensors": dict(l.live_tensors),
             "config": _jsonable(l.config.as_attrs()),
+            "device_us": round(layer_us.get(l.name, 0.0), 3),
         } for l in plan.layers],
         "adapters": [{
             "edge": a.edge, "src": a.src, "dst": a.dst, "index": a.index, "kind": a.kind,
@@ -125,8 +131,11 @@ def layer_note(layer) -> str:
 
 def plan_table(plan) -> str:
     head = ("layer", "op", "out NHWC", "memory", "buffer", "grid", "shard", "layout", "dtype",
-            "L1 B/core", "live L1", "ttnn", "ttnn L1", "note")
+            "L1 B/core", "live L1", "ttnn", "ttnn L1", "device µs", "note")
     rows = [head]
+    est = plan.estimate
+    layer_us = est.layer_us()
+    step_us = {(s.kind, s.name): s.us for s in est.steps}
     rec = getattr(plan, "ttnn", None)
     status = {("layer", s.name): s for s in rec.steps} if rec is not None else {}
     for l in plan.layers:
@@ -137,7 +146,8 @@ def plan_table(plan) -> str:
                      l.output.layout, l.output.dtype, f"{l.l1_bytes_per_core:,}",
                      f"{l.live_l1:,}" if l.live_l1 is not None else "-",
                      _TTNN_MARK.get(getattr(status.get(("layer", l.name)), "status", None), "-"),
-                     _ttnn_l1(status.get(("layer", l.name))), layer_note(l)))
+                     _ttnn_l1(status.get(("layer", l.name))),
+                     f"{layer_us.get(l.name, 0.0):,.1f}", layer_note(l)))
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(head))]
     lines = [f"plan {plan.graph.name} on {plan.arch} (grid {plan.grid[0]}x{plan.grid[1]}, "
              f"L1 bank {plan.l1_bank_bytes:,} B/core with l1_small_size {plan.l1_small_size:,}; "
@@ -157,8 +167,9 @@ def plan_table(plan) -> str:
             if rec is not None:
                 st = next((s for s in rec.steps if s.kind == "adapter" and s.name == a.edge), None)
                 mark = f"  [ttnn: {_TTNN_MARK.get(getattr(st, 'status', None), '-')}]"
+            us = step_us.get(("adapter", a.edge))
             lines.append(f"  {a.edge}: {a.kind}  {a.before.short()} -> {a.after.short()}  "
-                         f"({a.reason}){mark}")
+                         f"({a.reason}){mark}" + (f"  [{us:,.1f} µs]" if us is not None else ""))
     else:
         lines.append("")
         lines.append("adapters: none")
@@ -184,7 +195,20 @@ def plan_table(plan) -> str:
         for sp in plan.spills:
             lines.append(f"  {sp.tensor} after {sp.after}: to_memory_config  {sp.before.short()} "
                          f"-> {sp.to.short()}  ({sp.reason})")
+    moved = {k: v for k, v in plan.choices.items()
+             if v.startswith(("by the estimate", "lowering auto"))}
+    if moved:   # the convs whose layout the estimate changed (JSON "choices" has every conv's)
+        lines += ["", f"chosen by the estimate ({len(moved)}):"] + \
+            [f"  {k}: {v}" for k, v in moved.items()]
+    lines += ["", estimate_line(est)]
     return "\n".join(lines)
+
+
+def estimate_line(est) -> str:
+    """The table's total line: the estimated device time and samples/s, the costliest ops."""
+    top = ", ".join(f"{op} {us:,.0f}" for op, us in list(est.by_op.items())[:4])
+    return (f"estimate: {est.device_us:,.0f} µs on the device for {est.samples} samples = "
+            f"{est.fps:,.0f} samples/s ({top} µs; model and calibration: docs/estimate.md)")
 
 
 def _ttnn_l1(st) -> str:

@@ -154,6 +154,10 @@ class PlotData:
     bank: int | None                   # Plan.l1_bank_bytes: ttnn's L1 bank per core
     verify: tuple[VerifyMark, ...] = ()
     verify_unplaced: tuple[str, ...] = ()   # records naming no layer (e.g. adapters)
+    # estimated device µs per layer (planning/estimate.py): its own program(s), and the steps
+    # the executor runs right before it (adapters, reallocations) or after it (spills)
+    device_us: tuple[float, ...] = ()
+    edge_us: tuple[float, ...] = ()
 
     @property
     def edge_kinds(self) -> tuple[str, ...]:
@@ -307,9 +311,40 @@ def plot_data(plan, verify_records=None, *, title: str | None = None,
     bad_adapters = sum(m.bad for m in marks if m.adapter is not None)
     if bad_adapters:
         sub.append(f"{bad_adapters} adapter{'s' if bad_adapters != 1 else ''} rejected")
+    own, around = layer_times(plan, index)
+    if own:
+        est = sum(own) + sum(around)
+        sub.append(f"estimated {est:,.0f} µs on the device")
     return PlotData(title or t, "; ".join(sub), tuple(bars), edges,
                     stages(b.stage for b in bars), int(budget) if budget else None,
-                    int(bank) if bank else None, tuple(marks), tuple(unplaced))
+                    int(bank) if bank else None, tuple(marks), tuple(unplaced),
+                    tuple(own), tuple(around))
+
+
+def layer_times(plan, index: dict[str, int]) -> tuple[list[float], list[float]]:
+    """Per layer: its own estimated µs, and its adapters', reallocations' and spills' µs
+    (``Plan.estimate``); empty lists for a plan the estimate cannot read (a hand-made one)."""
+    try:
+        steps = plan.estimate.steps
+    except Exception:   # a partial plan (tests draw hand-made ones): no time row
+        return [], []
+    own, around = [0.0] * len(index), [0.0] * len(index)
+    last = 0
+    for st in steps:
+        if st.kind == "layer" and st.name in index:
+            last = index[st.name]
+            own[last] += st.us
+        elif st.kind == "spill":
+            around[last] += st.us
+    # adapters and reallocations run before their layer: the next layer step
+    pending = 0.0
+    for st in steps:
+        if st.kind in ("adapter", "reallocate"):
+            pending += st.us
+        elif st.kind == "layer" and st.name in index:
+            around[index[st.name]] += pending
+            pending = 0.0
+    return own, around
 
 
 # ---- the output path -----------------------------------------------------------------------
@@ -352,7 +387,7 @@ def figure_size(data: PlotData) -> tuple[float, float]:
     n = max(len(data.layers), 1)
     m = margins(data)
     width = min(max(m["left"] + m["right"] + 0.15 * n, 10.0), 28.0)
-    return round(width, 2), round(5.6 + label_margin(data), 2)
+    return round(width, 2), round(5.6 + 1.4 * bool(data.device_us) + label_margin(data), 2)
 
 
 def margins(data: PlotData) -> dict[str, float]:
@@ -417,13 +452,27 @@ def draw_plan(fig, data: PlotData, slot=None, *, show_title: bool = True) -> dic
                             bottom=m["bottom"] / h, top=1 - m["top"] / h)
         slot = fig.add_gridspec(1, 1)[0]
     edge_rows = max(len(data.strip_rows), 1)
-    gs = slot.subgridspec(4, 1, height_ratios=[7.0, 0.28 * edge_rows + 0.25, 0.55, 0.45],
-                          hspace=0.0)
+    timed = bool(data.device_us)
+    ratios = [7.0] + ([2.2] if timed else []) + [0.28 * edge_rows + 0.25, 0.55, 0.45]
+    gs = slot.subgridspec(len(ratios), 1, height_ratios=ratios, hspace=0.0)
     ax = fig.add_subplot(gs[0])
-    ax_e = fig.add_subplot(gs[1], sharex=ax)
-    ax_l = fig.add_subplot(gs[2], sharex=ax)
-    ax_s = fig.add_subplot(gs[3], sharex=ax)
+    ax_t = fig.add_subplot(gs[1], sharex=ax) if timed else None
+    ax_e = fig.add_subplot(gs[1 + timed], sharex=ax)
+    ax_l = fig.add_subplot(gs[2 + timed], sharex=ax)
+    ax_s = fig.add_subplot(gs[3 + timed], sharex=ax)
     xs = list(range(n))
+    if ax_t is not None:
+        # estimated device time per layer, beside its L1 (planning/estimate.py)
+        ax_t.bar(xs, data.device_us, width=0.82, color="#55a868", linewidth=0,
+                 label="the layer's program(s)")
+        ax_t.bar(xs, data.edge_us, bottom=list(data.device_us), width=0.82, color="#dd8452",
+                 linewidth=0, label="its adapters, reallocations, spills")
+        ax_t.set_ylabel("device µs\n(estimate)", fontsize=7)
+        ax_t.tick_params(axis="x", which="both", bottom=False, labelbottom=False)
+        ax_t.tick_params(axis="y", labelsize=6.5)
+        ax_t.grid(axis="y", lw=0.4, alpha=0.5)
+        ax_t.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=6.5, frameon=False,
+                    title="estimated device time", title_fontsize=7)
 
     # stacked L1 bars
     bottom = [0] * n
@@ -551,7 +600,8 @@ def draw_plan(fig, data: PlotData, slot=None, *, show_title: bool = True) -> dic
             t.set_color("#d62728")
     if len(ticks) < n:
         ax_s.set_xlabel(f"layers in execution order ({len(ticks)} of {n} named)", fontsize=7)
-    return {"l1": ax, "edges": ax_e, "layout": ax_l, "stage": ax_s}
+    return {"l1": ax, "edges": ax_e, "layout": ax_l, "stage": ax_s,
+            **({"time": ax_t} if ax_t is not None else {})}
 
 
 def _rect(x, y, w, h, colour):

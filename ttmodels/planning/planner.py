@@ -93,6 +93,8 @@ class _Planner:
         # ttnn in the loop (ttnn_oracle): asked about conv candidates; the ones it refused
         self.oracle = oracle
         self.ttnn_rejected = ttnn_rejected if ttnn_rejected is not None else []
+        # conv -> why the estimate picked its layout (its µs, the runner-up's)
+        self.choices: dict[str, str] = {}
         self.view = PlanningView(self)     # what each op's plan(ctx, node) gets
 
     # ---- sources ---------------------------------------------------------------------------
@@ -161,7 +163,8 @@ class _Planner:
             self.check_policy(node, layer)
         plan = Plan(self.g, self.layers, self.adapters, self.input_layouts,
                     self.constant_layouts, self.arch, self.grid, self.budget,
-                    spills=self.spills, l1_small_size=self.l1_small_size)
+                    spills=self.spills, l1_small_size=self.l1_small_size,
+                    choices=dict(self.choices))
         # the final figures: later spills shortened earlier layers' live sets and carries
         lv.refresh(plan)
         return plan

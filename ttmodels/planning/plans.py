@@ -181,6 +181,9 @@ class Plan:
     # what ttnn said about every step (ttnn_oracle.TtnnRecord: confirmed, rejected, differs, or
     # unconfirmed when the oracle is off), set by plan_graph
     ttnn: Any = None
+    # conv -> why the device-time estimate picked its layout among those that fit (its µs and
+    # the runner-up's: ops/conv2d/cost.py fastest_first)
+    choices: dict = field(default_factory=dict)
 
     @property
     def l1_bank_bytes(self) -> int:
@@ -216,6 +219,13 @@ class Plan:
 
     def adapters_into(self, name: str) -> list[Adapter]:
         return [a for a in self.adapters if a.dst == name]
+
+    @property
+    def estimate(self):
+        """The plan's estimated device time per step and its samples/s (``estimate.Estimate``:
+        ``device_us``, ``fps``, ``by_op``, ``steps``; the model: docs/estimate.md)."""
+        from .estimate import estimate
+        return estimate(self)
 
     def to_dict(self) -> dict[str, Any]:
         from .plan_format import plan_to_dict

@@ -106,6 +106,7 @@ class VerifyReport:
     l1_small_size: int = 32768
     completed: bool = True          # the run reached the end (every planned step ran)
     planned_steps: int = 0          # how many steps the plan has
+    estimate: Any = None            # the plan's estimated device time (planning/estimate.py)
 
     @property
     def layers(self) -> list[StepCheck]:
@@ -128,6 +129,7 @@ class VerifyReport:
                 "real_run": self.real, "completed": self.completed,
                 "steps_run": len(self.steps), "steps_planned": self.planned_steps,
                 **({"mesh": self.mesh} if self.mesh else {}),
+                **({"estimate": self.estimate.to_dict()} if self.estimate else {}),
                 "layers": [s.to_dict() for s in self.steps]}
 
     def to_json(self) -> str:
@@ -169,6 +171,7 @@ def verify(spec, *, batch_size: int = 1, input_size=None, profile: str | None = 
             return _run(tt, dev, plan, real=False, **kw)
         sums = _run(tt, dev, plan, real=False, **kw) if diagnostics else None
         report = _run(tt, dev, plan, real=True, **kw)
+        report.estimate = plan.estimate
         if sums is not None:
             _take_sums(report, sums)
         return report
@@ -477,4 +480,7 @@ def report_table(r: VerifyReport) -> str:
         lines.append("the real run " + ("reached the end" if r.completed and not bad else
                                         "stopped: it could not go on" if not r.completed else
                                         "did not run every step as planned"))
+    if r.estimate is not None:
+        from ..planning.plan_format import estimate_line
+        lines.append(estimate_line(r.estimate))
     return "\n".join(lines)

@@ -20,6 +20,9 @@ from .rules import ConvArgs
 from .sharding import conv_slice_dim, conv_slice_type_guess
 
 
+from .cost import MARGIN, fastest_first, lowering_us, why
+
+
 def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
     if node.layout.grid is not None and node.attrs.get("lowering") != "linear":
         return plan_conv_on_grid(ctx, node, ctx.layouts[node.inputs[0]])
@@ -27,7 +30,17 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
         from ...planning.matmul_solver import resolve_lowering
         # explicit linear that cannot lower raises here, naming the layer
         if resolve_lowering(node, grid=ctx.grid) == "linear":
-            return plan_conv_as_linear(ctx, node)
+            if node.attrs.get("lowering") != "auto":
+                return plan_conv_as_linear(ctx, node)
+            # auto: the faster estimated of linear and the conv (ops/conv2d/cost.py)
+            lin, conv = lowering_us(ctx, node, ctx.layouts[node.inputs[0]])
+            if conv is None or lin <= conv * (1 + MARGIN):
+                ctx.choices[node.name] = (f"lowering auto: linear {lin:,.1f} µs estimated; "
+                                          f"runner-up conv2d " + (f"{conv:,.1f} µs" if conv
+                                                                  else "(does not fit L1)"))
+                return plan_conv_as_linear(ctx, node)
+            ctx.choices[node.name] = (f"lowering auto: conv2d {conv:,.1f} µs estimated; "
+                                      f"runner-up linear {lin:,.1f} µs")
     x = ctx.layouts[node.inputs[0]]
     policy = node.layout
     follow = False
@@ -102,8 +115,18 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
             for abh in (None, 64, 32):
                 fallback.append(conv_candidate(ctx, node, k, x, abh, False))
     cap = ctx.cb_caps.get(node.name)
-    fit = ttnn_first(ctx, node, x, [c for c in fallback if c.est.total <= ctx.op_budget
-                                    and (cap is None or l1m.estimate_cbs(c.est) <= cap)])
+    fitting = [c for c in fallback if c.est.total <= ctx.op_budget
+               and (cap is None or l1m.estimate_cbs(c.est) <= cap)]
+    us: dict = {}
+    default = fitting[0] if fitting else None
+    if policy.kind == "auto":
+        # the fastest estimated of those that fit (ops/conv2d/cost.py), then ttnn's verdict
+        fitting, us = fastest_first(ctx, node, x, fitting)
+    fit = ttnn_first(ctx, node, x, fitting)
+    note = why(fit, fitting, us, default)
+    if note:    # after the lowering's note, when ``lowering: auto`` chose the conv
+        prev = ctx.choices.get(node.name)
+        ctx.choices[node.name] = f"{prev}; then {note}" if prev else note
     if fit is None and cap is not None:     # the cap cannot be met: plan as if unasked
         fit = ttnn_first(ctx, node, x, [c for c in fallback
                                         if c.est.total <= ctx.op_budget])

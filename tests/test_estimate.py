@@ -1,0 +1,152 @@
+"""The device-time estimate (planning/estimate.py, issue 32): it sees the plan (precision,
+layouts), it is calibrated on TT's one published figure, and it is shown (table, JSON, Plan).
+Ratios and ranges only: nothing here times anything."""
+import json
+
+import pytest
+
+import ttmodels
+from ttmodels.arch import WORMHOLE_B0
+from ttmodels.planning import estimate as est_mod
+from ttmodels.planning.noc_model import Side, tm_cycles, transaction_bw
+from ttmodels.planning.plan_format import plan_to_dict
+
+
+@pytest.fixture(scope="module")
+def tt16():
+    return ttmodels.plan("resnet50_tt", batch_size=16)
+
+
+@pytest.fixture(scope="module")
+def auto16():
+    return ttmodels.plan("resnet50", batch_size=16)
+
+
+def test_resnet50_tt_b16_in_published_range(tt16):
+    # TT's published device samples/s for this configuration: 5,180-6,090 over releases
+    fps = plan_to_dict(tt16)["estimate"]["fps"]
+    assert 4500 <= fps <= 7500
+
+
+def test_calibration_constant_reproduces_the_figure(tt16):
+    # the one fitted constant gives TT's 6,090 within 1 % on the figure it was fitted on
+    assert abs(tt16.estimate.fps - 6090) / 6090 < 0.01
+
+
+def test_fidelity_and_dtype_order(auto16):
+    perf = ttmodels.plan("resnet50", batch_size=16, profile="tt-perf").estimate.fps
+    default = auto16.estimate.fps
+    assert perf > default
+    # float32 (HiFi4) does not fit L1 at batch 16 (stem and layer2's convs): compared at 8,
+    # where all three plan
+    p8 = {prof: ttmodels.plan("resnet50", batch_size=8,
+                              **({"profile": prof} if prof else {})).estimate.fps
+          for prof in ("tt-perf", None, "float32")}
+    assert p8["tt-perf"] > p8[None] > p8["float32"]
+
+
+def test_all_interleaved_dram_is_slower_than_auto(auto16):
+    # every conv and add in DRAM (the max pool's output follows its input, so it stays auto)
+    dram = "interleaved dram"
+    spec = {"name": "resnet50_dram", "imports": ["ttmodels/resnet"],
+            "inputs": {"image": {"channels": 3, "size": [224, 224]}},
+            "layers": [
+                {"name": "conv1", "op": "conv2d", "out": 64, "kernel": 7, "stride": 2,
+                 "padding": 3, "bn": "bn1", "act": "relu", "layout": dram},
+                {"name": "maxpool", "op": "max_pool2d", "kernel": 3, "stride": 2, "padding": 1},
+                *({"name": f"layer{i}", "block": "bottleneck", "planes": 64 * 2 ** (i - 1),
+                   "repeat": r, "first": {"stride": 1 if i == 1 else 2, "downsample": True},
+                   "layout": dram} for i, r in ((1, 3), (2, 4), (3, 6), (4, 3))),
+                {"name": "avgpool", "op": "global_avg_pool"},
+                {"name": "fc", "op": "linear", "out": 1000}],
+            "outputs": {"logits": "fc"}}
+    plan = ttmodels.plan(spec, batch_size=16)
+    assert plan.layer("layer3.0.conv2").output.memory.buffer == "dram"
+    assert plan.estimate.fps < auto16.estimate.fps
+
+
+def test_planner_resnet50_vs_tt(tt16):
+    # the planner's own plan in TT's precision (tt-perf: bfloat8_b, LoFi) against TT's layouts
+    perf = ttmodels.plan("resnet50", batch_size=16, profile="tt-perf")
+    assert perf.estimate.fps >= 0.95 * tt16.estimate.fps
+    # each conv says why its layout won, with the runner-up's µs
+    assert all("runner-up" in v for v in perf.choices.values())
+    assert len(perf.choices) >= 40
+
+
+def test_choosing_by_the_estimate_is_faster(monkeypatch, auto16):
+    # the same planner with the estimate's ordering disabled (ttnn's preference always kept)
+    from ttmodels.ops.conv2d import cost
+    monkeypatch.setattr(cost, "MARGIN", 1.0)
+    blind = ttmodels.plan("resnet50", batch_size=16)
+    assert auto16.estimate.fps > blind.estimate.fps
+    assert not any(v.startswith("by the estimate") for v in blind.choices.values())
+    assert any(v.startswith("by the estimate") for v in auto16.choices.values())
+
+
+def test_json_and_table_show_it(tt16):
+    d = json.loads(tt16.to_json())
+    assert set(d["estimate"]) >= {"device_us", "fps", "by_op"}
+    assert all(layer["device_us"] > 0 for layer in d["layers"])
+    total = sum(layer["device_us"] for layer in d["layers"]) + \
+        sum(s["device_us"] for s in d["estimate"]["steps"])
+    assert total == pytest.approx(d["estimate"]["device_us"], rel=1e-3)
+    text = str(tt16)
+    assert "device µs" in text and "samples/s" in text.splitlines()[-1]
+
+
+def test_efficiency_only_scales_compute(tt16):
+    lo = est_mod.estimate(tt16, efficiency=0.2).device_us
+    hi = est_mod.estimate(tt16, efficiency=0.8).device_us
+    assert lo > hi > 0
+
+
+def test_noc_table_lookup_is_commons():
+    # common.cpp get_transaction_noc_bw: nearest power of two, Wormhole column
+    assert transaction_bw(2048, dram=True, local=False, read=True, col=0) == 28.411
+    assert transaction_bw(1000, dram=False, local=True, read=True, col=0) == 27.696
+    assert transaction_bw(5, dram=False, local=False, read=False, col=1) == 0.511
+    # a reshard between different grids costs more than the same bytes moved locally
+    a = Side(1 << 20, 2048, False, 64)
+    far = tm_cycles(a, Side(1 << 20, 2048, False, 56), grid_cores=64, noc_count=16, col=0,
+                    clock_hz=WORMHOLE_B0.clock_hz)
+    near = tm_cycles(a, Side(1 << 20, 2048, False, 64), grid_cores=64, noc_count=16, col=0,
+                     clock_hz=WORMHOLE_B0.clock_hz)
+    assert far > 0 and near > 0
+
+
+@pytest.mark.parametrize("size,cin,cout", [(16, 64, 128), (56, 64, 256), (7, 2048, 512)])
+def test_lowering_auto_takes_the_faster_estimate(size, cin, cout):
+    # lowering: auto runs a 1x1 conv as whichever of ttnn.linear and conv2d the estimate says
+    # is faster, and records both figures
+    import re
+    spec = {"name": "mm", "inputs": {"x": {"channels": cin, "size": [size, size]}},
+            "layers": [{"name": "c1", "op": "conv2d", "out": cout, "kernel": 1,
+                        "lowering": "auto"}]}
+    plan = ttmodels.plan(spec, batch_size=8)
+    note = plan.choices["c1"]
+    first, second = (float(v.replace(",", "")) for v in re.findall(r"([\d,]+\.\d) µs", note)[:2])
+    picked = "linear" if note.startswith("lowering auto: linear") else "conv2d"
+    assert (plan.layer("c1").config.lowering == "linear") == (picked == "linear")
+    assert first <= second * 1.02 + 1e-9
+
+
+def test_any_arch_entry_is_costed(monkeypatch):
+    """The estimate reads only ``Arch`` facts: a made-up 13x10 chip at 1.2 GHz with 512 GB/s
+    (Blackhole's published figures, its NoC tables' column) plans and is estimated faster than
+    the same chip at Wormhole's 1 GHz and 258 GB/s."""
+    from dataclasses import replace
+
+    from ttmodels import arch
+    from ttmodels.language.spec import load_graph
+    from ttmodels.planning.planner import plan_graph
+    fast = arch.Arch("blackhole_test", grid=(13, 10), l1_bank_no_l1_small=1_461_120,
+                     l1_base=111_744, l1_banks=130, clock_hz=1.2e9, dram_bytes_per_s=512e9,
+                     dram_banks=8)
+    slow = replace(fast, name="slow_test", clock_hz=1.0e9, dram_bytes_per_s=258e9)
+    for c in (fast, slow):
+        monkeypatch.setitem(arch.ARCHS, c.name, c)
+    g = load_graph("resnet18", batch_size=8)
+    f = plan_graph(g, arch=fast.name).estimate
+    s = plan_graph(g, arch=slow.name).estimate
+    assert f.arch == fast.name and f.fps > s.fps > 0
