@@ -56,7 +56,39 @@ def _m_conv_transpose2d(cx, node, mod, x, *rest):
 def _m_batch_norm(cx, node, mod, x):
     if not (mod.affine and mod.track_running_stats):
         _unsupported("BatchNorm without affine parameters or running statistics")
-    return cx.batch_norm(node, mod, x)
+    return cx.batch_norm(node, str(node.target), mod.eps, type(mod).__name__, x)
+
+
+def _f_batch_norm(cx, node, x, running_mean, running_var, weight=None, bias=None,
+                  training=False, momentum=0.1, eps=1e-5, *rest, **kw):
+    """``F.batch_norm`` on a module's own buffers (timm's BatchNormAct2d, any module copying
+    BatchNorm2d's forward): the batch norm of the module whose keys they are."""
+    kw.pop("cudnn_enabled", None)
+    training = kw.get("training", training)
+    eps = kw.get("eps", eps)
+    parts = [running_mean, running_var, weight, bias]
+    if training is not False or not all(isinstance(p, _Val) and p.kind == "param" for p in parts):
+        _unsupported("batch_norm other than eval mode on a module's own running statistics, "
+                     "weight and bias")
+    keys = [str(p.const) for p in parts]
+    prefix = keys[0].rpartition(".")[0]
+    want = [f"{prefix}.{k}" if prefix else k for k in
+            ("running_mean", "running_var", "weight", "bias")]
+    if keys != want:
+        _unsupported(f"batch_norm on parameters {keys} (only one module's running_mean, "
+                     "running_var, weight and bias)")
+    return cx.batch_norm(node, prefix, eps, "batch_norm()", x)
+
+
+def _f_assert(cx, node, *args, **kw):
+    return None                   # a shape check (timm's _assert(x.ndim == 4)): holds as traced
+
+
+def _f_compare(cx, node, a, b, *rest):
+    """A comparison of shapes or numbers (timm's ``x.ndim == 4``): known from the trace."""
+    if any(isinstance(v, _Val) and v.kind not in ("shape", "const") for v in (a, b)):
+        _unsupported("a comparison of tensors")
+    return _Val("shape")
 
 
 def _m_linear(cx, node, mod, x):
@@ -69,7 +101,12 @@ def _m_linear(cx, node, mod, x):
 
 def _m_layer_norm(cx, node, mod, x):
     return cx.layer_norm(node, mod.normalized_shape, mod.weight, mod.bias, mod.eps, x,
-                         channels_first=type(mod).__name__ == "LayerNorm2d")
+                         channels_first=False)
+
+
+def _m_layer_norm2d(cx, node, mod, x):
+    return cx.layer_norm(node, mod.normalized_shape, mod.weight, mod.bias, mod.eps, x,
+                         channels_first=True)
 
 
 def _m_act(cx, node, mod, x):
@@ -147,8 +184,36 @@ MODULE_OPS: dict[str, Callable] = {
     "ChannelShuffle": _m_channel_shuffle,
     # nn.LayerNorm over the channels of a channels-last map (or a vector); torchvision's / timm's
     # LayerNorm2d (a LayerNorm subclass permuting around it) over the channels of NCHW
-    "LayerNorm": _m_layer_norm, "LayerNorm2d": _m_layer_norm,
+    "LayerNorm": _m_layer_norm, "LayerNorm2d": _m_layer_norm2d,
 }
+
+#: classes outside torch.nn that compute what a MODULE_OPS row says, by qualified name (each
+#: read: LayerNorm2d permutes around a layer norm over the channels; timm's LayerNorm and Linear
+#: only add a fast path). Any other class is traced into, whatever it is called (timm's GELU).
+FOREIGN_MODULES: dict[str, str] = {
+    "torchvision.models.convnext.LayerNorm2d": "LayerNorm2d",
+    "timm.layers.norm.LayerNorm2d": "LayerNorm2d",
+    "timm.layers.norm.LayerNorm": "LayerNorm",
+    "timm.layers.linear.Linear": "Linear",
+    "torchvision.ops.stochastic_depth.StochasticDepth": "StochasticDepth",
+}
+
+
+def module_row(mod) -> tuple[str, Callable] | None:
+    """The row of a module, by what it is: a torch.nn class of MODULE_OPS (or a subclass that
+    keeps its forward), or a listed foreign class; None = trace into it. A subclass with its own
+    forward (timm's BatchNormAct2d: batch norm, drop, act) is what that forward does, not its
+    base: it is traced into."""
+    cls = type(mod)
+    short = FOREIGN_MODULES.get(f"{cls.__module__}.{cls.__qualname__}")
+    if short is not None and short in MODULE_OPS:
+        return short, MODULE_OPS[short]
+    for base in cls.__mro__:
+        if base.__module__.startswith("torch.nn") and base.__name__ in MODULE_OPS:
+            if getattr(cls, "forward", None) is getattr(base, "forward", None):
+                return base.__name__, MODULE_OPS[base.__name__]
+            return None
+    return None
 
 
 def _f_binary(op):
@@ -283,6 +348,9 @@ FUNCTION_OPS: dict[str, Callable] = {
     "chunk": _f_chunk,
     "mean": _f_mean,
     "getattr": _shape_op, "floordiv": _shape_op,
+    "batch_norm": _f_batch_norm, "_assert": _f_assert,
+    "eq": _f_compare, "ne": _f_compare, "lt": _f_compare, "le": _f_compare, "gt": _f_compare,
+    "ge": _f_compare,
     "reshape": _f_view, "transpose": _f_transpose, "channel_shuffle": _f_channel_shuffle,
     "permute": _f_permute,
     # enrolled when the spec language has them (h23ops): "softmax", ...

@@ -6,7 +6,7 @@ import re
 
 from .intermediate import (ImportError_, Layer, Traced, Unsupported, UnsupportedError, _Skip, _Val,
                            _unsupported)
-from .tables import FUNCTION_OPS, METHOD_OPS, MODULE_OPS, _pair
+from .tables import FUNCTION_OPS, METHOD_OPS, _pair, module_row
 
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
@@ -99,20 +99,24 @@ class _Ctx:
 
     def _sole_user(self, v: _Val) -> bool:
         return v.layer is not None and v.layer.fx_node is not None and \
-            len(v.layer.fx_node.users) == 1 and v.layer.name == v.tensor
+            len([u for u in v.layer.fx_node.users if not _reads_shape(u)]) == 1 and \
+            v.layer.name == v.tensor
 
     def _absorb(self, v: _Val, node, part: str) -> _Val:
         v.layer.parts.append(part)
         v.layer.fx, v.layer.fx_node = node.name, node
         return _Val(v.kind, v.tensor, layer=v.layer, shape=_shape(node))
 
-    def batch_norm(self, node, mod, x):
-        eps = float(mod.eps)
+    def batch_norm(self, node, prefix: str, eps: float, what: str, x):
+        """An eval BatchNorm whose parameters are ``prefix.weight`` etc.: folded into the conv
+        before it, else a batch_norm layer (named ``prefix``, the module's path)."""
+        eps = float(eps)
         if x.kind == "tensor" and self._sole_user(x) and x.layer.op == "conv2d" and \
                 x.layer.fields["bn"] is None and x.layer.fields["act"] is None:
-            x.layer.fields["bn"] = {"name": str(node.target), "eps": eps}
-            return self._absorb(x, node, f"+ {type(mod).__name__} {node.target}")
-        return self.layer(node, "batch_norm", {"weights": None, "eps": eps, "act": None}, [x])
+            x.layer.fields["bn"] = {"name": prefix, "eps": eps}
+            return self._absorb(x, node, f"+ {what} {prefix}")
+        return self.layer(node, "batch_norm", {"weights": None, "eps": eps, "act": None}, [x],
+                          name=None if node.op == "call_module" else prefix)
 
     def activation(self, node, act, x):
         from ...ops import activations
@@ -291,6 +295,12 @@ class _Ctx:
         return _Val("tuple", items=items)
 
 
+def _reads_shape(node) -> bool:
+    """A node that reads only a tensor's shape (``x.ndim``, ``x.size()``, ``x.shape``)."""
+    return (node.op == "call_function" and getattr(node.target, "__name__", "") == "getattr") \
+        or (node.op == "call_method" and node.target in ("size", "dim"))
+
+
 def _get_attr(cx, node):
     """A parameter the forward reads itself (ConvNeXt's layer_scale): a layer_scale's weights
     when a multiply takes it, unsupported anywhere else."""
@@ -332,7 +342,7 @@ def trace(module, example_input, *, partial: bool = False) -> Traced:
             self.record_stack_traces = True
 
         def is_leaf_module(self, m, qualname):
-            return type(m).__name__ in MODULE_OPS and not list(m.children()) or \
+            return module_row(m) is not None and not list(m.children()) or \
                 super().is_leaf_module(m, qualname)
 
     was_training = module.training
@@ -390,7 +400,8 @@ def trace(module, example_input, *, partial: bool = False) -> Traced:
             continue
         kind = _kind(node, mods)
         if node.op == "call_module":
-            row = MODULE_OPS.get(type(mods[node.target]).__name__)
+            found = module_row(mods[node.target])
+            row = found[1] if found is not None else None
         elif node.op == "call_function":
             row = FUNCTION_OPS.get(getattr(node.target, "__name__", ""))
         elif node.op == "call_method":
