@@ -24,6 +24,7 @@ def import_module(module, example_input, *, name: str | None = None, partial: bo
     import torch
     if not isinstance(example_input, torch.Tensor) or example_input.dim() != 4:
         raise ImportError_("example_input must be an NCHW tensor (one image input)")
+    _check_runs(module, example_input)
     tr = trace(module, example_input, partial=partial)
     if tr.unsupported and not partial:
         raise UnsupportedError(tr.unsupported)
@@ -50,6 +51,67 @@ def import_module(module, example_input, *, name: str | None = None, partial: bo
             raise ImportError_(f"{tr.module_class}: the imported spec does not reproduce the "
                                f"module: {res.summary()}")
     return out
+
+
+def _check_runs(module, x) -> None:
+    """The module takes ``x`` as its one input and runs on it: else one line saying why (the
+    dtype, the forward's inputs, or what the module raised, at its own source line), before
+    torch.fx would print its own tracebacks."""
+    import inspect
+
+    import torch
+    cls = f"{type(module).__module__}.{type(module).__qualname__}"
+    if x.dtype != torch.float32 or x.is_complex() or x.device.type == "meta":
+        raise ImportError_(f"{cls}: the example input is a {x.dtype} tensor on {x.device.type}; "
+                           "use a float32 CPU tensor (the spec's float32 profile is the most it "
+                           "computes in)")
+    if min(x.shape) < 1:
+        raise ImportError_(f"{cls}: the example input's shape {list(x.shape)} has an empty "
+                           "dimension")
+    try:
+        sig = inspect.signature(module.forward)
+        need = [p for p in sig.parameters.values() if p.default is p.empty and p.kind in (
+            p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    except (TypeError, ValueError):        # a builtin forward: no signature to read
+        need = []
+    if len(need) > 1:
+        raise ImportError_(f"{cls}: forward takes {len(need)} inputs "
+                           f"({', '.join(p.name for p in need)}); `ttmodels import` traces a "
+                           "module with one image input (wrap it: forward(self, x) calling "
+                           "yours)")
+    was = module.training
+    module.eval()
+    try:
+        with torch.no_grad():
+            module(x)
+    except Exception as e:                 # noqa: BLE001 (the user's module: say what and where)
+        raise ImportError_(f"{cls} does not run on the example input "
+                           f"({'x'.join(map(str, x.shape))} {str(x.dtype).replace('torch.', '')})"
+                           f": {type(e).__name__}: {_first_line(e)}{_user_frame(e)}") from None
+    finally:
+        module.train(was)
+
+
+def _first_line(e: BaseException) -> str:
+    lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
+    return lines[0][:300] if lines else "(no message)"
+
+
+def _user_frame(e: BaseException) -> str:
+    """`` (at file.py:N)``: the innermost frame of ``e``'s traceback outside torch and ttmodels,
+    the line of the user's (or the model library's) code that failed."""
+    import traceback
+
+    import torch
+    skip = (os.path.dirname(os.path.abspath(torch.__file__)) + os.sep,
+            os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep)
+    frames = [f for f in traceback.extract_tb(e.__traceback__)
+              if not os.path.abspath(f.filename).startswith(skip) and
+              not f.filename.startswith("<")]
+    if not frames:
+        return ""
+    from .tracing import _short_path
+    return f" (at {_short_path(frames[-1].filename)}:{frames[-1].lineno})"
 
 
 _REF = re.compile(r"^(?P<mod>[^:]+):(?P<fn>[A-Za-z_][A-Za-z0-9_.]*)(?:\((?P<args>.*)\))?$")
@@ -92,19 +154,40 @@ def resolve_module_ref(ref: str):
         spec = importlib.util.spec_from_file_location(
             f"_ttmodels_import_{abs(hash(os.path.abspath(mod_name)))}", mod_name)
         mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
+        try:
+            spec.loader.exec_module(mod)
+        except SyntaxError as e:
+            raise ImportError_(f"module reference {ref!r}: {e.filename}:{e.lineno}: syntax "
+                               f"error: {e.msg}") from None
+        except (Exception, SystemExit) as e:      # noqa: BLE001 (the user's module ran)
+            raise ImportError_(f"module reference {ref!r}: running {mod_name} raised "
+                               f"{type(e).__name__}: {_first_line(e)}{_user_frame(e)}") from None
     else:
         try:
             mod = importlib.import_module(mod_name)
         except ModuleNotFoundError as e:
             raise ImportError_(f"module reference {ref!r}: {e}") from None
+        except SyntaxError as e:
+            raise ImportError_(f"module reference {ref!r}: {e.filename}:{e.lineno}: syntax "
+                               f"error: {e.msg}") from None
+        except (Exception, SystemExit) as e:      # noqa: BLE001
+            raise ImportError_(f"module reference {ref!r}: importing {mod_name} raised "
+                               f"{type(e).__name__}: {_first_line(e)}{_user_frame(e)}") from None
     obj = mod
     for part in fn_name.split("."):
         if not hasattr(obj, part):
             raise ImportError_(f"module reference {ref!r}: {mod_name} has no {fn_name}")
         obj = getattr(obj, part)
     a, kw = _parse_args(args)
-    module = obj(*a, **kw) if callable(obj) and not _is_module(obj) else obj
+    if callable(obj) and not _is_module(obj):
+        try:
+            module = obj(*a, **kw)
+        except (Exception, SystemExit) as e:      # noqa: BLE001 (needs arguments, raises, ...)
+            raise ImportError_(f"module reference {ref!r}: calling {fn_name}"
+                               f"({args}) raised {type(e).__name__}: {_first_line(e)}"
+                               f"{_user_frame(e)}") from None
+    else:
+        module = obj
     if not _is_module(module):
         raise ImportError_(f"module reference {ref!r} gave a {type(module).__name__}, "
                            "not a torch.nn.Module")
@@ -117,9 +200,30 @@ def _is_module(obj) -> bool:
     return isinstance(obj, torch.nn.Module)
 
 
+def _module_files(ref: str, module) -> set[str]:
+    """The source files the reference names or the module's class lives in (never overwritten)."""
+    import inspect
+    import sys
+    files = set()
+    m = _REF.match(ref.strip())
+    if m is not None and m.group("mod").endswith(".py"):
+        files.add(os.path.realpath(m.group("mod")))
+    for cls in (type(module),):
+        src = getattr(sys.modules.get(cls.__module__), "__file__", None)
+        if src:
+            files.add(os.path.realpath(src))
+        try:
+            files.add(os.path.realpath(inspect.getfile(cls)))
+        except (TypeError, OSError):
+            pass
+    return files
+
+
 def run_import(ref: str, output: str, *, batch: int = 1, input_size=(224, 224), channels: int = 3,
-               name: str | None = None, partial: bool = False, check: bool = True) -> int:
-    """``ttmodels import``: write the spec, print what was imported and the self-check."""
+               name: str | None = None, partial: bool = False, check: bool = True,
+               force: bool = False) -> int:
+    """``ttmodels import``: write the spec, print what was imported and the self-check. An
+    existing ``output`` is kept unless ``force``; the module's own source never is written."""
     import sys
 
     from ...weights import synthetic_images
@@ -128,7 +232,19 @@ def run_import(ref: str, output: str, *, batch: int = 1, input_size=(224, 224), 
     parent = os.path.dirname(os.path.abspath(output))
     if not os.path.isdir(parent):
         raise ImportError_(f"-o {output}: directory {parent} does not exist")
+    m = _REF.match(ref.strip())
+    if m is not None and m.group("mod").endswith(".py") and os.path.exists(output) and \
+            os.path.realpath(output) == os.path.realpath(m.group("mod")):
+        raise ImportError_(f"-o {output} is the module's own source file: write the spec "
+                           "elsewhere")
+    if os.path.exists(output) and not force:
+        raise ImportError_(f"-o {output} exists: give --force to overwrite it, or another path")
+    if os.path.exists(output) and not os.path.isfile(output):
+        raise ImportError_(f"-o {output} is not a regular file")
     module, default = resolve_module_ref(ref)
+    if os.path.realpath(output) in _module_files(ref, module):
+        raise ImportError_(f"-o {output} is the source file of {type(module).__qualname__}: "
+                           "write the spec elsewhere")
     h, w = input_size
     x = synthetic_images(batch, channels, h, w, seed=0)
     try:
@@ -136,6 +252,11 @@ def run_import(ref: str, output: str, *, batch: int = 1, input_size=(224, 224), 
     except UnsupportedError as e:
         print(f"error: {ref}: {e}", file=sys.stderr)
         return 2
+    except ImportError_:
+        raise
+    except Exception as e:                 # noqa: BLE001 (no traceback for the user: what, where)
+        raise ImportError_(f"{ref}: the import failed: {type(e).__name__}: {_first_line(e)}"
+                           f"{_user_frame(e)}") from None
     with open(output, "w") as f:
         f.write(text)
     print(f"wrote {output}: {text.layers} layers, {len(text.blocks)} block(s)"

@@ -200,7 +200,10 @@ class _Ctx:
             _unsupported(f"upsampling mode {mode!r}")
         s = x.shape or (0, 0, 1, 1)
         if size is not None:
-            hw = (size, size) if isinstance(size, int) else tuple(size)
+            # the size the trace saw (``size=x.shape[-2:]`` is a shape value, not numbers)
+            out = _shape(node)
+            hw = tuple(out[2:4]) if out is not None and len(out) == 4 else (
+                (size, size) if isinstance(size, int) else tuple(size))
             if hw[0] % s[2] or hw[1] % s[3]:
                 _unsupported(f"upsampling {s[2]}x{s[3]} to {hw[0]}x{hw[1]} (not an integer factor)")
             scale = (hw[0] // s[2], hw[1] // s[3])
