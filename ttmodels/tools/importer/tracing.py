@@ -30,10 +30,11 @@ def _short_path(path: str) -> str:
 def _source_of(node) -> str:
     """The innermost frame of the node's stack outside torch itself: the model's own line."""
     import torch
-    torch_dir = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+    skip = (os.path.dirname(os.path.abspath(torch.__file__)) + os.sep,
+            os.path.dirname(os.path.abspath(__file__)) + os.sep)      # and the tracer's own
     frames = _FRAME.findall(node.stack_trace or "")
     for f, line, _fn in reversed(frames):
-        if os.path.abspath(f).startswith(torch_dir):
+        if os.path.abspath(f).startswith(skip):
             continue
         return f"{_short_path(f)}:{line}"
     return "?"
@@ -350,15 +351,28 @@ def trace(module, example_input, *, partial: bool = False) -> Traced:
 
     was_training = module.training
     module.eval()                        # traced as in inference; the user's flag is restored
-    tracer = Tracer()
     try:
-        graph = tracer.trace(module)
+        try:
+            tracer = Tracer()
+            graph = tracer.trace(module)
+        except Exception as e:           # noqa: BLE001 (Python control flow on a traced value)
+            # trace again with the example input's values: branches on shapes (smp's input
+            # check, Linknet's decoder) are taken as they are for this input, as torch.export
+            # specialises them, while the graph keeps its modules for the table rows
+            first = e
+            try:
+                tracer = _concrete_tracer(Tracer, example_input)()
+                with torch.no_grad():
+                    graph = tracer.trace(module)
+                _drop_dead(graph)        # what only fed a branch's condition
+            except Exception as e2:      # noqa: BLE001
+                raise ImportError_(_trace_failure(module, first, e2)) from None
         gm = fx.GraphModule(tracer.root, graph)
-        with torch.no_grad():
-            ShapeProp(gm).propagate(example_input)
-    except Exception as e:               # data-dependent control flow, etc.
-        raise ImportError_(f"torch.fx cannot trace {type(module).__name__}: "
-                           f"{type(e).__name__}: {str(e).strip()[:2000]}") from e
+        try:
+            with torch.no_grad():
+                ShapeProp(gm).propagate(example_input)
+        except Exception as e:           # noqa: BLE001
+            raise ImportError_(_trace_failure(module, e, None)) from None
     finally:
         module.train(was_training)
     mods = dict(gm.named_modules())
@@ -479,6 +493,110 @@ def trace(module, example_input, *, partial: bool = False) -> Traced:
         outputs = [ren.get(t, t) for t in outputs]
     return Traced(cx.layers, input_name or "input", tuple(example_input.shape), outputs, out_fx,
                   bad, f"{type(module).__module__}.{type(module).__qualname__}", unused, stop, gm)
+
+
+def _drop_dead(graph) -> None:
+    """Remove the nodes nothing reads (a condition's ``x.sum() > t``), last first; never an
+    in-place op (its effect is on its input) nor a module call (it may hold state)."""
+    for node in reversed(list(graph.nodes)):
+        if node.users or node.op not in ("call_function", "call_method"):
+            continue
+        name = getattr(node.target, "__name__", str(node.target))
+        if name.endswith("_") or name.startswith("i"):     # relu_, add_, iadd, imul, ...
+            continue
+        graph.erase_node(node)
+
+
+def _trace_failure(module, e, e2) -> str:
+    """One line: why the module cannot be traced, at the source line that stopped it."""
+    from .entry import _first_line, _user_frame
+    cls = f"{type(module).__module__}.{type(module).__qualname__}"
+    msg = f"torch.fx cannot trace {cls}: {type(e).__name__}: {_first_line(e)}{_user_frame(e)}"
+    if e2 is not None:
+        msg += (f"; traced with the example input's values it stops at {type(e2).__name__}: "
+                f"{_first_line(e2)}{_user_frame(e2)}")
+    return msg
+
+
+def _concrete_tracer(base, example_input):
+    """A tracer class whose proxies carry their value on ``example_input``: ``bool()``, ``len``,
+    iteration, ``x.shape``, ``x.ndim``, ``x.size()`` and ``x.dim()`` give the example's values, so
+    Python control flow on them is taken as it goes for this input (the graph is specialised to
+    it, as a spec is to its input size)."""
+    import torch
+    import torch.fx as fx
+    from torch.fx.node import map_aggregate
+
+    def real(a):
+        return map_aggregate(a, lambda v: v._value if isinstance(v, _Proxy) else v)
+
+    class _Proxy(fx.Proxy):
+        def __getattr__(self, k):
+            v = self.__dict__.get("_value")
+            if k in ("shape", "ndim", "dtype", "device", "is_cuda") and \
+                    isinstance(v, torch.Tensor):
+                return getattr(v, k)
+            return super().__getattr__(k)
+
+        def __bool__(self):
+            return bool(self._value)
+
+        def __len__(self):
+            return len(self._value)
+
+        def __iter__(self):
+            return iter([self[i] for i in range(len(self._value))])
+
+        def __index__(self):
+            return int(self._value)
+
+    orig = {k: torch.nn.Module.__dict__[k] for k in ("__getattr__", "__call__")}
+
+    class _Unpatched:
+        """The tracer patches Module.__call__ and __getattr__ while it traces (parameters read
+        as proxies): the example's values are computed with torch's own."""
+        def __enter__(self):
+            self.saved = {k: torch.nn.Module.__dict__[k] for k in orig}
+            for k, v in orig.items():
+                setattr(torch.nn.Module, k, v)
+
+        def __exit__(self, *exc):
+            for k, v in self.saved.items():
+                setattr(torch.nn.Module, k, v)
+
+    class Concrete(base):
+        def proxy(self, node):
+            return _Proxy(node, self)
+
+        def create_proxy(self, kind, target, args, kwargs, name=None, type_expr=None,
+                         proxy_factory_fn=None):
+            if kind == "call_method" and target in ("size", "dim"):
+                a, kw = real(args), real(kwargs)
+                return getattr(a[0], target)(*a[1:], **kw)
+            if kind == "placeholder":
+                value = example_input
+            elif kind == "get_attr":
+                value = self.root
+                with _Unpatched():
+                    for part in str(target).split("."):
+                        value = getattr(value, part)
+            else:
+                a, kw = real(args), real(kwargs)
+                if kind == "call_module":
+                    with _Unpatched():
+                        value = self.root.get_submodule(target)(*a, **kw)
+                elif kind == "call_function":
+                    value = target(*a, **kw)
+                elif kind == "call_method":
+                    value = getattr(a[0], target)(*a[1:], **kw)
+                else:
+                    value = None
+            p = super().create_proxy(kind, target, args, kwargs, name, type_expr,
+                                     proxy_factory_fn)
+            if isinstance(p, _Proxy):
+                p._value = value
+            return p
+    return Concrete
 
 
 def _unused_prefixes(module, layers: list[Layer]) -> tuple[str, ...]:
