@@ -286,7 +286,70 @@ def _f_getitem(cx, node, seq, idx):
         return seq.items[idx]
     if seq.kind == "shape":
         return _Val("shape")
-    _unsupported("indexing or slicing a tensor")
+    if seq.kind == "tuple" and isinstance(idx, slice):
+        return _Val("tuple", items=seq.items[idx])
+    return cx.channel_slice(node, seq, idx)
+
+
+def _f_split(cx, node, x, size, dim=0):
+    """``torch.split(x, 16, 1)``, ``x.split([8, 24], dim=1)`` on the channels: a split layer."""
+    nd = len(x.shape or ())
+    if nd != 4 or dim % nd != 1:
+        _unsupported(f"split along dim {dim} (only channels)")
+    c = x.shape[1]
+    if isinstance(size, int):
+        counts = [size] * (c // size) + ([c % size] if c % size else [])
+    elif isinstance(size, (list, tuple)) and all(isinstance(v, int) for v in size):
+        counts = list(size)
+    else:
+        _unsupported(f"split sizes {size!r}")
+    if sum(counts) != c or len(counts) < 2:
+        if len(counts) == 1:
+            return _Val("tuple", items=[x])
+        _unsupported(f"split of {c} channels into {counts}")
+    return cx.split(node, counts, x)
+
+
+def _f_pad(cx, node, x, pad, mode="constant", value=None):
+    """``F.pad(x, (l, r, t, b), value=v)`` of H and W: a pad layer."""
+    if mode != "constant":
+        _unsupported(f"pad mode {mode!r} (only constant)")
+    if not isinstance(pad, (list, tuple)) or len(pad) not in (2, 4) or \
+            not all(isinstance(v, int) for v in pad):
+        _unsupported(f"pad {pad!r} (only the last two dims, integers)")
+    l, r, t, b = (list(pad) + [0, 0])[:4]
+    if min(l, r, t, b) < 0:
+        _unsupported(f"negative padding {list(pad)} (a crop)")
+    if len(x.shape or ()) != 4:
+        _unsupported(f"pad of a {list(x.shape or ())} tensor")
+    if (l, r, t, b) == (0, 0, 0, 0):
+        return x
+    padding = t if t == b == l == r else [t, l] if (t, l) == (b, r) else [t, b, l, r]
+    return cx.layer(node, "pad", {"padding": padding, "value": float(value or 0.0)}, [x])
+
+
+def _f_stack(cx, node, xs, dim=0):
+    """``torch.stack(maps)`` read only by ``.sum(0)`` (smp FPN's merge): the sum, as adds."""
+    if xs.kind != "tuple" or dim != 0:
+        _unsupported("stack other than of maps along a new dim 0 summed at once")
+    return _Val("stack", items=list(xs.items), shape=_shape_of(node))
+
+
+def _m_sum(cx, node, x, dim=None, keepdim=False, **kw):
+    dim = kw.get("dim", dim)
+    if x.kind != "stack" or dim not in (0, (0,), [0]) or keepdim:
+        _unsupported("sum other than of a stack of maps over its dim 0")
+    acc = x.items[0]
+    for i, item in enumerate(x.items[1:], 1):
+        if acc.layer is not None and i > 1:
+            acc.layer.fx = ""            # a partial sum: no module value to compare it with
+        acc = cx.binary(node, "add", acc, item, name=cx.name_for(node, "add"))
+    return acc
+
+
+def _shape_of(node):
+    tm = node.meta.get("tensor_meta")
+    return tuple(int(s) for s in tm.shape) if tm is not None and hasattr(tm, "shape") else None
 
 
 def _f_dropout(cx, node, x, *rest, **kw):
@@ -345,7 +408,7 @@ FUNCTION_OPS: dict[str, Callable] = {
     "interpolate": _f_interpolate,
     "getitem": _f_getitem,
     "dropout": _f_dropout,
-    "chunk": _f_chunk,
+    "chunk": _f_chunk, "split": _f_split, "pad": _f_pad, "stack": _f_stack,
     "mean": _f_mean,
     "getattr": _shape_op, "floordiv": _shape_op,
     "batch_norm": _f_batch_norm, "_assert": _f_assert,
@@ -363,7 +426,7 @@ METHOD_OPS: dict[str, Callable] = {
     "relu": _f_act("relu"), "relu_": _f_act("relu"), "sigmoid": _f_act("sigmoid"),
     "tanh": _f_act("tanh"),
     "flatten": _f_flatten,
-    "chunk": _f_chunk,
+    "chunk": _f_chunk, "split": _f_split, "sum": _m_sum,
     "mean": _f_mean,
     "contiguous": _f_dropout,
     "view": _f_view, "reshape": _f_view, "transpose": _f_transpose, "permute": _f_permute,

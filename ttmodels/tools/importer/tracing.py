@@ -149,7 +149,25 @@ class _Ctx:
         d, params = activations.split(act)
         return self.layer(node, d.name, {p.name: v for p, v in zip(d.params, params)}, [x])
 
-    def binary(self, node, op, a, b):
+    def channel_slice(self, node, x, idx):
+        """``x[:, a:b]`` (and ``x[:, a:b, :, :]``, ``x[:, :, ...]``): a slice of the channels."""
+        idx = idx if isinstance(idx, tuple) else (idx,)
+        s = tuple(x.shape or ())
+        full = slice(None, None, None)
+        rest = [i for i in idx[2:] if i is not Ellipsis]
+        if x.kind != "tensor" or len(s) != 4 or len(idx) < 2 or idx[0] != full or \
+                not isinstance(idx[1], slice) or any(i != full for i in rest):
+            _unsupported(f"indexing a {list(s)} tensor with {idx!r} (only channel slices "
+                         "x[:, a:b])")
+        lo, hi, step = idx[1].indices(s[1])
+        if step != 1 or hi <= lo:
+            _unsupported(f"a channel slice {idx[1]!r} with a step or empty")
+        if (lo, hi) == (0, s[1]):
+            return x
+        return self.layer(node, "slice", {"channels": [lo, hi]}, [x],
+                          name=self.name_for(node, "slice"))
+
+    def binary(self, node, op, a, b, name=None):
         if not isinstance(a, _Val) or not isinstance(b, _Val) or a.kind != "tensor" or \
                 b.kind != "tensor":
             _unsupported(f"{op} with a Python number or constant (only tensor {op} tensor)")
@@ -161,7 +179,7 @@ class _Ctx:
                              "map and a per-image [N, C, 1, 1] vector)")
             if op == "subtract" and vec(sa):
                 _unsupported("subtract of a map from a vector")
-        return self.layer(node, op, {"act": None}, [a, b])
+        return self.layer(node, op, {"act": None}, [a, b], name=name)
 
     def pool(self, node, op, kernel, stride, padding, extra, x):
         kernel = _pair(kernel)
