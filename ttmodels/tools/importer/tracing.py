@@ -9,6 +9,9 @@ from .intermediate import (ImportError_, Layer, Traced, Unsupported, Unsupported
 from .tables import FUNCTION_OPS, METHOD_OPS, _pair, module_row
 
 
+#: ops whose parameters are read by key (``weights:`` names them when a module is called again)
+_WEIGHTED = ("conv2d", "conv_transpose2d", "linear", "batch_norm", "layer_norm")
+
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 
 
@@ -60,6 +63,7 @@ class _Ctx:
         self.layers: list[Layer] = []
         self.taken: set[str] = set()
         self._renamed: dict[str, str] = {}     # an add renamed after its activation module
+        self.called: set[str] = set()          # modules with weights already made a layer
 
     # -- names
     def _unique(self, name: str) -> str:
@@ -91,6 +95,12 @@ class _Ctx:
             stack = stack[:-1]
         cls = type(self.mods[node.target]).__name__ if node.op == "call_module" else (
             f"{getattr(node.target, '__name__', node.target)}()")
+        if node.op == "call_module" and op in _WEIGHTED:
+            if str(node.target) in self.called:
+                # the module called again (shared weights): a layer of its own reading the
+                # first call's keys, never keys the importer would invent (conv_1.weight)
+                fields = {**fields, "weights": str(node.target)}
+            self.called.add(str(node.target))
         lay = Layer(self._unique(name or self.name_for(node)), op, fields,
                     [v.tensor for v in inputs], stack, [cls], _source_of(node), node.name, node,
                     in_channels=(inputs[0].shape[-1 if nhwc else 1] if inputs and
@@ -136,7 +146,8 @@ class _Ctx:
                 if node.op == "call_module" and op in ("add", "multiply", "subtract"):
                     # a parameter-free layer takes the activation module's name (torchvision's
                     # BasicBlock: the add + relu is "relu")
-                    self.taken.discard(x.layer.name)
+                    # the add's own name stays taken: a later add reusing it would be
+                    # rewritten to this one's new name (HRNet's fuse_act called twice)
                     old = x.layer.name
                     x.layer.name = self._unique(str(node.target))
                     v = self._absorb(x, node, f"+ {what} {node.target}")
