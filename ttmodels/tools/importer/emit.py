@@ -148,7 +148,11 @@ class _Spec:
             # a split's outputs are always named (the spec refuses a bare split as `in`)
             prev = None if e.kind == "op" and e.layer.outputs else e.output
         outs = tr.outputs
-        out.append("outputs: " + (_yaml_scalar(outs[0]) if len(outs) == 1 else _yaml_scalar(outs)))
+        if tr.output_names:                # forward returned a dict or a tuple: named outputs
+            out.append("outputs: " + _yaml_scalar(dict(zip(tr.output_names, outs))))
+        else:
+            out.append("outputs: " + (_yaml_scalar(outs[0]) if len(outs) == 1 else
+                                      _yaml_scalar(outs)))
         return "\n".join(out) + "\n"
 
     def _block_text(self, bd: _BlockDef) -> list[str]:

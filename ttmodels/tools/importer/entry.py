@@ -31,11 +31,11 @@ def import_module(module, example_input, *, name: str | None = None, partial: bo
     n, c, h, w = tr.input_shape
     text = emit_spec(tr, module, name=name)
     flat = emit_spec(tr, module, name=name, flat=True)
-    diff = _same_graph(text, flat, n, (h, w))
+    diff = _diff(text, flat, n, (h, w))
     note = ""
     if diff is not None:              # a library block that does not fit after all: own blocks
         text = emit_spec(tr, module, name=name, library=False)
-        diff = _same_graph(text, flat, n, (h, w))
+        diff = _diff(text, flat, n, (h, w))
     if diff is not None:              # the block finder got it wrong: the flat spec is exact
         text, note = flat, f"blocks dropped (they did not expand to the traced layers: {diff})"
     out = ImportedSpec(text)
@@ -44,13 +44,63 @@ def import_module(module, example_input, *, name: str | None = None, partial: bo
     out.ignored_prefixes = tr.unused_prefixes
     out.report = note
     if check:
-        res = check_spec(text, module, tr, example_input)
+        from ...errors import Error
+        try:
+            res = check_spec(text, module, tr, example_input)
+        except Error as e:
+            # the float32 profile does not build or plan: the spec is still written when the
+            # default profile plans (the planner's limits are not the import's), saying why
+            why = _locate(str(e), tr)
+            try:
+                _plans(text, tr)
+            except Error as e2:
+                raise ImportError_(f"{tr.module_class}: the imported spec does not plan: "
+                                   f"{_locate(str(e2), tr)}") from None
+            out.check_failed = f"the float32 profile does not plan, so the self-check did " \
+                               f"not run: {why}"
+            out.report = (note + "\n" if note else "") + "warning: " + out.check_failed
+            return out
         out.pcc, out.max_abs = res.pcc, res.max_abs
         out.report = (note + "\n" if note else "") + res.summary()
         if res.pcc < PCC_MIN:
             raise ImportError_(f"{tr.module_class}: the imported spec does not reproduce the "
                                f"module: {res.summary()}")
     return out
+
+
+def _diff(text: str, flat: str, n: int, hw) -> str | None:
+    """``_same_graph``, a spec that does not load being a difference too (the flat one is then
+    used, and its own error, if any, is told by the module in the self-check)."""
+    from ...errors import Error
+    try:
+        return _same_graph(text, flat, n, hw)
+    except Error as e:
+        return str(e).splitlines()[0]
+
+
+def _plans(text: str, tr) -> None:
+    """Raise the spec's error when its default profile does not load or plan."""
+    from ...language.spec import load_graph
+    from ...planning.planner import plan_graph
+    n, _c, h, w = tr.input_shape
+    plan_graph(load_graph(text, batch_size=n, input_size=(h, w)))
+
+
+_AT_STRING = re.compile(r"<string>:\d+(?:, )?")
+
+
+def _locate(msg: str, tr) -> str:
+    """An error about the generated spec, told by the module: ``<string>:N`` (a line of a spec
+    the user never saw) becomes the layer's module path and source line."""
+    first = msg.strip().splitlines()[0] if msg.strip() else msg
+    first = _AT_STRING.sub("", first).strip()
+    m = re.search(r"layer '([^']+)'", first)
+    if m is not None:
+        lay = next((l for l in tr.layers if l.name == m.group(1) or
+                    (l.outputs and m.group(1) in l.outputs)), None)
+        if lay is not None:
+            first += f" [module {lay.name}: {' '.join(lay.parts)}, {lay.source}]"
+    return first
 
 
 def _check_runs(module, x) -> None:
@@ -266,4 +316,6 @@ def run_import(ref: str, output: str, *, batch: int = 1, input_size=(224, 224), 
               + ", ".join(text.ignored_prefixes))
     if text.report:
         print("  " + text.report.replace("\n", "\n  "))
+    if text.check_failed:
+        print(f"warning: {output}: {text.check_failed}", file=sys.stderr)
     return 0

@@ -264,6 +264,9 @@ class _Ctx:
             return _Val("shuffle", shape=out, const=(x, False, out[1]))
         if x.kind == "tensor" and out == s:
             return x
+        if x.kind == "tensor" and len(s) == 4 and out is not None and len(out) == 2 and \
+                out == (s[0], s[1] * s[2] * s[3]):
+            return self.flatten(node, 1, -1, x)          # x.view(x.size(0), -1)
         _unsupported(f"a view / reshape of a {list(s)} tensor to {list(out or ())} (only the "
                      "channel shuffle's: [N, C, H, W] to [N, g, C/g, H, W], transpose(1, 2), back)")
 
@@ -409,7 +412,7 @@ def trace(module, example_input, *, partial: bool = False) -> Traced:
     env: dict[str, _Val] = {}
     dry_env: dict[str, _Val] = {}      # what poisoned nodes would be (to judge their users)
     bad: list[Unsupported] = []
-    input_name, outputs, out_fx = None, [], []
+    input_name, outputs, out_fx, out_names = None, [], [], []
     stop = None
 
     def val(a):
@@ -437,12 +440,23 @@ def trace(module, example_input, *, partial: bool = False) -> Traced:
             continue
         if node.op == "output":
             res = node.args[0]
-            res = res if isinstance(res, (list, tuple)) else [res]
-            for r in res:
-                v = val(r)
+            # a dict (torchvision's segmentation models) or a tuple: named outputs
+            if isinstance(res, dict):
+                named = [(str(k), r) for k, r in res.items()]
+            elif isinstance(res, (list, tuple)):
+                named = [(f"out{i}", r) for i, r in enumerate(res)]
+            else:
+                named = [(None, res)]
+            for key, r in named:
+                v = val(r) if isinstance(r, fx.Node) else None
                 if isinstance(v, _Val) and v.kind == "tensor":
                     outputs.append(v.tensor)
                     out_fx.append(r.name)
+                    out_names.append(key)
+                elif stop is None and isinstance(r, fx.Node) and not _is_bad(v):
+                    bad.append(Unsupported("output", key or "(output)", _source_of(node),
+                                           f"an output that is a {getattr(v, 'kind', 'value')}, "
+                                           "not a map", node.name))
             continue
         kind = _kind(node, mods)
         if node.op == "call_module":
@@ -510,6 +524,7 @@ def trace(module, example_input, *, partial: bool = False) -> Traced:
                 if not ins:
                     raise UnsupportedError([u]) from None
                 outputs, out_fx = [env[ins[0].name].tensor], [ins[0].name]
+                out_names = []
             continue
         env[node.name] = v if isinstance(v, _Val) else _Val("const", const=v)
 
@@ -520,8 +535,21 @@ def trace(module, example_input, *, partial: bool = False) -> Traced:
         for lay in cx.layers:
             lay.inputs = [ren.get(t, t) for t in lay.inputs]
         outputs = [ren.get(t, t) for t in outputs]
+    # one spec output per tensor (a module returning (y, y) computes y once); an output
+    # name is an alias of its layer, so the graph input cannot be one
+    seen: dict[str, int] = {}
+    for i, t in enumerate(outputs):
+        seen.setdefault(t, i)
+    keep = sorted(seen.values())
+    outputs, out_fx, out_names = ([lst[i] for i in keep] for lst in (outputs, out_fx,
+                                                                     out_names or [None] * len(outputs)))
+    taken = {lay.name for lay in cx.layers}
+    names = tuple(out_names) if any(out_names) and (len(outputs) > 1 or out_names[0]) and \
+        input_name not in outputs and not any(
+            n in taken and n != t for n, t in zip(out_names, outputs)) else ()
     return Traced(cx.layers, input_name or "input", tuple(example_input.shape), outputs, out_fx,
-                  bad, f"{type(module).__module__}.{type(module).__qualname__}", unused, stop, gm)
+                  bad, f"{type(module).__module__}.{type(module).__qualname__}", unused, stop, gm,
+                  names)
 
 
 def _drop_dead(graph) -> None:
