@@ -36,3 +36,22 @@ def test_split_slice_chunk_pad_and_a_stacked_sum():
     assert "op: pad, in: chunk.c0, padding: 1" in body
     assert body.count("op: add") == 2
     assert text.pcc >= importer.PCC_MIN
+
+
+class SEExpand(nn.Module):
+    """Squeeze-and-excitation written with expand_as (timm's older SE modules)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Conv2d(8, 8, 1)
+
+    def forward(self, x):
+        y = torch.sigmoid(self.fc(x.mean((2, 3), keepdim=True)))
+        return x * y.expand_as(x)
+
+
+def test_expand_as_of_a_per_image_vector():
+    torch.manual_seed(0)
+    text = importer.import_module(SEExpand().eval(), torch.randn(1, 8, 6, 6))
+    assert "op: multiply, in: [input, fc]" in text
+    assert text.pcc >= importer.PCC_MIN

@@ -391,6 +391,17 @@ def _f_permute(cx, node, x, *dims):
     return cx.permute(node, x, dims)
 
 
+def _m_expand_as(cx, node, x, other):
+    """``v.expand_as(x)`` of a per-image ``[N, C, 1, 1]`` vector: the vector (the binary op after
+    it broadcasts it); anything else is no broadcast the spec has."""
+    s, o = tuple(x.shape or ()), tuple(getattr(other, "shape", None) or ())
+    if s == o:
+        return x
+    if x.kind == "tensor" and len(s) == 4 and len(o) == 4 and s[2:] == (1, 1) and s[:2] == o[:2]:
+        return x
+    _unsupported(f"expand_as of a {list(s)} tensor to {list(o)} (only a per-image vector)")
+
+
 def _shape_op(cx, node, *args, **kw):
     return _Val("shape")
 
@@ -430,5 +441,5 @@ METHOD_OPS: dict[str, Callable] = {
     "mean": _f_mean,
     "contiguous": _f_dropout,
     "view": _f_view, "reshape": _f_view, "transpose": _f_transpose, "permute": _f_permute,
-    "size": _shape_op, "dim": _shape_op,
+    "size": _shape_op, "dim": _shape_op, "expand_as": _m_expand_as,
 }
