@@ -79,3 +79,12 @@ def test_a_foreign_class_named_like_a_torch_one_is_traced_into():
     text = _import(m)
     assert "act: gelu" in text and "act: relu" in text and "batch_norm" not in text
     assert text.pcc >= importer.PCC_MIN
+
+
+def test_timm_conv2d_same_is_a_pad_and_a_conv():
+    from timm.layers import create_conv2d
+    m = nn.Sequential(create_conv2d(8, 16, 3, stride=2, padding="same"), nn.BatchNorm2d(16))
+    text = _import(m, size=15)
+    body = text.split("layers:")[1]
+    assert "op: pad" in body and '{name: "0", op: conv2d, out: 16, kernel: 3, stride: 2' in body
+    assert text.pcc >= importer.PCC_MIN

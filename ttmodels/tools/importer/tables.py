@@ -80,6 +80,24 @@ def _f_batch_norm(cx, node, x, running_mean, running_var, weight=None, bias=None
     return cx.batch_norm(node, prefix, eps, "batch_norm()", x)
 
 
+def _f_conv2d(cx, node, x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """``F.conv2d`` on a module's own weight (timm's Conv2dSame: F.pad, then this): the conv of
+    the module whose keys they are, named after it."""
+    if not (isinstance(weight, _Val) and weight.kind == "param") or \
+            (bias is not None and not (isinstance(bias, _Val) and bias.kind == "param")):
+        _unsupported("conv2d other than on a module's own weight and bias")
+    prefix, _, leaf = str(weight.const).rpartition(".")
+    if leaf != "weight" or (bias is not None and str(bias.const) != f"{prefix}.bias"):
+        _unsupported(f"conv2d on parameters {weight.const}, {getattr(bias, 'const', None)}")
+    if isinstance(padding, str):
+        _unsupported(f"conv2d padding={padding!r}")
+    out_c, _, kh, kw = weight.shape
+    return cx.layer(node, "conv2d", {
+        "out": int(out_c), "kernel": _pair((kh, kw)), "stride": _pair(stride),
+        "padding": _pair(padding), "dilation": _pair(dilation), "groups": int(groups),
+        "bias": bias is not None, "bn": None, "act": None}, [x], name=prefix)
+
+
 def _f_assert(cx, node, *args, **kw):
     return None                   # a shape check (timm's _assert(x.ndim == 4)): holds as traced
 
@@ -422,7 +440,7 @@ FUNCTION_OPS: dict[str, Callable] = {
     "chunk": _f_chunk, "split": _f_split, "pad": _f_pad, "stack": _f_stack,
     "mean": _f_mean,
     "getattr": _shape_op, "floordiv": _shape_op,
-    "batch_norm": _f_batch_norm, "_assert": _f_assert,
+    "batch_norm": _f_batch_norm, "_assert": _f_assert, "conv2d": _f_conv2d,
     "eq": _f_compare, "ne": _f_compare, "lt": _f_compare, "le": _f_compare, "gt": _f_compare,
     "ge": _f_compare,
     "reshape": _f_view, "transpose": _f_transpose, "channel_shuffle": _f_channel_shuffle,
