@@ -55,3 +55,25 @@ def test_expand_as_of_a_per_image_vector():
     text = importer.import_module(SEExpand().eval(), torch.randn(1, 8, 6, 6))
     assert "op: multiply, in: [input, fc]" in text
     assert text.pcc >= importer.PCC_MIN
+
+
+class SumFromZero(nn.Module):
+    """A sum started at the Python number 0 (timm's MobileOne), a multiply by 1."""
+
+    def __init__(self):
+        super().__init__()
+        self.convs = nn.ModuleList(nn.Conv2d(8, 8, 1) for _ in range(2))
+
+    def forward(self, x):
+        out = 0
+        for c in self.convs:
+            out = out + c(x)
+        return 1 * out - 0
+
+
+def test_a_sum_started_at_zero():
+    torch.manual_seed(0)
+    text = importer.import_module(SumFromZero().eval(), torch.randn(1, 8, 6, 6))
+    body = text.split("layers:")[1]
+    assert body.count("op: add") == 1 and "multiply" not in body and "subtract" not in body
+    assert text.pcc >= importer.PCC_MIN

@@ -238,6 +238,12 @@ def _f_binary(op):
     def row(cx, node, a, b, *rest, **kw):
         if rest or kw.get("alpha", 1) != 1:
             _unsupported("an alpha / out argument")
+        # the neutral Python number (timm's MobileOne starts its sum at 0): no layer
+        neutral = 1 if op == "multiply" else 0
+        for t, n in ((a, b), (b, a)) if op != "subtract" else ((a, b),):
+            if isinstance(t, _Val) and t.kind == "tensor" and not isinstance(n, (_Val, bool)) \
+                    and isinstance(n, (int, float)) and n == neutral:
+                return t
         if op == "multiply" and isinstance(a, _Val) and isinstance(b, _Val) and \
                 "param" in (a.kind, b.kind):
             return cx.layer_scale(node, *((a, b) if a.kind == "param" else (b, a)))
