@@ -88,3 +88,17 @@ def test_timm_conv2d_same_is_a_pad_and_a_conv():
     body = text.split("layers:")[1]
     assert "op: pad" in body and '{name: "0", op: conv2d, out: 16, kernel: 3, stride: 2' in body
     assert text.pcc >= importer.PCC_MIN
+
+
+def test_timm_convnext_gamma_reshaped_is_a_layer_scale():
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(8, 8, 1)
+            self.gamma = nn.Parameter(torch.rand(8) + 0.5)
+
+        def forward(self, x):
+            return self.conv(x).mul(self.gamma.reshape(1, -1, 1, 1)) + x
+    text = _import(Scaled())
+    assert "{name: gamma, op: layer_scale}" in text
+    assert text.pcc >= importer.PCC_MIN

@@ -250,6 +250,8 @@ class _Ctx:
     # transposed yet, g); anything else reading one is reported as reading a shuffle value.
     def view(self, node, x):
         out, s = _shape(node), tuple(x.shape or ())
+        if x.kind == "param":             # timm's gamma.reshape(1, -1, 1, 1): still the key
+            return _Val("param", const=x.const, shape=out)
         if x.kind == "shuffle":
             src, swapped, g = x.const
             if swapped and out == tuple(src.shape):
@@ -308,8 +310,13 @@ class _Ctx:
     def layer_scale(self, node, p, x):
         """``param * x`` with a per-channel parameter: [C, 1, 1] on NCHW, [C] on channels-last."""
         s, ps = tuple(x.shape or ()), tuple(p.shape or ())
-        if x.kind == "tensor" and len(s) == 4 and ps == (s[1], 1, 1):
-            shape = "chw"
+        try:                              # the key's own shape says the spec's param_shape
+            key_shape = tuple(self.gm.get_parameter(str(p.const)).shape)
+        except AttributeError:
+            key_shape = ps
+        if x.kind == "tensor" and len(s) == 4 and ps in ((s[1], 1, 1), (1, s[1], 1, 1)) and \
+                key_shape in ((s[1], 1, 1), (s[1],)):
+            shape = "chw" if key_shape == (s[1], 1, 1) else "vector"
         elif x.kind == "nhwc" and ps == (s[-1],):
             shape = "vector"
         else:
