@@ -307,8 +307,11 @@ def run_import(ref: str, output: str, *, batch: int = 1, input_size=(224, 224), 
     except Exception as e:                 # noqa: BLE001 (no traceback for the user: what, where)
         raise ImportError_(f"{ref}: the import failed: {type(e).__name__}: {_first_line(e)}"
                            f"{_user_frame(e)}") from None
-    with open(output, "w") as f:
-        f.write(text)
+    try:
+        with open(output, "w") as f:
+            f.write(text)
+    except OSError as e:
+        raise ImportError_(f"-o {output}: cannot write it: {e.strerror or e}") from None
     print(f"wrote {output}: {text.layers} layers, {len(text.blocks)} block(s)"
           + (f" ({', '.join(text.blocks)})" if text.blocks else ""))
     if text.ignored_prefixes:
