@@ -12,7 +12,7 @@ from typing import Any
 
 from .intermediate import Layer, Traced, _MissingT
 from .library import LIBRARY_BLOCKS
-from .tracing import _short_path
+from .where import _short_path
 
 
 _CONTAINERS = ("Sequential", "ModuleList", "ModuleDict")

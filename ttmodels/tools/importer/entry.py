@@ -11,6 +11,7 @@ from .emit import emit_spec
 from .intermediate import ImportError_, ImportedSpec, PCC_MIN, UnsupportedError
 from .selfcheck import _same_graph, check_spec
 from .tracing import trace
+from .where import _first_line, _user_frame
 
 
 def import_module(module, example_input, *, name: str | None = None, partial: bool = False,
@@ -140,28 +141,6 @@ def _check_runs(module, x) -> None:
                            f": {type(e).__name__}: {_first_line(e)}{_user_frame(e)}") from None
     finally:
         module.train(was)
-
-
-def _first_line(e: BaseException) -> str:
-    lines = [ln for ln in str(e).strip().splitlines() if ln.strip()]
-    return lines[0][:300] if lines else "(no message)"
-
-
-def _user_frame(e: BaseException) -> str:
-    """`` (at file.py:N)``: the innermost frame of ``e``'s traceback outside torch and ttmodels,
-    the line of the user's (or the model library's) code that failed."""
-    import traceback
-
-    import torch
-    skip = (os.path.dirname(os.path.abspath(torch.__file__)) + os.sep,
-            os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep)
-    frames = [f for f in traceback.extract_tb(e.__traceback__)
-              if not os.path.abspath(f.filename).startswith(skip) and
-              not f.filename.startswith("<")]
-    if not frames:
-        return ""
-    from .tracing import _short_path
-    return f" (at {_short_path(frames[-1].filename)}:{frames[-1].lineno})"
 
 
 _REF = re.compile(r"^(?P<mod>[^:]+):(?P<fn>[A-Za-z_][A-Za-z0-9_.]*)(?:\((?P<args>.*)\))?$")

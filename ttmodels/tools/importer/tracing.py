@@ -7,27 +7,13 @@ import re
 from .intermediate import (ImportError_, Layer, Traced, Unsupported, UnsupportedError, _Skip, _Val,
                            _unsupported)
 from .tables import FUNCTION_OPS, METHOD_OPS, _pair, module_row
+from .where import _first_line, _short_path, _user_frame
 
 
 #: ops whose parameters are read by key (``weights:`` names them when a module is called again)
 _WEIGHTED = ("conv2d", "conv_transpose2d", "linear", "batch_norm", "layer_norm")
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
-
-
-def _short_path(path: str) -> str:
-    """A source path without the machine's part: relative to site-packages or the cwd."""
-    p = path.replace(os.sep, "/")
-    for marker in ("/site-packages/", "/dist-packages/"):
-        if marker in p:
-            return p.split(marker, 1)[1]
-    try:
-        rel = os.path.relpath(path)
-        if not rel.startswith(".."):
-            return rel.replace(os.sep, "/")
-    except ValueError:
-        pass
-    return os.path.basename(path)
 
 
 def _source_of(node) -> str:
@@ -573,7 +559,6 @@ def _drop_dead(graph) -> None:
 
 def _trace_failure(module, e, e2) -> str:
     """One line: why the module cannot be traced, at the source line that stopped it."""
-    from .entry import _first_line, _user_frame
     cls = f"{type(module).__module__}.{type(module).__qualname__}"
     msg = f"torch.fx cannot trace {cls}: {type(e).__name__}: {_first_line(e)}{_user_frame(e)}"
     if e2 is not None:
