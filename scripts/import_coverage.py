@@ -1,9 +1,15 @@
 #!/usr/bin/env python3
-"""Import torchvision's CNN classifiers with `ttmodels import` and check each one (issue 24).
+"""Import CNNs with `ttmodels import` and check each one (issues 24 and 34): torchvision's
+classifiers, timm's classifiers and segmentation models (torchvision's three, their `out` head;
+segmentation_models_pytorch's Unet, FPN, Linknet, DeepLabV3Plus on resnet18), random init.
 
-    python scripts/import_coverage.py                         # every model of the issue, 224x224
-    python scripts/import_coverage.py resnet18 mobilenet_v3_small --size 96
+    python scripts/import_coverage.py                         # torchvision section, 224x224
+    python scripts/import_coverage.py --section timm --size 128
+    python scripts/import_coverage.py resnet18 timm:dla34 smp:Unet --size 96
     python scripts/import_coverage.py --json coverage.json --markdown coverage.md
+
+A name is a torchvision classifier (`resnet18`), `timm:<model>`, `tvseg:<builder>` or
+`smp:<architecture>`.
 
 Per model, each in its own process (tt-metal holds one mock system per process, and a ttnn
 crash then costs one row):
@@ -43,7 +49,48 @@ MODELS = [                       # cheap ones first: a long run reports them ear
     "resnext50_32x4d", "wide_resnet50_2", "resnet101", "resnet152",
     "resnext101_32x8d", "resnext101_64x4d", "wide_resnet101_2",
 ]
+# timm classifiers across families (issue 34: at least 40), small variants first
+TIMM = [f"timm:{n}" for n in (
+    "resnet18", "resnet26d", "resnet50d", "resnet10t", "seresnext26d_32x4d", "ecaresnet26t",
+    "skresnet18", "resnetrs50", "resnest14d", "res2net50_14w_8s", "dla34", "dla46_c", "dpn68",
+    "densenet121", "vgg11", "regnetx_002", "regnety_002", "efficientnet_b0", "efficientnet_b3",
+    "efficientnet_lite0", "efficientnetv2_rw_t", "tf_efficientnet_b0", "tinynet_a",
+    "mobilenetv2_100", "mobilenetv3_large_100", "mobilenetv3_small_100",
+    "mobilenetv4_conv_small", "fbnetc_100", "mnasnet_100", "semnasnet_075", "spnasnet_100",
+    "hardcorenas_a", "lcnet_050", "mixnet_s", "rexnet_100", "ghostnet_100", "ghostnetv2_100",
+    "repghostnet_050", "repvgg_a0", "mobileone_s0", "ese_vovnet19b_dw", "cspresnet50",
+    "cspdarknet53", "cs3darknet_s", "darknet53", "selecsls42b", "gernet_s", "hrnet_w18_small",
+    "convnext_atto", "convnextv2_atto", "hgnetv2_b0", "xception41", "inception_v3")]
+SEGMENTATION = ["tvseg:fcn_resnet50", "tvseg:deeplabv3_mobilenet_v3_large",
+                "tvseg:lraspp_mobilenet_v3_large",
+                "smp:Unet", "smp:FPN", "smp:Linknet", "smp:DeepLabV3Plus"]
+SECTIONS = {"torchvision": MODELS, "timm": TIMM, "segmentation": SEGMENTATION}
 PCC_F32, PCC_DEFAULT = 0.9999, 0.99
+
+
+def build_module(name: str):
+    """The random-init module a coverage name means (no download)."""
+    import torch
+    kind, _, arch = name.rpartition(":")
+    if kind == "timm":
+        import timm
+        return timm.create_model(arch, pretrained=False)
+    if kind == "tvseg":
+        import torchvision.models.segmentation as seg
+
+        class Out(torch.nn.Module):          # the model's `out` head (its forward is a dict)
+            def __init__(self, m):
+                super().__init__()
+                self.m = m
+
+            def forward(self, x):
+                return self.m(x)["out"]
+        return Out(getattr(seg, arch)(weights=None, weights_backbone=None))
+    if kind == "smp":
+        import segmentation_models_pytorch as smp
+        return getattr(smp, arch)("resnet18", encoder_weights=None)
+    import torchvision
+    return getattr(torchvision.models, arch)()
 
 
 def one(name: str, size: int, batch: int, do_verify: bool) -> dict:
@@ -53,7 +100,6 @@ def one(name: str, size: int, batch: int, do_verify: bool) -> dict:
     from ttmodels.backends import mock_device
     mock_device.prepare("n150")
     import torch
-    import torchvision
 
     import ttmodels
     from ttmodels.tools import importer
@@ -64,7 +110,7 @@ def one(name: str, size: int, batch: int, do_verify: bool) -> dict:
     torch.manual_seed(0)
     row: dict = {"model": name, "size": size, "batch": batch}
     t0 = time.time()
-    module = getattr(torchvision.models, name)().eval()
+    module = build_module(name).eval()
     x = synthetic_images(batch, 3, size, size, seed=1)
     try:
         text = importer.import_module(module, x, name=name, check=False)
@@ -210,7 +256,9 @@ def markdown(rows: list[dict]) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("models", nargs="*", help="torchvision model names (default: the issue's list)")
+    ap.add_argument("models", nargs="*", help="model names (default: the section's list)")
+    ap.add_argument("--section", choices=(*SECTIONS, "all"), default="torchvision",
+                    help="the list to run when no names are given (default: %(default)s)")
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--no-verify", action="store_true")
@@ -228,7 +276,9 @@ def main(argv=None) -> int:
             print(json.dumps(row), flush=True)
         return 0
     rows = []
-    for r in run_children(a.models or MODELS, a.size, a.batch, not a.no_verify, None):
+    names = a.models or (sum(SECTIONS.values(), []) if a.section == "all" else
+                         SECTIONS[a.section])
+    for r in run_children(names, a.size, a.batch, not a.no_verify, None):
         name = r["model"]
         rows.append(r)
         print(f"{name:22} {verdict(r)}  [{r.get('t_total', '?')} s]", flush=True)

@@ -121,6 +121,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="write the spec up to the first unsupported node (named as its output)")
     p.add_argument("--no-check", action="store_true",
                    help="skip the float32 self-check against the module")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite SPEC.yaml if it exists (never the module's own source)")
 
     p = sub.add_parser("probe-1x1", help="time 1x1-conv lowerings on a card (device only)")
     p.add_argument("spec", help=SPEC_HELP)
@@ -277,7 +279,7 @@ def _run(args) -> int:
         from .importer import run_import
         return run_import(args.module, args.output, batch=args.batch, input_size=args.input_size,
                           channels=args.channels, name=args.name, partial=args.partial,
-                          check=not args.no_check)
+                          check=not args.no_check, force=args.force)
     if args.cmd == "probe-1x1":
         from .probe import run_probe
         return run_probe(args.spec, batch_size=args.batch, input_size=size, profile=args.profile,

@@ -12,7 +12,7 @@ from typing import Any
 
 from .intermediate import Layer, Traced, _MissingT
 from .library import LIBRARY_BLOCKS
-from .tracing import _short_path
+from .where import _short_path
 
 
 _CONTAINERS = ("Sequential", "ModuleList", "ModuleDict")
@@ -426,7 +426,9 @@ def _op_fields(lay: Layer, scope: str) -> dict:
     if f.get("bn"):
         f["bn"] = {"name": _rel(f["bn"]["name"], scope) if scope else f["bn"]["name"],
                    "eps": f["bn"]["eps"]}
-    if lay.op == "batch_norm":
+    if f.get("weights"):                # a module called again: its keys are the first call's
+        f["weights"] = _rel(f["weights"], scope) if scope else f["weights"]
+    elif lay.op == "batch_norm":
         f["weights"] = None
     return f
 

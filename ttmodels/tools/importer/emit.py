@@ -21,7 +21,7 @@ _DEFAULTS = {
     "avg_pool2d": {"padding": 0, "ceil_mode": False, "count_include_pad": True},
     "upsample": {"mode": "nearest", "align_corners": False},
     "leaky_relu": {"slope": 0.01},
-    "layer_norm": {"eps": 1e-5, "affine": True}, "layer_scale": {"param_shape": "vector"},
+    "layer_norm": {"eps": 1e-5, "affine": True}, "pad": {"value": 0.0}, "layer_scale": {"param_shape": "vector"},
 }
 
 
@@ -145,9 +145,14 @@ class _Spec:
                 if e.repeat and e.repeat.get("first"):
                     m["first"] = e.repeat["first"]
             out += _entry_line(m, e.comment, "  ")
-            prev = e.output
+            # a split's outputs are always named (the spec refuses a bare split as `in`)
+            prev = None if e.kind == "op" and e.layer.outputs else e.output
         outs = tr.outputs
-        out.append("outputs: " + (_yaml_scalar(outs[0]) if len(outs) == 1 else _yaml_scalar(outs)))
+        if tr.output_names:                # forward returned a dict or a tuple: named outputs
+            out.append("outputs: " + _yaml_scalar(dict(zip(tr.output_names, outs))))
+        else:
+            out.append("outputs: " + (_yaml_scalar(outs[0]) if len(outs) == 1 else
+                                      _yaml_scalar(outs)))
         return "\n".join(out) + "\n"
 
     def _block_text(self, bd: _BlockDef) -> list[str]:

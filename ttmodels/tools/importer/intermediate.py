@@ -31,6 +31,7 @@ class ImportedSpec(str):
     layers: int = 0
     blocks: tuple[str, ...] = ()      # the blocks it uses (its own and the library's)
     ignored_prefixes: tuple[str, ...] = ()
+    check_failed: str = ""            # why the self-check did not run (the float32 profile)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -73,6 +74,7 @@ class Traced:
     unused_prefixes: tuple[str, ...] = ()
     partial_stop: Unsupported | None = None
     gm: Any = None
+    output_names: tuple[str, ...] = ()   # a dict's keys (tuple: out0, out1, ...); () = one value
 
 
 class _Skip(Exception):

@@ -100,7 +100,9 @@ def check_spec(text: str, module, tr: Traced, example_input, *, per_layer: bool 
         ex = Executor(plan, prepare_parameters(graph, sd), be)
         got = ex.run({tr.input_name: example_input}, keep_all=True)
         outs = []
+        alias = dict(zip(tr.outputs, tr.output_names))     # named outputs rename their layer
         for t, fxn in zip(tr.outputs, tr.output_fx):
+            t = alias.get(t, t)
             o = to_torch_nchw(be, got[t], graph.shape_of(t))
             r = ref[fxn].reshape(o.shape)
             outs.append((_pcc(r, o), float((r - o).abs().max())))

@@ -56,7 +56,57 @@ def _m_conv_transpose2d(cx, node, mod, x, *rest):
 def _m_batch_norm(cx, node, mod, x):
     if not (mod.affine and mod.track_running_stats):
         _unsupported("BatchNorm without affine parameters or running statistics")
-    return cx.batch_norm(node, mod, x)
+    return cx.batch_norm(node, str(node.target), mod.eps, type(mod).__name__, x)
+
+
+def _f_batch_norm(cx, node, x, running_mean, running_var, weight=None, bias=None,
+                  training=False, momentum=0.1, eps=1e-5, *rest, **kw):
+    """``F.batch_norm`` on a module's own buffers (timm's BatchNormAct2d, any module copying
+    BatchNorm2d's forward): the batch norm of the module whose keys they are."""
+    kw.pop("cudnn_enabled", None)
+    training = kw.get("training", training)
+    eps = kw.get("eps", eps)
+    parts = [running_mean, running_var, weight, bias]
+    if training is not False or not all(isinstance(p, _Val) and p.kind == "param" for p in parts):
+        _unsupported("batch_norm other than eval mode on a module's own running statistics, "
+                     "weight and bias")
+    keys = [str(p.const) for p in parts]
+    prefix = keys[0].rpartition(".")[0]
+    want = [f"{prefix}.{k}" if prefix else k for k in
+            ("running_mean", "running_var", "weight", "bias")]
+    if keys != want:
+        _unsupported(f"batch_norm on parameters {keys} (only one module's running_mean, "
+                     "running_var, weight and bias)")
+    return cx.batch_norm(node, prefix, eps, "batch_norm()", x)
+
+
+def _f_conv2d(cx, node, x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """``F.conv2d`` on a module's own weight (timm's Conv2dSame: F.pad, then this): the conv of
+    the module whose keys they are, named after it."""
+    if not (isinstance(weight, _Val) and weight.kind == "param") or \
+            (bias is not None and not (isinstance(bias, _Val) and bias.kind == "param")):
+        _unsupported("conv2d other than on a module's own weight and bias")
+    prefix, _, leaf = str(weight.const).rpartition(".")
+    if leaf != "weight" or (bias is not None and str(bias.const) != f"{prefix}.bias"):
+        _unsupported(f"conv2d on parameters {weight.const}, {getattr(bias, 'const', None)}")
+    if isinstance(padding, str):
+        _unsupported(f"conv2d padding={padding!r}")
+    out_c, _, kh, kw = weight.shape
+    return cx.layer(node, "conv2d", {
+        "out": int(out_c), "kernel": _pair((kh, kw)), "stride": _pair(stride),
+        "padding": _pair(padding), "dilation": _pair(dilation), "groups": int(groups),
+        "bias": bias is not None, "bn": None, "act": None}, [x], name=prefix)
+
+
+def _f_assert(cx, node, *args, **kw):
+    return None                   # a shape check (timm's _assert(x.ndim == 4)): holds as traced
+
+
+def _f_compare(cx, node, a, b, *rest):
+    """A comparison of shapes or numbers (timm's ``x.ndim == 4``): known from the trace."""
+    if any(isinstance(v, _Val) and v.kind not in ("shape", "const") for v in (a, b)):
+        _unsupported("a comparison of tensors")
+    return _Val("shape")
 
 
 def _m_linear(cx, node, mod, x):
@@ -69,7 +119,12 @@ def _m_linear(cx, node, mod, x):
 
 def _m_layer_norm(cx, node, mod, x):
     return cx.layer_norm(node, mod.normalized_shape, mod.weight, mod.bias, mod.eps, x,
-                         channels_first=type(mod).__name__ == "LayerNorm2d")
+                         channels_first=False)
+
+
+def _m_layer_norm2d(cx, node, mod, x):
+    return cx.layer_norm(node, mod.normalized_shape, mod.weight, mod.bias, mod.eps, x,
+                         channels_first=True)
 
 
 def _m_act(cx, node, mod, x):
@@ -147,14 +202,48 @@ MODULE_OPS: dict[str, Callable] = {
     "ChannelShuffle": _m_channel_shuffle,
     # nn.LayerNorm over the channels of a channels-last map (or a vector); torchvision's / timm's
     # LayerNorm2d (a LayerNorm subclass permuting around it) over the channels of NCHW
-    "LayerNorm": _m_layer_norm, "LayerNorm2d": _m_layer_norm,
+    "LayerNorm": _m_layer_norm, "LayerNorm2d": _m_layer_norm2d,
 }
+
+#: classes outside torch.nn that compute what a MODULE_OPS row says, by qualified name (each
+#: read: LayerNorm2d permutes around a layer norm over the channels; timm's LayerNorm and Linear
+#: only add a fast path). Any other class is traced into, whatever it is called (timm's GELU).
+FOREIGN_MODULES: dict[str, str] = {
+    "torchvision.models.convnext.LayerNorm2d": "LayerNorm2d",
+    "timm.layers.norm.LayerNorm2d": "LayerNorm2d",
+    "timm.layers.norm.LayerNorm": "LayerNorm",
+    "timm.layers.linear.Linear": "Linear",
+    "torchvision.ops.stochastic_depth.StochasticDepth": "StochasticDepth",
+}
+
+
+def module_row(mod) -> tuple[str, Callable] | None:
+    """The row of a module, by what it is: a torch.nn class of MODULE_OPS (or a subclass that
+    keeps its forward), or a listed foreign class; None = trace into it. A subclass with its own
+    forward (timm's BatchNormAct2d: batch norm, drop, act) is what that forward does, not its
+    base: it is traced into."""
+    cls = type(mod)
+    short = FOREIGN_MODULES.get(f"{cls.__module__}.{cls.__qualname__}")
+    if short is not None and short in MODULE_OPS:
+        return short, MODULE_OPS[short]
+    for base in cls.__mro__:
+        if base.__module__.startswith("torch.nn") and base.__name__ in MODULE_OPS:
+            if getattr(cls, "forward", None) is getattr(base, "forward", None):
+                return base.__name__, MODULE_OPS[base.__name__]
+            return None
+    return None
 
 
 def _f_binary(op):
     def row(cx, node, a, b, *rest, **kw):
         if rest or kw.get("alpha", 1) != 1:
             _unsupported("an alpha / out argument")
+        # the neutral Python number (timm's MobileOne starts its sum at 0): no layer
+        neutral = 1 if op == "multiply" else 0
+        for t, n in ((a, b), (b, a)) if op != "subtract" else ((a, b),):
+            if isinstance(t, _Val) and t.kind == "tensor" and not isinstance(n, (_Val, bool)) \
+                    and isinstance(n, (int, float)) and n == neutral:
+                return t
         if op == "multiply" and isinstance(a, _Val) and isinstance(b, _Val) and \
                 "param" in (a.kind, b.kind):
             return cx.layer_scale(node, *((a, b) if a.kind == "param" else (b, a)))
@@ -221,7 +310,70 @@ def _f_getitem(cx, node, seq, idx):
         return seq.items[idx]
     if seq.kind == "shape":
         return _Val("shape")
-    _unsupported("indexing or slicing a tensor")
+    if seq.kind == "tuple" and isinstance(idx, slice):
+        return _Val("tuple", items=seq.items[idx])
+    return cx.channel_slice(node, seq, idx)
+
+
+def _f_split(cx, node, x, size, dim=0):
+    """``torch.split(x, 16, 1)``, ``x.split([8, 24], dim=1)`` on the channels: a split layer."""
+    nd = len(x.shape or ())
+    if nd != 4 or dim % nd != 1:
+        _unsupported(f"split along dim {dim} (only channels)")
+    c = x.shape[1]
+    if isinstance(size, int):
+        counts = [size] * (c // size) + ([c % size] if c % size else [])
+    elif isinstance(size, (list, tuple)) and all(isinstance(v, int) for v in size):
+        counts = list(size)
+    else:
+        _unsupported(f"split sizes {size!r}")
+    if sum(counts) != c or len(counts) < 2:
+        if len(counts) == 1:
+            return _Val("tuple", items=[x])
+        _unsupported(f"split of {c} channels into {counts}")
+    return cx.split(node, counts, x)
+
+
+def _f_pad(cx, node, x, pad, mode="constant", value=None):
+    """``F.pad(x, (l, r, t, b), value=v)`` of H and W: a pad layer."""
+    if mode != "constant":
+        _unsupported(f"pad mode {mode!r} (only constant)")
+    if not isinstance(pad, (list, tuple)) or len(pad) not in (2, 4) or \
+            not all(isinstance(v, int) for v in pad):
+        _unsupported(f"pad {pad!r} (only the last two dims, integers)")
+    l, r, t, b = (list(pad) + [0, 0])[:4]
+    if min(l, r, t, b) < 0:
+        _unsupported(f"negative padding {list(pad)} (a crop)")
+    if len(x.shape or ()) != 4:
+        _unsupported(f"pad of a {list(x.shape or ())} tensor")
+    if (l, r, t, b) == (0, 0, 0, 0):
+        return x
+    padding = t if t == b == l == r else [t, l] if (t, l) == (b, r) else [t, b, l, r]
+    return cx.layer(node, "pad", {"padding": padding, "value": float(value or 0.0)}, [x])
+
+
+def _f_stack(cx, node, xs, dim=0):
+    """``torch.stack(maps)`` read only by ``.sum(0)`` (smp FPN's merge): the sum, as adds."""
+    if xs.kind != "tuple" or dim != 0:
+        _unsupported("stack other than of maps along a new dim 0 summed at once")
+    return _Val("stack", items=list(xs.items), shape=_shape_of(node))
+
+
+def _m_sum(cx, node, x, dim=None, keepdim=False, **kw):
+    dim = kw.get("dim", dim)
+    if x.kind != "stack" or dim not in (0, (0,), [0]) or keepdim:
+        _unsupported("sum other than of a stack of maps over its dim 0")
+    acc = x.items[0]
+    for i, item in enumerate(x.items[1:], 1):
+        if acc.layer is not None and i > 1:
+            acc.layer.fx = ""            # a partial sum: no module value to compare it with
+        acc = cx.binary(node, "add", acc, item, name=cx.name_for(node, "add"))
+    return acc
+
+
+def _shape_of(node):
+    tm = node.meta.get("tensor_meta")
+    return tuple(int(s) for s in tm.shape) if tm is not None and hasattr(tm, "shape") else None
 
 
 def _f_dropout(cx, node, x, *rest, **kw):
@@ -263,6 +415,17 @@ def _f_permute(cx, node, x, *dims):
     return cx.permute(node, x, dims)
 
 
+def _m_expand_as(cx, node, x, other):
+    """``v.expand_as(x)`` of a per-image ``[N, C, 1, 1]`` vector: the vector (the binary op after
+    it broadcasts it); anything else is no broadcast the spec has."""
+    s, o = tuple(x.shape or ()), tuple(getattr(other, "shape", None) or ())
+    if s == o:
+        return x
+    if x.kind == "tensor" and len(s) == 4 and len(o) == 4 and s[2:] == (1, 1) and s[:2] == o[:2]:
+        return x
+    _unsupported(f"expand_as of a {list(s)} tensor to {list(o)} (only a per-image vector)")
+
+
 def _shape_op(cx, node, *args, **kw):
     return _Val("shape")
 
@@ -280,9 +443,12 @@ FUNCTION_OPS: dict[str, Callable] = {
     "interpolate": _f_interpolate,
     "getitem": _f_getitem,
     "dropout": _f_dropout,
-    "chunk": _f_chunk,
+    "chunk": _f_chunk, "split": _f_split, "pad": _f_pad, "stack": _f_stack,
     "mean": _f_mean,
     "getattr": _shape_op, "floordiv": _shape_op,
+    "batch_norm": _f_batch_norm, "_assert": _f_assert, "conv2d": _f_conv2d,
+    "eq": _f_compare, "ne": _f_compare, "lt": _f_compare, "le": _f_compare, "gt": _f_compare,
+    "ge": _f_compare,
     "reshape": _f_view, "transpose": _f_transpose, "channel_shuffle": _f_channel_shuffle,
     "permute": _f_permute,
     # enrolled when the spec language has them (h23ops): "softmax", ...
@@ -295,9 +461,9 @@ METHOD_OPS: dict[str, Callable] = {
     "relu": _f_act("relu"), "relu_": _f_act("relu"), "sigmoid": _f_act("sigmoid"),
     "tanh": _f_act("tanh"),
     "flatten": _f_flatten,
-    "chunk": _f_chunk,
+    "chunk": _f_chunk, "split": _f_split, "sum": _m_sum,
     "mean": _f_mean,
     "contiguous": _f_dropout,
     "view": _f_view, "reshape": _f_view, "transpose": _f_transpose, "permute": _f_permute,
-    "size": _shape_op, "dim": _shape_op,
+    "size": _shape_op, "dim": _shape_op, "expand_as": _m_expand_as,
 }

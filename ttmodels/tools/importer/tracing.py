@@ -6,34 +6,24 @@ import re
 
 from .intermediate import (ImportError_, Layer, Traced, Unsupported, UnsupportedError, _Skip, _Val,
                            _unsupported)
-from .tables import FUNCTION_OPS, METHOD_OPS, MODULE_OPS, _pair
+from .tables import FUNCTION_OPS, METHOD_OPS, _pair, module_row
+from .where import _first_line, _short_path, _user_frame
 
+
+#: ops whose parameters are read by key (``weights:`` names them when a module is called again)
+_WEIGHTED = ("conv2d", "conv_transpose2d", "linear", "batch_norm", "layer_norm")
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
-
-
-def _short_path(path: str) -> str:
-    """A source path without the machine's part: relative to site-packages or the cwd."""
-    p = path.replace(os.sep, "/")
-    for marker in ("/site-packages/", "/dist-packages/"):
-        if marker in p:
-            return p.split(marker, 1)[1]
-    try:
-        rel = os.path.relpath(path)
-        if not rel.startswith(".."):
-            return rel.replace(os.sep, "/")
-    except ValueError:
-        pass
-    return os.path.basename(path)
 
 
 def _source_of(node) -> str:
     """The innermost frame of the node's stack outside torch itself: the model's own line."""
     import torch
-    torch_dir = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+    skip = (os.path.dirname(os.path.abspath(torch.__file__)) + os.sep,
+            os.path.dirname(os.path.abspath(__file__)) + os.sep)      # and the tracer's own
     frames = _FRAME.findall(node.stack_trace or "")
     for f, line, _fn in reversed(frames):
-        if os.path.abspath(f).startswith(torch_dir):
+        if os.path.abspath(f).startswith(skip):
             continue
         return f"{_short_path(f)}:{line}"
     return "?"
@@ -59,6 +49,7 @@ class _Ctx:
         self.layers: list[Layer] = []
         self.taken: set[str] = set()
         self._renamed: dict[str, str] = {}     # an add renamed after its activation module
+        self.called: set[str] = set()          # modules with weights already made a layer
 
     # -- names
     def _unique(self, name: str) -> str:
@@ -90,6 +81,12 @@ class _Ctx:
             stack = stack[:-1]
         cls = type(self.mods[node.target]).__name__ if node.op == "call_module" else (
             f"{getattr(node.target, '__name__', node.target)}()")
+        if node.op == "call_module" and op in _WEIGHTED:
+            if str(node.target) in self.called:
+                # the module called again (shared weights): a layer of its own reading the
+                # first call's keys, never keys the importer would invent (conv_1.weight)
+                fields = {**fields, "weights": str(node.target)}
+            self.called.add(str(node.target))
         lay = Layer(self._unique(name or self.name_for(node)), op, fields,
                     [v.tensor for v in inputs], stack, [cls], _source_of(node), node.name, node,
                     in_channels=(inputs[0].shape[-1 if nhwc else 1] if inputs and
@@ -99,20 +96,24 @@ class _Ctx:
 
     def _sole_user(self, v: _Val) -> bool:
         return v.layer is not None and v.layer.fx_node is not None and \
-            len(v.layer.fx_node.users) == 1 and v.layer.name == v.tensor
+            len([u for u in v.layer.fx_node.users if not _reads_shape(u)]) == 1 and \
+            v.layer.name == v.tensor
 
     def _absorb(self, v: _Val, node, part: str) -> _Val:
         v.layer.parts.append(part)
         v.layer.fx, v.layer.fx_node = node.name, node
         return _Val(v.kind, v.tensor, layer=v.layer, shape=_shape(node))
 
-    def batch_norm(self, node, mod, x):
-        eps = float(mod.eps)
+    def batch_norm(self, node, prefix: str, eps: float, what: str, x):
+        """An eval BatchNorm whose parameters are ``prefix.weight`` etc.: folded into the conv
+        before it, else a batch_norm layer (named ``prefix``, the module's path)."""
+        eps = float(eps)
         if x.kind == "tensor" and self._sole_user(x) and x.layer.op == "conv2d" and \
                 x.layer.fields["bn"] is None and x.layer.fields["act"] is None:
-            x.layer.fields["bn"] = {"name": str(node.target), "eps": eps}
-            return self._absorb(x, node, f"+ {type(mod).__name__} {node.target}")
-        return self.layer(node, "batch_norm", {"weights": None, "eps": eps, "act": None}, [x])
+            x.layer.fields["bn"] = {"name": prefix, "eps": eps}
+            return self._absorb(x, node, f"+ {what} {prefix}")
+        return self.layer(node, "batch_norm", {"weights": None, "eps": eps, "act": None}, [x],
+                          name=None if node.op == "call_module" else prefix)
 
     def activation(self, node, act, x):
         from ...ops import activations
@@ -131,7 +132,8 @@ class _Ctx:
                 if node.op == "call_module" and op in ("add", "multiply", "subtract"):
                     # a parameter-free layer takes the activation module's name (torchvision's
                     # BasicBlock: the add + relu is "relu")
-                    self.taken.discard(x.layer.name)
+                    # the add's own name stays taken: a later add reusing it would be
+                    # rewritten to this one's new name (HRNet's fuse_act called twice)
                     old = x.layer.name
                     x.layer.name = self._unique(str(node.target))
                     v = self._absorb(x, node, f"+ {what} {node.target}")
@@ -144,7 +146,25 @@ class _Ctx:
         d, params = activations.split(act)
         return self.layer(node, d.name, {p.name: v for p, v in zip(d.params, params)}, [x])
 
-    def binary(self, node, op, a, b):
+    def channel_slice(self, node, x, idx):
+        """``x[:, a:b]`` (and ``x[:, a:b, :, :]``, ``x[:, :, ...]``): a slice of the channels."""
+        idx = idx if isinstance(idx, tuple) else (idx,)
+        s = tuple(x.shape or ())
+        full = slice(None, None, None)
+        rest = [i for i in idx[2:] if i is not Ellipsis]
+        if x.kind != "tensor" or len(s) != 4 or len(idx) < 2 or idx[0] != full or \
+                not isinstance(idx[1], slice) or any(i != full for i in rest):
+            _unsupported(f"indexing a {list(s)} tensor with {idx!r} (only channel slices "
+                         "x[:, a:b])")
+        lo, hi, step = idx[1].indices(s[1])
+        if step != 1 or hi <= lo:
+            _unsupported(f"a channel slice {idx[1]!r} with a step or empty")
+        if (lo, hi) == (0, s[1]):
+            return x
+        return self.layer(node, "slice", {"channels": [lo, hi]}, [x],
+                          name=self.name_for(node, "slice"))
+
+    def binary(self, node, op, a, b, name=None):
         if not isinstance(a, _Val) or not isinstance(b, _Val) or a.kind != "tensor" or \
                 b.kind != "tensor":
             _unsupported(f"{op} with a Python number or constant (only tensor {op} tensor)")
@@ -156,7 +176,7 @@ class _Ctx:
                              "map and a per-image [N, C, 1, 1] vector)")
             if op == "subtract" and vec(sa):
                 _unsupported("subtract of a map from a vector")
-        return self.layer(node, op, {"act": None}, [a, b])
+        return self.layer(node, op, {"act": None}, [a, b], name=name)
 
     def pool(self, node, op, kernel, stride, padding, extra, x):
         kernel = _pair(kernel)
@@ -196,7 +216,10 @@ class _Ctx:
             _unsupported(f"upsampling mode {mode!r}")
         s = x.shape or (0, 0, 1, 1)
         if size is not None:
-            hw = (size, size) if isinstance(size, int) else tuple(size)
+            # the size the trace saw (``size=x.shape[-2:]`` is a shape value, not numbers)
+            out = _shape(node)
+            hw = tuple(out[2:4]) if out is not None and len(out) == 4 else (
+                (size, size) if isinstance(size, int) else tuple(size))
             if hw[0] % s[2] or hw[1] % s[3]:
                 _unsupported(f"upsampling {s[2]}x{s[3]} to {hw[0]}x{hw[1]} (not an integer factor)")
             scale = (hw[0] // s[2], hw[1] // s[3])
@@ -213,6 +236,8 @@ class _Ctx:
     # transposed yet, g); anything else reading one is reported as reading a shuffle value.
     def view(self, node, x):
         out, s = _shape(node), tuple(x.shape or ())
+        if x.kind == "param":             # timm's gamma.reshape(1, -1, 1, 1): still the key
+            return _Val("param", const=x.const, shape=out)
         if x.kind == "shuffle":
             src, swapped, g = x.const
             if swapped and out == tuple(src.shape):
@@ -227,6 +252,9 @@ class _Ctx:
             return _Val("shuffle", shape=out, const=(x, False, out[1]))
         if x.kind == "tensor" and out == s:
             return x
+        if x.kind == "tensor" and len(s) == 4 and out is not None and len(out) == 2 and \
+                out == (s[0], s[1] * s[2] * s[3]):
+            return self.flatten(node, 1, -1, x)          # x.view(x.size(0), -1)
         _unsupported(f"a view / reshape of a {list(s)} tensor to {list(out or ())} (only the "
                      "channel shuffle's: [N, C, H, W] to [N, g, C/g, H, W], transpose(1, 2), back)")
 
@@ -268,8 +296,13 @@ class _Ctx:
     def layer_scale(self, node, p, x):
         """``param * x`` with a per-channel parameter: [C, 1, 1] on NCHW, [C] on channels-last."""
         s, ps = tuple(x.shape or ()), tuple(p.shape or ())
-        if x.kind == "tensor" and len(s) == 4 and ps == (s[1], 1, 1):
-            shape = "chw"
+        try:                              # the key's own shape says the spec's param_shape
+            key_shape = tuple(self.gm.get_parameter(str(p.const)).shape)
+        except AttributeError:
+            key_shape = ps
+        if x.kind == "tensor" and len(s) == 4 and ps in ((s[1], 1, 1), (1, s[1], 1, 1)) and \
+                key_shape in ((s[1], 1, 1), (s[1],)):
+            shape = "chw" if key_shape == (s[1], 1, 1) else "vector"
         elif x.kind == "nhwc" and ps == (s[-1],):
             shape = "vector"
         else:
@@ -289,6 +322,12 @@ class _Ctx:
         for i, t in enumerate(lay.outputs):
             items.append(_Val("tensor", t, layer=None, shape=(c[0], counts[i], c[2], c[3])))
         return _Val("tuple", items=items)
+
+
+def _reads_shape(node) -> bool:
+    """A node that reads only a tensor's shape (``x.ndim``, ``x.size()``, ``x.shape``)."""
+    return (node.op == "call_function" and getattr(node.target, "__name__", "") == "getattr") \
+        or (node.op == "call_method" and node.target in ("size", "dim"))
 
 
 def _get_attr(cx, node):
@@ -332,20 +371,33 @@ def trace(module, example_input, *, partial: bool = False) -> Traced:
             self.record_stack_traces = True
 
         def is_leaf_module(self, m, qualname):
-            return type(m).__name__ in MODULE_OPS and not list(m.children()) or \
+            return module_row(m) is not None and not list(m.children()) or \
                 super().is_leaf_module(m, qualname)
 
     was_training = module.training
     module.eval()                        # traced as in inference; the user's flag is restored
-    tracer = Tracer()
     try:
-        graph = tracer.trace(module)
+        try:
+            tracer = Tracer()
+            graph = tracer.trace(module)
+        except Exception as e:           # noqa: BLE001 (Python control flow on a traced value)
+            # trace again with the example input's values: branches on shapes (smp's input
+            # check, Linknet's decoder) are taken as they are for this input, as torch.export
+            # specialises them, while the graph keeps its modules for the table rows
+            first = e
+            try:
+                tracer = _concrete_tracer(Tracer, example_input)()
+                with torch.no_grad():
+                    graph = tracer.trace(module)
+                _drop_dead(graph)        # what only fed a branch's condition
+            except Exception as e2:      # noqa: BLE001
+                raise ImportError_(_trace_failure(module, first, e2)) from None
         gm = fx.GraphModule(tracer.root, graph)
-        with torch.no_grad():
-            ShapeProp(gm).propagate(example_input)
-    except Exception as e:               # data-dependent control flow, etc.
-        raise ImportError_(f"torch.fx cannot trace {type(module).__name__}: "
-                           f"{type(e).__name__}: {str(e).strip()[:2000]}") from e
+        try:
+            with torch.no_grad():
+                ShapeProp(gm).propagate(example_input)
+        except Exception as e:           # noqa: BLE001
+            raise ImportError_(_trace_failure(module, e, None)) from None
     finally:
         module.train(was_training)
     mods = dict(gm.named_modules())
@@ -353,7 +405,7 @@ def trace(module, example_input, *, partial: bool = False) -> Traced:
     env: dict[str, _Val] = {}
     dry_env: dict[str, _Val] = {}      # what poisoned nodes would be (to judge their users)
     bad: list[Unsupported] = []
-    input_name, outputs, out_fx = None, [], []
+    input_name, outputs, out_fx, out_names = None, [], [], []
     stop = None
 
     def val(a):
@@ -381,16 +433,28 @@ def trace(module, example_input, *, partial: bool = False) -> Traced:
             continue
         if node.op == "output":
             res = node.args[0]
-            res = res if isinstance(res, (list, tuple)) else [res]
-            for r in res:
-                v = val(r)
+            # a dict (torchvision's segmentation models) or a tuple: named outputs
+            if isinstance(res, dict):
+                named = [(str(k), r) for k, r in res.items()]
+            elif isinstance(res, (list, tuple)):
+                named = [(f"out{i}", r) for i, r in enumerate(res)]
+            else:
+                named = [(None, res)]
+            for key, r in named:
+                v = val(r) if isinstance(r, fx.Node) else None
                 if isinstance(v, _Val) and v.kind == "tensor":
                     outputs.append(v.tensor)
                     out_fx.append(r.name)
+                    out_names.append(key)
+                elif stop is None and isinstance(r, fx.Node) and not _is_bad(v):
+                    bad.append(Unsupported("output", key or "(output)", _source_of(node),
+                                           f"an output that is a {getattr(v, 'kind', 'value')}, "
+                                           "not a map", node.name))
             continue
         kind = _kind(node, mods)
         if node.op == "call_module":
-            row = MODULE_OPS.get(type(mods[node.target]).__name__)
+            found = module_row(mods[node.target])
+            row = found[1] if found is not None else None
         elif node.op == "call_function":
             row = FUNCTION_OPS.get(getattr(node.target, "__name__", ""))
         elif node.op == "call_method":
@@ -453,6 +517,7 @@ def trace(module, example_input, *, partial: bool = False) -> Traced:
                 if not ins:
                     raise UnsupportedError([u]) from None
                 outputs, out_fx = [env[ins[0].name].tensor], [ins[0].name]
+                out_names = []
             continue
         env[node.name] = v if isinstance(v, _Val) else _Val("const", const=v)
 
@@ -463,8 +528,124 @@ def trace(module, example_input, *, partial: bool = False) -> Traced:
         for lay in cx.layers:
             lay.inputs = [ren.get(t, t) for t in lay.inputs]
         outputs = [ren.get(t, t) for t in outputs]
+    # one spec output per tensor (a module returning (y, y) computes y once); an output
+    # name is an alias of its layer, so the graph input cannot be one
+    seen: dict[str, int] = {}
+    for i, t in enumerate(outputs):
+        seen.setdefault(t, i)
+    keep = sorted(seen.values())
+    outputs, out_fx, out_names = ([lst[i] for i in keep] for lst in (outputs, out_fx,
+                                                                     out_names or [None] * len(outputs)))
+    taken = {lay.name for lay in cx.layers}
+    names = tuple(out_names) if any(out_names) and (len(outputs) > 1 or out_names[0]) and \
+        input_name not in outputs and not any(
+            n in taken and n != t for n, t in zip(out_names, outputs)) else ()
     return Traced(cx.layers, input_name or "input", tuple(example_input.shape), outputs, out_fx,
-                  bad, f"{type(module).__module__}.{type(module).__qualname__}", unused, stop, gm)
+                  bad, f"{type(module).__module__}.{type(module).__qualname__}", unused, stop, gm,
+                  names)
+
+
+def _drop_dead(graph) -> None:
+    """Remove the nodes nothing reads (a condition's ``x.sum() > t``), last first; never an
+    in-place op (its effect is on its input) nor a module call (it may hold state)."""
+    for node in reversed(list(graph.nodes)):
+        if node.users or node.op not in ("call_function", "call_method"):
+            continue
+        name = getattr(node.target, "__name__", str(node.target))
+        if name.endswith("_") or name.startswith("i"):     # relu_, add_, iadd, imul, ...
+            continue
+        graph.erase_node(node)
+
+
+def _trace_failure(module, e, e2) -> str:
+    """One line: why the module cannot be traced, at the source line that stopped it."""
+    cls = f"{type(module).__module__}.{type(module).__qualname__}"
+    msg = f"torch.fx cannot trace {cls}: {type(e).__name__}: {_first_line(e)}{_user_frame(e)}"
+    if e2 is not None:
+        msg += (f"; traced with the example input's values it stops at {type(e2).__name__}: "
+                f"{_first_line(e2)}{_user_frame(e2)}")
+    return msg
+
+
+def _concrete_tracer(base, example_input):
+    """A tracer class whose proxies carry their value on ``example_input``: ``bool()``, ``len``,
+    iteration, ``x.shape``, ``x.ndim``, ``x.size()`` and ``x.dim()`` give the example's values, so
+    Python control flow on them is taken as it goes for this input (the graph is specialised to
+    it, as a spec is to its input size)."""
+    import torch
+    import torch.fx as fx
+    from torch.fx.node import map_aggregate
+
+    def real(a):
+        return map_aggregate(a, lambda v: v._value if isinstance(v, _Proxy) else v)
+
+    class _Proxy(fx.Proxy):
+        def __getattr__(self, k):
+            v = self.__dict__.get("_value")
+            if k in ("shape", "ndim", "dtype", "device", "is_cuda") and \
+                    isinstance(v, torch.Tensor):
+                return getattr(v, k)
+            return super().__getattr__(k)
+
+        def __bool__(self):
+            return bool(self._value)
+
+        def __len__(self):
+            return len(self._value)
+
+        def __iter__(self):
+            return iter([self[i] for i in range(len(self._value))])
+
+        def __index__(self):
+            return int(self._value)
+
+    orig = {k: torch.nn.Module.__dict__[k] for k in ("__getattr__", "__call__")}
+
+    class _Unpatched:
+        """The tracer patches Module.__call__ and __getattr__ while it traces (parameters read
+        as proxies): the example's values are computed with torch's own."""
+        def __enter__(self):
+            self.saved = {k: torch.nn.Module.__dict__[k] for k in orig}
+            for k, v in orig.items():
+                setattr(torch.nn.Module, k, v)
+
+        def __exit__(self, *exc):
+            for k, v in self.saved.items():
+                setattr(torch.nn.Module, k, v)
+
+    class Concrete(base):
+        def proxy(self, node):
+            return _Proxy(node, self)
+
+        def create_proxy(self, kind, target, args, kwargs, name=None, type_expr=None,
+                         proxy_factory_fn=None):
+            if kind == "call_method" and target in ("size", "dim"):
+                a, kw = real(args), real(kwargs)
+                return getattr(a[0], target)(*a[1:], **kw)
+            if kind == "placeholder":
+                value = example_input
+            elif kind == "get_attr":
+                value = self.root
+                with _Unpatched():
+                    for part in str(target).split("."):
+                        value = getattr(value, part)
+            else:
+                a, kw = real(args), real(kwargs)
+                if kind == "call_module":
+                    with _Unpatched():
+                        value = self.root.get_submodule(target)(*a, **kw)
+                elif kind == "call_function":
+                    value = target(*a, **kw)
+                elif kind == "call_method":
+                    value = getattr(a[0], target)(*a[1:], **kw)
+                else:
+                    value = None
+            p = super().create_proxy(kind, target, args, kwargs, name, type_expr,
+                                     proxy_factory_fn)
+            if isinstance(p, _Proxy):
+                p._value = value
+            return p
+    return Concrete
 
 
 def _unused_prefixes(module, layers: list[Layer]) -> tuple[str, ...]:

@@ -1,0 +1,70 @@
+"""`ttmodels import`'s outputs and self-check reports (issue 34 class 7, issue 35 item 13): a
+forward returning a dict or a tuple gives named outputs; ``x.view(x.size(0), -1)`` of a map is a
+flatten; a spec whose float32 profile does not plan is still written, saying which profile and
+why, at the module's path and source line (never ``<string>:N``)."""
+import torch
+from torch import nn
+
+from ttmodels.tools import importer
+
+
+class Heads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(8, 4, 3, padding=1)
+        self.fc = nn.Linear(4 * 4 * 4, 10)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return {"logits": self.fc(y.view(y.size(0), -1)), "feat": y}
+
+
+class Twice(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(8, 4, 1)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return y, y
+
+
+def test_dict_and_tuple_outputs_and_a_view_flatten():
+    torch.manual_seed(0)
+    text = importer.import_module(Heads().eval(), torch.randn(2, 8, 4, 4))
+    assert "{name: view, op: flatten}" in text
+    assert text.rstrip().endswith("outputs: {logits: fc, feat: conv}")
+    assert text.pcc >= importer.PCC_MIN
+    text = importer.import_module(Twice().eval(), torch.randn(1, 8, 4, 4))
+    assert text.rstrip().endswith("outputs: {out0: conv}")
+    assert text.pcc >= importer.PCC_MIN
+
+
+class WideHead(nn.Module):
+    """A 1x1 conv whose float32 weights do not fit L1 (bfloat8_b ones do)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(464, 1024, 1)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+def test_a_float32_profile_that_does_not_plan_still_writes_the_spec(tmp_path, capsys):
+    text = importer.import_module(WideHead().eval(), torch.randn(1, 464, 7, 7))
+    assert "op: conv2d" in text and text.pcc is None
+    why = text.check_failed
+    assert why.startswith("the float32 profile does not plan")
+    assert "<string>" not in why and "[module conv: Conv2d, tests/test_import_outputs.py:51]" in why
+    f = tmp_path / "wide.py"
+    f.write_text("import torch\n"
+                 "def build():\n"
+                 "    return torch.nn.Sequential(torch.nn.Conv2d(464, 1024, 1))\n")
+    from ttmodels.tools.cli import main
+    out = tmp_path / "wide.yaml"
+    rc = main(["import", f"{f}:build", "-o", str(out), "--input-size", "7", "7",
+               "--channels", "464"])
+    err = capsys.readouterr().err
+    assert rc == 0 and out.exists()
+    assert "warning:" in err and "float32 profile does not plan" in err and "Traceback" not in err
