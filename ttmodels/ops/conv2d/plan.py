@@ -164,9 +164,11 @@ def ttnn_first(ctx: PlanContext, node: Node, x: TensorLayout, cands: list[ConvCa
         requested = ctx.requested_memory(node, node.shape.rows, node.shape.c) \
             if node.layout.kind == INTERLEAVED else None
         probe = conv_layer(ctx, node, cin, c, requested)
-        ans = ctx.oracle.ask([O.layer_step(ctx.g, probe, ctx.flat, params)])[0]
+        step = O.layer_step(ctx.g, probe, ctx.flat, params)
+        ans = ctx.oracle.ask([step])[0]
         if ans is None or not ans.judged or ans.as_planned:
             return c
+        O.record(ctx.oracle, ctx.g.name, step, ans, "candidate")   # the rules' view, if other
         note = (f"{node.name}: {c.kind} on {c.pc.num_cores} cores, act_block_h "
                 f"{c.act_block_h or 'auto'}: " + (ans.error if not ans.accepted else
                                                   f"ttnn gives {ans.memory} {ans.layout}"))
