@@ -1,4 +1,4 @@
-"""A stand-in for the ttnn oracle's worker (``python -m ttmodels.planning.ttnn_oracle --worker``)
+"""A stand-in for the ttnn oracle's worker (``python -m ttmodels.tools.ttnn_oracle --worker``)
 that speaks its pipe protocol but judges nothing: tests/test_ttnn_oracle_worker.py runs the
 oracle's real process handling (fork, threads, deaths, stops, bad replies) against it in
 milliseconds instead of a mock device's seconds.
@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ttmodels.planning import ttnn_oracle as O  # noqa: E402
+from ttmodels.tools import ttnn_oracle as O  # noqa: E402
 
 
 def main() -> int:

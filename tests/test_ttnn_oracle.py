@@ -1,4 +1,4 @@
-"""ttnn in the planning loop (ttmodels/planning/ttnn_oracle.py): the planner asks ttnn about conv
+"""ttnn in the planning loop (ttmodels/tools/ttnn_oracle.py): the planner asks ttnn about conv
 candidates and every step, chooses among the candidates ttnn accepts, caches the answers on disk
 (a second plan asks nothing), records contradictions with rules.py, and says which steps ttnn
 has not confirmed when it is off."""
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ttmodels.planning import ttnn_oracle as O
+from ttmodels.tools import ttnn_oracle as O
 from ttmodels.planning.layout import HEIGHT
 from ttmodels.planning.planner import plan_graph
 from ttmodels.language.spec import load_graph

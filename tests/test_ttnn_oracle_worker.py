@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ttmodels.language.spec import load_graph
-from ttmodels.planning import ttnn_oracle as O
+from ttmodels.tools import ttnn_oracle as O
 from ttmodels.planning.planner import plan_graph
 
 FAKE = str(Path(__file__).resolve().parent / "oracle_fake_worker.py")
@@ -435,7 +435,7 @@ SHUTDOWN = r"""
 import sys, time
 sys.path.insert(0, {tests!r})
 from test_ttnn_oracle_worker import Faked, steps_of
-from ttmodels.planning import ttnn_oracle as O
+from ttmodels.tools import ttnn_oracle as O
 o = Faked({root!r}, "slowexit", {state!r})
 O._SHARED = o
 import atexit

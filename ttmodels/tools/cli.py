@@ -230,7 +230,7 @@ def _run(args) -> int:
     if args.cmd == "plan":
         if args.no_ttnn:
             import os
-            from ..planning.ttnn_oracle import ENV
+            from .ttnn_oracle import ENV
             os.environ[ENV] = "0"
         if args.plot:
             from ..planning.plan_plot import check_plot_path
@@ -288,7 +288,7 @@ def _run(args) -> int:
 def _oracle(args) -> int:
     import json
 
-    from ..planning import ttnn_oracle as O
+    from . import ttnn_oracle as O
     base, problem = O.cache_base()
     if base is None:
         if args.action == "info":

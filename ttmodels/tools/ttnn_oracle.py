@@ -13,8 +13,8 @@ Answers are cached on disk, one JSON file per step, under
 ``<TTMODELS_CACHE_DIR>/ttnn-oracle/ttnn-<version>/answers/``, keyed by a SHA-256 of the step's
 full signature (op, attributes, config without the L1 estimate, input layouts and shapes, the
 planned output, parameter shapes), the oracle's format and the ttnn version: a second plan of the
-same model asks ttnn nothing. Misses go to a **worker process** (``python -m
-ttmodels.planning.ttnn_oracle --worker``) that opens the mock device once and answers a batch: tt-metal
+same model asks ttnn nothing. Misses go to a **worker process** (``worker_main``, also ``python
+-m ttmodels.tools.ttnn_oracle --worker``) that opens the mock device once and answers a batch: tt-metal
 reads its environment once per process and a process holds one mock system, so the planner's
 own process never initialises ttnn (it may already have, for another system; ``verify`` opens
 its own device). The worker belongs to one process and one caller at a time (a forked child
@@ -61,7 +61,8 @@ from pathlib import Path
 from typing import Any
 
 from ..language.graph import Precision, TensorShape, const_flat
-from .layout import TensorLayout
+from ..planning.layout import TensorLayout
+from ..planning.oracle import provide
 
 log = logging.getLogger("ttmodels")
 
@@ -103,7 +104,7 @@ class Step:
     name: str = ""                              # where it is in the plan (not in the key)
 
     def signature(self) -> dict[str, Any]:
-        from .plan_format import _jsonable, layout_dict
+        from ..planning.plan_format import _jsonable, layout_dict
         sig: dict[str, Any] = {
             "kind": self.kind, "op": self.op,
             "inputs": [layout_dict(t) for t in self.inputs], "flat": [list(f) for f in self.flat],
@@ -334,7 +335,9 @@ class _Timeout(Exception):
 
 class Oracle:
     """Answers steps from memory, then the disk cache, then a worker process (batched).
-    ``queries`` counts the steps ttnn was asked (cache misses), ``hits`` the cached answers."""
+    ``queries`` counts the steps ttnn was asked (cache misses), ``hits`` the cached answers.
+    The planner's ``planning.oracle.StepOracle``."""
+    asks = True
 
     def __init__(self, root: Path | None = None):
         from ..backends.mock_device import ttnn_version
@@ -433,7 +436,10 @@ class Oracle:
         return out
 
     def _worker_argv(self) -> list[str]:
-        return [sys.executable, "-m", "ttmodels.planning.ttnn_oracle", "--worker"]
+        # -c, not -m: ``import ttmodels`` imports this module, and runpy would warn that the
+        # module it is about to run as __main__ is imported already
+        return [sys.executable, "-c", "import sys; from ttmodels.tools.ttnn_oracle import "
+                "worker_main; sys.exit(worker_main())"]
 
     def _start(self) -> None:
         log_dir = self.root
@@ -585,6 +591,46 @@ class Oracle:
     # -- contradictions --
     def record_contradiction(self, key: str, entry: dict[str, Any]) -> None:
         _write_json(self.root / "contradictions" / f"{key}.json", entry)
+
+    # -- the planner's interface (planning.oracle.StepOracle) --
+    def mark(self) -> tuple[int, int]:
+        return self.queries, self.hits
+
+    def judge_candidate(self, g, layer, flat) -> Answer | None:
+        step = layer_step(g, layer, flat, _param_shapes(g))
+        ans = self.ask([step])[0]
+        if ans is not None and ans.judged and not ans.as_planned:
+            record(self, g.name, step, ans, "candidate")    # the rules' view, if other
+        return ans
+
+    def confirm(self, plan, rejected: list[str], since) -> None:
+        confirm(plan, self, None, rejected, since)
+
+
+class Off:
+    """The oracle when it is off (``why_off``): asks nothing, every step unconfirmed."""
+    asks = False
+
+    def __init__(self, why: str):
+        self.why = why
+
+    def mark(self) -> None:
+        return None
+
+    def judge_candidate(self, g, layer, flat) -> None:
+        return None
+
+    def confirm(self, plan, rejected: list[str], since) -> None:
+        confirm(plan, None, self.why, rejected, since)
+
+
+def resolve(explicit: bool | None) -> Oracle | Off:
+    """The process's oracle for ``plan_graph(oracle=explicit)``, or ``Off`` with the reason."""
+    off = why_off(explicit)
+    return Off(off) if off else get(explicit)
+
+
+provide(resolve)
 
 
 def _lost_answer(lost: list[_WorkerLost]) -> Answer:
@@ -797,7 +843,7 @@ class TtnnRecord:
 
 def rules_output(step: Step) -> tuple[bool, list[str]]:
     """(rules accept the step, their violations) as ``plan_checks.check_plan`` runs them."""
-    from . import rules as R
+    from ..planning import rules as R
     from ..ops import get as _op
     if step.kind == "adapter":
         vs = R.check(step.op, list(step.inputs), {"dtype": step.output.dtype,
@@ -824,7 +870,7 @@ def contradiction(step: Step, ans: Answer) -> str | None:
     if not ok and ans.accepted:
         return f"rules reject ({'; '.join(vs)}), ttnn accepts"
     if ok and ans.accepted:
-        from ..tools.ttnn_compare import describe_key, planned_memory_key
+        from .ttnn_compare import describe_key, planned_memory_key
         table = table_output(step)
         said = describe_key(planned_memory_key(table.memory))
         if (said, f"{table.layout} {table.dtype}") != (ans.memory, ans.layout):
@@ -839,7 +885,7 @@ def table_output(step: Step) -> TensorLayout:
     assumes a reshard that is not made)."""
     if step.kind == "adapter" or step.outputs:
         return step.output
-    from . import rules as R
+    from ..planning import rules as R
     from ..language.graph import Node
     from ..ops import get as _op
     attrs = {**step.attrs, **step.config.as_attrs(), "out_shape": step.shape.flat}
@@ -990,8 +1036,8 @@ def _answer(step: Step, tt, dev, be) -> Answer:
     from ..backends import common
     from ..language.graph import Node
     from ..runtime.layers import AdapterLayer, make_layer
-    from .plans import Adapter, PlannedLayer
-    from ..tools.ttnn_compare import (_layout_str, _ttnn_layout_str, describe_key, l1_bytes_per_core,
+    from ..planning.plans import Adapter, PlannedLayer
+    from .ttnn_compare import (_layout_str, _ttnn_layout_str, describe_key, l1_bytes_per_core,
                          planned_memory_key, split_error, ttnn_memory_key)
 
     mode = tt.graph.RunMode.NO_DISPATCH
@@ -1058,7 +1104,7 @@ def _answer(step: Step, tt, dev, be) -> Answer:
 
 
 def _known_crash(step: Step) -> str | None:
-    from ..tools.ttnn_compare import KNOWN_CRASH
+    from .ttnn_compare import KNOWN_CRASH
     if step.kind == "layer" and step.op == "upsample" and \
             step.attrs.get("mode") == "bilinear" and step.inputs and \
             step.inputs[0].layout == "tile" and step.inputs[0].memory.memory_layout == "height_sharded":
@@ -1067,7 +1113,7 @@ def _known_crash(step: Step) -> str | None:
 
 
 def worker_main() -> int:
-    """``python -m ttmodels.planning.ttnn_oracle --worker``: frames of [Step] on stdin, one Answer frame
+    """``python -m ttmodels.tools.ttnn_oracle --worker``: frames of [Step] on stdin, one Answer frame
     per step on stdout. Anything else written to stdout (tt-metal's logger) goes to stderr."""
     proto = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
@@ -1112,6 +1158,6 @@ if __name__ == "__main__":
         # the module's own classes (not __main__'s) go over the pipe
         from .ttnn_oracle import worker_main as _main
         sys.exit(_main())
-    print("usage: python -m ttmodels.planning.ttnn_oracle --worker (started by the planner)",
+    print("usage: python -m ttmodels.tools.ttnn_oracle --worker (started by the planner)",
           file=sys.stderr)
     sys.exit(2)
