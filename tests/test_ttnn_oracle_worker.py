@@ -45,6 +45,7 @@ class Faked(O.Oracle):
 def _fake_env(monkeypatch):
     from ttmodels.backends.mock_device import ttnn_version
     monkeypatch.setenv("FAKE_ORACLE_VERSION", ttnn_version())
+    monkeypatch.setattr(O, "_WARNED", set())        # "once" is per process: per test here
 
 
 def steps_of(batch: int) -> list[O.Step]:
@@ -465,3 +466,18 @@ def test_a_ctrl_c_while_the_worker_shuts_down_prints_no_traceback(tmp_path):
             except OSError:
                 pass
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+
+
+def test_a_cache_it_cannot_write_is_said_once(tmp_path, caplog):
+    root = tmp_path / "ro"
+    root.mkdir()
+    (root / "answers").write_text("a file where the answers' folder goes")
+    o = Faked(root, "echo", tmp_path / "state")
+    try:
+        answers = o.ask(steps_of(1) + steps_of(2))
+        assert all(a.accepted for a in answers)
+        said = [r.getMessage() for r in caplog.records if "cannot write" in r.getMessage()]
+        assert len(said) == 1 and "answers are not kept" in said[0]
+    finally:
+        o.close()
+        _kill_all(o)

@@ -273,9 +273,11 @@ def _dir_problem(d: Path) -> str | None:
 _WARNED: set[str] = set()
 
 
-def _warn_once(msg: str) -> None:
-    if msg not in _WARNED:
-        _WARNED.add(msg)
+def _warn_once(msg: str, what: str | None = None) -> None:
+    """Log ``msg`` the first time ``what`` (default: the message) happens in this process."""
+    what = what or msg
+    if what not in _WARNED:
+        _WARNED.add(what)
         log.warning("%s", msg)
 
 
@@ -679,8 +681,9 @@ def _write_json(path: Path, obj) -> None:
         tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
         tmp.write_text(json.dumps(obj, indent=1, sort_keys=True, default=str))
         os.replace(tmp, path)
-    except OSError as e:       # a cache must never break a plan
-        log.warning("ttnn oracle: cannot write %s (%s)", path, e)
+    except OSError as e:       # a cache must never break a plan; nor fill the log, once a step
+        _warn_once(f"ttnn oracle: cannot write its cache ({e.strerror or e}, e.g. {path}); "
+                   f"its answers are not kept", f"write {e.strerror or e}")
 
 
 def read_entry(path: Path, limit: int = MAX_ENTRY) -> Any:
