@@ -30,7 +30,7 @@ def main(argv: list[str]) -> int:
         outs += M.run(models, progress=prog)
     if "--adapters-only" not in argv:
         outs += M.run(models, adapters=False, progress=prog)
-    from ttmodels.planning import ttnn_oracle
+    from ttmodels.tools import ttnn_oracle
     o = ttnn_oracle.get(True)
     print(M.summary(outs))
     print(f"{time.time() - t0:.0f} s; ttnn asked {o.queries} step(s), {o.hits} from the cache, "

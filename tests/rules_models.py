@@ -77,7 +77,7 @@ def run(models, *, adapters: bool = True, progress=None) -> list[ModelOutcome]:
     steps too) with the oracle on; per step the rules' verdict (``check_plan``'s) against
     ttnn's (``ttnn_oracle.contradiction``: rules accept and ttnn rejects, rules reject and
     ttnn accepts, or both accept and ttnn's output is not the table's)."""
-    from ttmodels.planning import ttnn_oracle as O
+    from ttmodels.tools import ttnn_oracle as O
     from ttmodels.errors import Error
     from ttmodels.planning.planner import plan_graph
     from ttmodels.language.spec import load_graph

@@ -80,3 +80,16 @@ def test_ttmodels_has_no_import_cycle():
     found = cycles(g)
     assert not found, "import cycles (each a set of modules importing each other):\n" + \
         "\n".join(" <-> ".join(c) for c in found)
+
+
+ABOVE_PLANNING = ("ttmodels.backends", "ttmodels.runtime", "ttmodels.tools", "ttmodels.weights")
+
+
+def test_the_planning_core_imports_nothing_above_it():
+    """planning/ takes its ttnn oracle through planning.oracle's interface (issue 32): the
+    ttnn-backed one (tools/ttnn_oracle.py) reaches into backends, runtime, tools and weights."""
+    g = import_graph()
+    bad = sorted(f"{mod} -> {dep}" for mod, deps in g.items()
+                 if mod.startswith("ttmodels.planning") for dep in deps
+                 if dep.startswith(ABOVE_PLANNING))
+    assert not bad, "planning/ imports from above it:\n" + "\n".join(bad)

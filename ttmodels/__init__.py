@@ -11,6 +11,7 @@ Importing this package is cheap: torch, torchvision and ttnn are imported only w
 from __future__ import annotations
 
 from .errors import DeviceError, Error, LayoutError, SpecError, WeightsError
+from .tools import ttnn_oracle as _ttnn_oracle  # noqa: F401  (gives the planner its ttnn oracle)
 
 __version__ = "0.1.0"
 __all__ = ["plan", "build", "register", "list_models", "load_graph", "import_module", "Error",

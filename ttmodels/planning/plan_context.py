@@ -54,7 +54,7 @@ class PlanContext(Protocol):
     adapted: set[tuple[str, int]]               # (layer, operand index) given an adapter
     cb_caps: dict[str, int]                     # conv -> CB bytes it may keep (next step)
     slice_miss: list[tuple]                     # conv2d's failed DRAM slicings (its error)
-    oracle: Any                                 # ttnn_oracle.Oracle asked about convs, or None
+    oracle: Any                                 # planning.oracle.StepOracle asked about convs, or None
     ttnn_rejected: list[str]                    # conv candidates ttnn refused (notes)
     choices: dict[str, str]                     # conv -> why the estimate picked its layout
 

@@ -492,24 +492,20 @@ def plan_graph(graph: Graph, *, arch: str = "wormhole_b0", adapters: bool = True
     budget is the allocator's bank for a device opened with ``l1_small_size``.
 
     ``oracle``: ask the installed ttnn on a mock device about conv candidates and every step of
-    the plan (``ttnn_oracle``; None: on unless ``TTMODELS_TTNN_ORACLE=0`` or without ttnn;
-    True / False; or an ``ttnn_oracle.Oracle`` to use).
+    the plan (``tools/ttnn_oracle.py``; None: on unless ``TTMODELS_TTNN_ORACLE=0`` or without
+    ttnn; True / False; or a ``planning.oracle.StepOracle`` to use, e.g. a ``ttnn_oracle.Oracle``).
     ``plan.ttnn`` records its verdicts, or that the steps are unconfirmed.
 
     Remedy "execution order": a layer that does not fit where it is may be moved to right after
     its inputs (fewer tensors alive there); the plan of the reordered graph is kept when it
     works, else the layer stays and the other remedies (spills) apply."""
-    from . import ttnn_oracle
-    if isinstance(oracle, ttnn_oracle.Oracle):       # a caller's own (tests, tools)
-        off, o = None, oracle
-    else:
-        off = ttnn_oracle.why_off(oracle)
-        o = None if off else ttnn_oracle.get(oracle)
+    from .oracle import resolve
+    o = resolve(oracle)               # the ttnn-backed one lives above (tools/ttnn_oracle.py)
     rejected: list[str] = []
-    since = (o.queries, o.hits) if o is not None else None
+    since = o.mark()
     plan = _plan_graph(graph, arch, adapters, l1_small_size, addresses, spill_hints, cap_hints,
-                       o, rejected)
-    ttnn_oracle.confirm(plan, o, off, rejected, since)
+                       o if o.asks else None, rejected)
+    o.confirm(plan, rejected, since)
     return plan
 
 

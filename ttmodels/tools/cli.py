@@ -232,7 +232,7 @@ def _run(args) -> int:
     if args.cmd == "plan":
         if args.no_ttnn:
             import os
-            from ..planning.ttnn_oracle import ENV
+            from .ttnn_oracle import ENV
             os.environ[ENV] = "0"
         if args.plot:
             from ..planning.plan_plot import check_plot_path
@@ -290,17 +290,29 @@ def _run(args) -> int:
 def _oracle(args) -> int:
     import json
 
-    from ..planning import ttnn_oracle as O
-    from ..weights.cache import default_cache_dir
-    base = default_cache_dir() / "ttnn-oracle"
+    from . import ttnn_oracle as O
+    base, problem = O.cache_base()
+    if base is None:
+        if args.action == "info":
+            print(f"ttnn oracle: off ({problem})")
+            return 0
+        raise Error(problem)
     if args.action == "clear":
-        n = O.clear(base)
-        print(f"removed {n} cached answer(s) and contradiction(s) under {base}")
+        done = O.clear(base)
+        print(f"removed {done.removed} cached answer(s) and contradiction(s) under {base}")
+        if done.failed:
+            print(f"error: {len(done.failed)} file(s) could not be removed, e.g. "
+                  f"{done.failed[0]}", file=sys.stderr)
+            return 1
         return 0
     if args.action == "info":
-        answers = sum(1 for _ in base.glob("ttnn-*/answers/*/*.json"))
-        print(f"ttnn oracle: {O.why_off() or 'on'}; cache {base}: {answers} answer(s), "
-              f"{len(O.list_contradictions(base))} contradiction(s) with rules.py")
+        from ..backends.mock_device import ttnn_version
+        try:
+            here = base / f"ttnn-{ttnn_version()}"   # this ttnn's answers, not another version's
+        except Exception:                              # no ttnn: why_off says so
+            here = base / "ttnn-none"
+        print(f"ttnn oracle: {O.why_off() or 'on'}; cache {here}: {O.count_answers(here)} "
+              f"answer(s), {len(O.list_contradictions(here))} contradiction(s) with rules.py")
         return 0
     found = O.list_contradictions(base)
     if args.format == "json":

@@ -176,18 +176,16 @@ def plan_conv_on_grid(ctx: PlanContext, node: Node, x: TensorLayout) -> PlannedL
 def ttnn_first(ctx: PlanContext, node: Node, x: TensorLayout, cands: list[ConvCandidate]
                ) -> ConvCandidate | None:
     """The first of ``cands`` (the table's order of preference, all fitting L1) that ttnn
-    accepts as planned, asked on the mock device (``ttnn_oracle``); the table's first when
+    accepts as planned, asked on the mock device (``planning.oracle``); the table's first when
     ttnn is not asked or accepts none of them (the plan then shows the step unconfirmed)."""
     if ctx.oracle is None or len(cands) == 0:
         return cands[0] if cands else None
-    from ...planning import ttnn_oracle as O
-    params = O._param_shapes(ctx.g)
     for c in cands:
         cin = replace(c.conv_in, layout=x.layout) if x.memory.sharded else x
         requested = ctx.requested_memory(node, node.shape.rows, node.shape.c) \
             if node.layout.kind == INTERLEAVED else None
         probe = conv_layer(ctx, node, cin, c, requested)
-        ans = ctx.oracle.ask([O.layer_step(ctx.g, probe, ctx.flat, params)])[0]
+        ans = ctx.oracle.judge_candidate(ctx.g, probe, ctx.flat)
         if ans is None or not ans.judged or ans.as_planned:
             return c
         note = (f"{node.name}: {c.kind} on {c.pc.num_cores} cores, act_block_h "

@@ -13,15 +13,26 @@ Answers are cached on disk, one JSON file per step, under
 ``<TTMODELS_CACHE_DIR>/ttnn-oracle/ttnn-<version>/answers/``, keyed by a SHA-256 of the step's
 full signature (op, attributes, config without the L1 estimate, input layouts and shapes, the
 planned output, parameter shapes), the oracle's format and the ttnn version: a second plan of the
-same model asks ttnn nothing. Misses go to a **worker process** (``python -m
-ttmodels.planning.ttnn_oracle --worker``) that opens the mock device once and answers a batch: tt-metal
+same model asks ttnn nothing. Misses go to a **worker process** (``worker_main``, also ``python
+-m ttmodels.tools.ttnn_oracle --worker``) that opens the mock device once and answers a batch: tt-metal
 reads its environment once per process and a process holds one mock system, so the planner's
 own process never initialises ttnn (it may already have, for another system; ``verify`` opens
-its own device). A worker that dies on a step (a segfault inside ttnn) is restarted for the
-rest; the step counts as rejected.
+its own device). The worker belongs to one process and one caller at a time (a forked child
+starts its own; threads take turns), and every answer names the step it answers (its key),
+checked before it is stored.
+
+Only what ttnn said about a step is cached. A worker that dies on a step, or an answer that is a
+failure of the environment (``std::bad_alloc``, a MemoryError: stage ``environment``), is
+retried once with a fresh worker; a second failure leaves the step unjudged and uncached, except
+a crash signal (SIGSEGV, SIGABRT, ...) on both tries, which is ttnn crashing on the step (stage
+``crash``, cached). A worker that does not answer within ``TTMODELS_TTNN_ORACLE_TIMEOUT``
+seconds (default 120; a stopped or stuck worker) is killed, and the rest of the process plans
+unjudged. Every answer is checked against its schema when it arrives and when it is read back;
+cache files are read only when they are regular files of bounded size.
 
 Every answer that contradicts the rule table (``rules.check`` accepts a step ttnn rejects, or
-ttnn's output is not the ``rules.output_layout`` the plan expects) is also written to
+ttnn's output is not the ``rules.output_layout`` the plan expects; a conv candidate the rules
+accept and ttnn refuses included) is also written to
 ``.../contradictions/`` (``ttmodels oracle contradictions`` lists them) and into the plan
 (``plan.ttnn.contradictions``).
 
@@ -37,15 +48,21 @@ import json
 import logging
 import os
 import pickle
+import select
+import signal
+import stat
 import struct
 import subprocess
 import sys
-from dataclasses import asdict, dataclass, field
+import threading
+import time
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from ..language.graph import Precision, TensorShape, const_flat
-from .layout import TensorLayout
+from ..planning.layout import TensorLayout
+from ..planning.oracle import provide
 
 log = logging.getLogger("ttmodels")
 
@@ -54,6 +71,16 @@ ORACLE_FORMAT = 1          # bump when a step's signature or an answer's meaning
 SYSTEM = "n150"
 L1_SMALL_SIZE = 32768      # the backend's default (ttnn_backend.DEFAULT_L1_SMALL_SIZE)
 _OFF = ("0", "off", "false", "no")
+TIMEOUT_ENV = "TTMODELS_TTNN_ORACLE_TIMEOUT"
+DEFAULT_TIMEOUT = 120.0    # s: the worker's start, and each answer after the previous one
+MAX_ENTRY = 4 << 20        # bytes: a cache file larger than this is not an answer (one is ~3 KB)
+# what a failure of the machine, not of the step, says (host memory, file handles, disk): a
+# device's "Out of Memory: Not enough space to allocate ... L1" is ttnn's verdict, not this
+_ENVIRONMENT = ("bad_alloc", "MemoryError", "Cannot allocate memory", "Too many open files",
+                "No space left on device")
+# signals with which a process crashes by itself: the same one on a fresh worker is ttnn's
+_CRASH_SIGNALS = tuple(getattr(signal, n) for n in ("SIGSEGV", "SIGABRT", "SIGBUS", "SIGFPE",
+                                                     "SIGILL") if hasattr(signal, n))
 
 
 # ---- steps and answers ---------------------------------------------------------------------
@@ -77,7 +104,7 @@ class Step:
     name: str = ""                              # where it is in the plan (not in the key)
 
     def signature(self) -> dict[str, Any]:
-        from .plan_format import _jsonable, layout_dict
+        from ..planning.plan_format import _jsonable, layout_dict
         sig: dict[str, Any] = {
             "kind": self.kind, "op": self.op,
             "inputs": [layout_dict(t) for t in self.inputs], "flat": [list(f) for f in self.flat],
@@ -120,9 +147,15 @@ class Answer:
 
     @property
     def judged(self) -> bool:
-        """False when ttnn never saw the op (its planned input could not be made, or the
-        harness failed): no verdict either way."""
-        return self.stage not in ("input", "harness")
+        """False when ttnn never saw the op (its planned input could not be made, the harness
+        or the environment failed): no verdict either way."""
+        return self.stage not in ("input", "harness", "environment")
+
+    @property
+    def fact(self) -> bool:
+        """What ttnn said about the step (cached); not a failure of our harness or of the
+        machine (asked again next time)."""
+        return self.stage not in ("harness", "environment")
 
     @property
     def status(self) -> str:
@@ -136,6 +169,49 @@ class Answer:
         d = asdict(self)
         d.pop("cached")
         return d
+
+    @classmethod
+    def from_dict(cls, d: Any, *, cached: bool = False) -> Answer:
+        """The answer ``d`` describes; ValueError when it is not one (a forged or damaged
+        entry: a string for a bool, a refusal without its message, an L1 figure not a count)."""
+        check_answer(d)
+        return cls(**d, cached=cached)
+
+
+STAGES = ("op", "input", "crash", "harness", "environment")
+_STR_OR_NONE = ("location", "memory", "layout")
+
+
+def check_answer(d: Any) -> None:
+    """Raise ValueError unless ``d`` is an answer's dict (``Answer.to_dict``) in every field."""
+    if not isinstance(d, dict):
+        raise ValueError(f"an answer is a JSON object, not {type(d).__name__}")
+    names = {f.name for f in fields(Answer)} - {"cached"}
+    if set(d) != names:
+        raise ValueError(f"answer fields {sorted(d)} are not {sorted(names)}")
+    for k in ("accepted", "memory_match", "layout_match"):
+        if type(d[k]) is not bool:
+            raise ValueError(f"{k} is {d[k]!r}, not true or false")
+    if d["stage"] not in STAGES:
+        raise ValueError(f"stage {d['stage']!r} is not one of {', '.join(STAGES)}")
+    for k in _STR_OR_NONE:
+        if d[k] is not None and not isinstance(d[k], str):
+            raise ValueError(f"{k} is {d[k]!r}, not a string")
+    if d["accepted"]:
+        if d["error"] is not None:
+            raise ValueError("an accepted step carries an error")
+    elif not isinstance(d["error"], str):
+        raise ValueError(f"a refused step's error is {d['error']!r}, not its message")
+    v = d["op_l1"]
+    if v is not None and (type(v) is not int or v < 0):
+        raise ValueError(f"op_l1 is {v!r}, not a byte count")
+
+
+def _environmental(a: Answer) -> Answer:
+    """``a``, restaged as ``environment`` when its error is the machine's (not cached)."""
+    if not a.accepted and a.error and any(m in a.error for m in _ENVIRONMENT):
+        return replace(a, stage="environment")
+    return a
 
 
 # ---- on / off ------------------------------------------------------------------------------
@@ -157,7 +233,52 @@ def why_off(explicit: bool | None = None) -> str | None:
     if v not in mock_device.TESTED_TTNN_VERSIONS:
         return f"off (ttnn {v}: the mock device was tested with " \
                f"{', '.join(mock_device.TESTED_TTNN_VERSIONS)} only)"
+    _, problem = cache_base()
+    if problem is not None:
+        _warn_once(f"ttnn oracle off: {problem}")
+        return f"off ({problem})"
     return None
+
+
+def cache_base() -> tuple[Path | None, str | None]:
+    """(``<TTMODELS_CACHE_DIR>/ttnn-oracle``, None), or (None, why that cannot hold the cache:
+    an unknown ``~user``, a NUL, a regular file where a folder must be)."""
+    from ..weights.cache import default_cache_dir
+    try:
+        base = default_cache_dir() / "ttnn-oracle"
+    except (RuntimeError, ValueError) as e:      # RuntimeError: expanduser of ~nosuchuser
+        return None, f"the cache directory {os.environ.get('TTMODELS_CACHE_DIR')!r} cannot " \
+                     f"be used ({e})"
+    problem = _dir_problem(base)
+    if problem is not None:
+        return None, f"the cache directory cannot be used: {problem}"
+    return base, None
+
+
+def _dir_problem(d: Path) -> str | None:
+    """Why ``d`` cannot be (or be made) a folder, None when it can."""
+    if "\0" in str(d):
+        return f"{str(d)!r} contains a NUL character"
+    try:
+        for p in (d, *d.parents):
+            if p.is_dir():
+                return None
+            if p.exists() or p.is_symlink():
+                return f"{p} is not a directory"
+    except OSError as e:                      # a name too long, a loop of symlinks, ...
+        return f"{d}: {e.strerror or e}"
+    return None
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_once(msg: str, what: str | None = None) -> None:
+    """Log ``msg`` the first time ``what`` (default: the message) happens in this process."""
+    what = what or msg
+    if what not in _WARNED:
+        _WARNED.add(what)
+        log.warning("%s", msg)
 
 
 _SHARED: Oracle | None = None
@@ -184,16 +305,41 @@ def _close_shared() -> None:
 
 
 def _root() -> Path:
-    from ..weights.cache import default_cache_dir
     from ..backends.mock_device import ttnn_version
-    return default_cache_dir() / "ttnn-oracle" / f"ttnn-{ttnn_version()}"
+    base, problem = cache_base()
+    if base is None:
+        raise OSError(problem)
+    return base / f"ttnn-{ttnn_version()}"
+
+
+def _timeout() -> float:
+    """Seconds the worker may take to start, and to give each answer."""
+    try:
+        t = float(os.environ.get(TIMEOUT_ENV, ""))
+    except ValueError:
+        return DEFAULT_TIMEOUT
+    return t if 0 < t < float("inf") else DEFAULT_TIMEOUT
+
+
+class _WorkerLost(Exception):
+    """The worker died, answered out of step, or failed for the environment on one step."""
+
+    def __init__(self, why: str, code: int | None = None):
+        super().__init__(why)
+        self.code = code
+
+
+class _Timeout(Exception):
+    pass
 
 
 # ---- the oracle ----------------------------------------------------------------------------
 
 class Oracle:
     """Answers steps from memory, then the disk cache, then a worker process (batched).
-    ``queries`` counts the steps ttnn was asked (cache misses), ``hits`` the cached answers."""
+    ``queries`` counts the steps ttnn was asked (cache misses), ``hits`` the cached answers.
+    The planner's ``planning.oracle.StepOracle``."""
+    asks = True
 
     def __init__(self, root: Path | None = None):
         from ..backends.mock_device import ttnn_version
@@ -204,7 +350,19 @@ class Oracle:
         self.hits = 0
         self.seconds = 0.0          # time spent waiting for the worker
         self.failure: str | None = None   # the worker could not start: answers unavailable
+        self.asked_at: dict[str, int] = {}   # key -> ``queries`` just after ttnn was asked it
         self._proc: subprocess.Popen | None = None
+        self._pid = os.getpid()      # the process the worker (and the lock) belong to
+        self._lock = threading.RLock()
+
+    def _own(self) -> threading.RLock:
+        """This process's lock; in a forked child, forget the parent's worker (its pipe is the
+        parent's: a child writing to it would take the parent's answers) and its lock."""
+        if self._pid != os.getpid():
+            self._pid = os.getpid()
+            self._lock = threading.RLock()
+            self._proc = None
+        return self._lock
 
     # -- cache --
     def _path(self, key: str) -> Path:
@@ -213,13 +371,13 @@ class Oracle:
     def _load(self, key: str) -> Answer | None:
         p = self._path(key)
         try:
-            d = json.loads(p.read_text())
+            d = read_entry(p)
+            if d is None:
+                return None
             if d.get("format") != ORACLE_FORMAT or d.get("key") != key:
                 raise ValueError("stale entry")
-            return Answer(**d["answer"], cached=True)
-        except FileNotFoundError:
-            return None
-        except Exception as e:     # corrupt or stale: ask again
+            return Answer.from_dict(d.get("answer"), cached=True)
+        except Exception as e:     # corrupt, forged or stale: ask again
             log.warning("ttnn oracle: dropping cache entry %s (%s)", p, e)
             try:
                 p.unlink()
@@ -234,6 +392,10 @@ class Oracle:
     # -- asking --
     def ask(self, steps: list[Step]) -> list[Answer | None]:
         """One answer per step (None: ttnn could not be asked; ``failure`` says why)."""
+        with self._own():
+            return self._ask(steps)
+
+    def _ask(self, steps: list[Step]) -> list[Answer | None]:
         keys = [s.key(self.version) for s in steps]
         out: list[Answer | None] = [None] * len(steps)
         todo: dict[str, int] = {}
@@ -248,8 +410,8 @@ class Oracle:
                 out[i] = a
             elif k not in todo:
                 todo[k] = i
+        fresh: dict[str, Answer] = {}
         if todo and self.failure is None:
-            import time
             t0 = time.perf_counter()
             batch = [steps[i] for i in todo.values()]
             _announce(len(batch))
@@ -258,13 +420,28 @@ class Oracle:
             for (k, i), a in zip(todo.items(), answers):
                 if a is None:
                     continue
+                try:
+                    a = Answer.from_dict(a.to_dict())      # the worker's answer, checked
+                except Exception as e:
+                    log.warning("ttnn oracle: dropping a malformed answer on %s (%s)",
+                                steps[i].name or k, e)
+                    continue
                 self.queries += 1
-                self.memory[k] = a
-                self._store(k, steps[i], a)
+                self.asked_at[k] = self.queries
+                fresh[k] = a
+                if a.fact:           # only what ttnn said about the step is kept
+                    self.memory[k] = a
+                    self._store(k, steps[i], a)
         for i, k in enumerate(keys):
             if out[i] is None:
-                out[i] = self.memory.get(k)
+                out[i] = self.memory.get(k) or fresh.get(k)
         return out
+
+    def _worker_argv(self) -> list[str]:
+        # -c, not -m: ``import ttmodels`` imports this module, and runpy would warn that the
+        # module it is about to run as __main__ is imported already
+        return [sys.executable, "-c", "import sys; from ttmodels.tools.ttnn_oracle import "
+                "worker_main; sys.exit(worker_main())"]
 
     def _start(self) -> None:
         log_dir = self.root
@@ -272,21 +449,67 @@ class Oracle:
         err = open(log_dir / "worker.log", "ab")
         env = dict(os.environ)
         env[ENV] = "0"                        # the worker plans nothing itself
-        self._proc = subprocess.Popen([sys.executable, "-m", "ttmodels.planning.ttnn_oracle", "--worker"],
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                                      env=env)
+        self._proc = subprocess.Popen(self._worker_argv(), stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, stderr=err, env=env)
         err.close()
-        hello = _read_frame(self._proc.stdout)
+        os.set_blocking(self._proc.stdin.fileno(), False)   # a stopped worker blocks no write
+        try:
+            hello = self._receive(time.monotonic() + _timeout())
+        except _Timeout:
+            self._kill()
+            raise RuntimeError(f"the worker did not start within {_timeout():g} s ({TIMEOUT_ENV})")
+        except _WorkerLost:
+            hello = None
         if not (isinstance(hello, tuple) and hello and hello[0] == "ready"):
             why = hello[1] if isinstance(hello, tuple) and len(hello) > 1 else \
                 "the worker exited (see worker.log in the oracle's cache directory)"
-            self.close()
+            self._kill()
             raise RuntimeError(why)
 
+    def _send(self, obj, deadline: float) -> None:
+        data = memoryview(_frame(obj))
+        fd = self._proc.stdin.fileno()
+        while data:
+            if not select.select([], [fd], [], max(0.0, deadline - time.monotonic()))[1]:
+                raise _Timeout
+            try:
+                data = data[os.write(fd, data):]
+            except BlockingIOError:
+                continue
+            except OSError as e:              # EPIPE: the worker is gone
+                raise _WorkerLost(f"the worker's pipe closed ({e.strerror})") from e
+
+    def _receive(self, deadline: float):
+        """The worker's next frame; _Timeout past ``deadline``, _WorkerLost at its end."""
+        fd = self._proc.stdout.fileno()
+
+        def exact(n: int) -> bytes:
+            buf = bytearray()
+            while len(buf) < n:
+                if not select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
+                    raise _Timeout
+                chunk = os.read(fd, n - len(buf))
+                if not chunk:
+                    raise _WorkerLost("the worker's pipe closed")
+                buf += chunk
+            return bytes(buf)
+        n, = struct.unpack("<Q", exact(8))
+        try:
+            return pickle.loads(exact(n))
+        except (_Timeout, _WorkerLost):
+            raise
+        except Exception as e:
+            raise _WorkerLost(f"an unreadable reply ({type(e).__name__})") from e
+
     def _run_batch(self, batch: list[Step]) -> list[Answer | None]:
-        answers: list[Answer | None] = []
-        rest = list(batch)
-        while rest and self.failure is None:
+        """Each step's answer, in order; None where ttnn could not be asked. A step the worker
+        fails on (dies, answers another step, fails for the environment) is retried once on a
+        fresh worker, then left unjudged (a crash signal both times: ttnn crashed on it)."""
+        keys = [s.key(self.version) for s in batch]
+        answers: list[Answer | None] = [None] * len(batch)
+        lost: list[_WorkerLost] = []          # the failures on step ``i``
+        i = 0
+        while i < len(batch) and self.failure is None:
             if self._proc is None:
                 try:
                     self._start()
@@ -295,29 +518,71 @@ class Oracle:
                     log.warning("ttnn oracle: %s", self.failure)
                     break
             try:
-                _write_frame(self._proc.stdin, rest)
-                while rest:
-                    a = _read_frame(self._proc.stdout)
-                    if a is None:
-                        raise EOFError
-                    answers.append(a)
-                    rest.pop(0)
-            except (EOFError, BrokenPipeError, OSError):
-                code = self._proc.wait()
-                self._proc = None
-                answers.append(Answer(False, f"ttnn crashed on this step (worker exit {code})",
-                                      stage="crash"))
-                rest.pop(0)
-        return answers + [None] * len(rest)
+                self._send([(k, s) for k, s in zip(keys[i:], batch[i:])],
+                           time.monotonic() + _timeout())
+                while i < len(batch):
+                    reply = self._receive(time.monotonic() + _timeout())
+                    if not (isinstance(reply, tuple) and len(reply) == 2 and
+                            isinstance(reply[1], Answer)):
+                        raise _WorkerLost("a reply that is not (key, answer)")
+                    k, a = reply
+                    if k != keys[i]:
+                        raise _WorkerLost("the worker answered another step than the one asked")
+                    a = _environmental(a)
+                    if a.stage == "environment":
+                        raise _WorkerLost(a.error)
+                    answers[i], lost = a, []
+                    i += 1
+            except _Timeout:
+                self._kill()
+                self.failure = (f"ttnn did not answer within {_timeout():g} s (the worker was "
+                                f"stopped or stuck; killed; {TIMEOUT_ENV} sets the bound)")
+                log.warning("ttnn oracle: %s; the rest of the plan is unjudged", self.failure)
+            except _WorkerLost as e:
+                e.code = self._kill()
+                lost.append(e)
+                if len(lost) >= 2:           # twice on a fresh worker: say so, move on
+                    answers[i] = _lost_answer(lost)
+                    lost = []
+                    i += 1
+        return answers
+
+    def _kill(self) -> int | None:
+        """End the worker (it may be dead, stopped or stuck); its exit code."""
+        p, self._proc = self._proc, None
+        if p is None:
+            return None
+        try:
+            p.kill()
+        except OSError:
+            pass
+        try:
+            return p.wait(timeout=30)
+        except Exception:
+            return None
+        finally:
+            for f in (p.stdin, p.stdout):
+                try:
+                    f.close()
+                except Exception:
+                    pass
 
     def close(self) -> None:
+        if self._pid != os.getpid():       # a forked child: the worker is the parent's
+            self._proc = None
+            return
         p, self._proc = self._proc, None
-        if p is not None:
+        if p is None:
+            return
+        try:
+            p.stdin.close()
+            p.wait(timeout=30)
+        except BaseException:   # a stuck worker, or a second Ctrl-C while it shuts down
             try:
-                p.stdin.close()
-                p.wait(timeout=30)
-            except Exception:
                 p.kill()
+                p.wait(timeout=5)
+            except BaseException:
+                pass
 
     def __del__(self):   # pragma: no cover - interpreter shutdown order
         try:
@@ -328,6 +593,68 @@ class Oracle:
     # -- contradictions --
     def record_contradiction(self, key: str, entry: dict[str, Any]) -> None:
         _write_json(self.root / "contradictions" / f"{key}.json", entry)
+
+    # -- the planner's interface (planning.oracle.StepOracle) --
+    def mark(self) -> tuple[int, int]:
+        return self.queries, self.hits
+
+    def judge_candidate(self, g, layer, flat) -> Answer | None:
+        step = layer_step(g, layer, flat, _param_shapes(g))
+        ans = self.ask([step])[0]
+        if ans is not None and ans.judged and not ans.as_planned:
+            record(self, g.name, step, ans, "candidate")    # the rules' view, if other
+        return ans
+
+    def confirm(self, plan, rejected: list[str], since) -> None:
+        confirm(plan, self, None, rejected, since)
+
+
+class Off:
+    """The oracle when it is off (``why_off``): asks nothing, every step unconfirmed."""
+    asks = False
+
+    def __init__(self, why: str):
+        self.why = why
+
+    def mark(self) -> None:
+        return None
+
+    def judge_candidate(self, g, layer, flat) -> None:
+        return None
+
+    def confirm(self, plan, rejected: list[str], since) -> None:
+        confirm(plan, None, self.why, rejected, since)
+
+
+def resolve(explicit: bool | None) -> Oracle | Off:
+    """The process's oracle for ``plan_graph(oracle=explicit)``, or ``Off`` with the reason."""
+    off = why_off(explicit)
+    return Off(off) if off else get(explicit)
+
+
+provide(resolve)
+
+
+def _lost_answer(lost: list[_WorkerLost]) -> Answer:
+    """The answer for a step the worker failed on twice: ttnn's crash when it crashed by itself
+    both times (the same on a fresh worker), else unjudged (not cached)."""
+    def sig(e):
+        return -e.code if e.code is not None and e.code < 0 else None
+
+    def said(e):
+        s = sig(e)
+        if s is not None:
+            try:
+                name = signal.Signals(s).name
+            except ValueError:
+                name = f"signal {s}"
+            return f"{e} (worker killed by {name})"
+        return f"{e} (worker exit {e.code})" if e.code is not None else str(e)
+    if all(sig(e) in _CRASH_SIGNALS for e in lost):
+        return Answer(False, f"ttnn crashed on this step ({said(lost[-1])}, twice)",
+                      stage="crash")
+    return Answer(False, f"not judged: {'; then '.join(said(e) for e in lost)}",
+                  stage="environment")
 
 
 _ANNOUNCED = [False]
@@ -354,13 +681,35 @@ def _write_json(path: Path, obj) -> None:
         tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
         tmp.write_text(json.dumps(obj, indent=1, sort_keys=True, default=str))
         os.replace(tmp, path)
-    except OSError as e:       # a cache must never break a plan
-        log.warning("ttnn oracle: cannot write %s (%s)", path, e)
+    except OSError as e:       # a cache must never break a plan; nor fill the log, once a step
+        _warn_once(f"ttnn oracle: cannot write its cache ({e.strerror or e}, e.g. {path}); "
+                   f"its answers are not kept", f"write {e.strerror or e}")
+
+
+def read_entry(path: Path, limit: int = MAX_ENTRY) -> Any:
+    """The JSON in cache file ``path`` (None when there is none). Only a regular file is read,
+    and at most ``limit`` bytes of it: a FIFO would block, /dev/zero never end (ValueError)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError("not a regular file")
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"larger than {limit} bytes")
+    return json.loads(data)
+
+
+def _frame(obj) -> bytes:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    return struct.pack("<Q", len(data)) + data
 
 
 def _write_frame(f, obj) -> None:
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    f.write(struct.pack("<Q", len(data)) + data)
+    f.write(_frame(obj))
     f.flush()
 
 
@@ -497,7 +846,7 @@ class TtnnRecord:
 
 def rules_output(step: Step) -> tuple[bool, list[str]]:
     """(rules accept the step, their violations) as ``plan_checks.check_plan`` runs them."""
-    from . import rules as R
+    from ..planning import rules as R
     from ..ops import get as _op
     if step.kind == "adapter":
         vs = R.check(step.op, list(step.inputs), {"dtype": step.output.dtype,
@@ -524,7 +873,7 @@ def contradiction(step: Step, ans: Answer) -> str | None:
     if not ok and ans.accepted:
         return f"rules reject ({'; '.join(vs)}), ttnn accepts"
     if ok and ans.accepted:
-        from ..tools.ttnn_compare import describe_key, planned_memory_key
+        from .ttnn_compare import describe_key, planned_memory_key
         table = table_output(step)
         said = describe_key(planned_memory_key(table.memory))
         if (said, f"{table.layout} {table.dtype}") != (ans.memory, ans.layout):
@@ -539,7 +888,7 @@ def table_output(step: Step) -> TensorLayout:
     assumes a reshard that is not made)."""
     if step.kind == "adapter" or step.outputs:
         return step.output
-    from . import rules as R
+    from ..planning import rules as R
     from ..language.graph import Node
     from ..ops import get as _op
     attrs = {**step.attrs, **step.config.as_attrs(), "out_shape": step.shape.flat}
@@ -550,6 +899,18 @@ def table_output(step: Step) -> TensorLayout:
                                list(step.flat))
     except Exception:          # an op the table has no output function for: the plan's
         return step.output
+
+
+def record(oracle: Oracle, model: str, step: Step, ans: Answer, kind: str) -> str | None:
+    """How ``ans`` contradicts the table on ``step`` (None: it does not), written to the
+    cache's ``contradictions/`` when it does. ``kind``: the step's (a conv ``candidate`` too)."""
+    why_not = contradiction(step, ans)
+    if why_not:
+        oracle.record_contradiction(step.key(oracle.version), {
+            "ttnn": oracle.version, "model": model, "step": step.name, "kind": kind,
+            "op": step.op, "contradiction": why_not, "signature": step.signature(),
+            "answer": ans.to_dict()})
+    return why_not
 
 
 def confirm(plan, oracle: Oracle | None, why: str | None = None,
@@ -565,50 +926,107 @@ def confirm(plan, oracle: Oracle | None, why: str | None = None,
         plan.ttnn = TtnnRecord(why or "off", [StepVerdict(pk(s), s.name, s.op, "unconfirmed")
                                               for s in steps])
         return
-    q0, h0 = since if since is not None else (oracle.queries, oracle.hits)
+    q0 = since[0] if since is not None else oracle.queries
     answers = oracle.ask(steps)
     rec = TtnnRecord(f"on (ttnn {oracle.version}, mock {SYSTEM})" if oracle.failure is None
                      else f"unavailable ({oracle.failure})",
                      candidates_rejected=list(rejected_candidates or ()))
+    seen: set[str] = set()
     for s, a in zip(steps, answers):
         if a is None:
             rec.steps.append(StepVerdict(pk(s), s.name, s.op, "unconfirmed"))
             continue
+        # each answered step counts once: asked (ttnn was asked it while this plan was made, a
+        # conv candidate's question included) or from the cache (disk, or this process's memory)
+        k = s.key(oracle.version)
+        if oracle.asked_at.get(k, 0) > q0 and k not in seen:
+            rec.asked += 1
+        else:
+            rec.cached += 1
+        seen.add(k)
         rec.steps.append(StepVerdict(pk(s), s.name, s.op, a.status, a.error, a.memory, a.layout,
                                      a.op_l1, a.cached))
-        why_not = contradiction(s, a)
+        why_not = record(oracle, plan.graph.name, s, a, pk(s))
         if why_not:
-            text = f"{pk(s)} {s.name} ({s.op}): {why_not}"
-            rec.contradictions.append(text)
-            oracle.record_contradiction(s.key(oracle.version), {
-                "ttnn": oracle.version, "model": plan.graph.name, "step": s.name,
-                "kind": pk(s), "op": s.op, "contradiction": why_not,
-                "signature": s.signature(), "answer": a.to_dict()})
-    rec.asked, rec.cached = oracle.queries - q0, oracle.hits - h0
+            rec.contradictions.append(f"{pk(s)} {s.name} ({s.op}): {why_not}")
     plan.ttnn = rec
 
 
 def list_contradictions(root: Path | None = None) -> list[dict[str, Any]]:
-    """Every recorded contradiction of the table with ttnn (the oracle's cache)."""
-    from ..weights.cache import default_cache_dir
-    base = Path(root) if root is not None else default_cache_dir() / "ttnn-oracle"
+    """Every recorded contradiction of the table with ttnn (the oracle's cache: ``root`` is
+    its ``ttnn-oracle`` folder, every ttnn version's, or one version's folder)."""
+    if root is None:
+        root, problem = cache_base()
+        if root is None:
+            return []
+    base = Path(root)
+    pattern = "contradictions/*.json" if base.name.startswith("ttnn-") and \
+        base.name != "ttnn-oracle" else "ttnn-*/contradictions/*.json"
     out = []
-    for p in sorted(base.glob("ttnn-*/contradictions/*.json")):
+    for p in sorted(base.glob(pattern)):
         try:
-            out.append(json.loads(p.read_text()))
+            d = read_entry(p)
         except (OSError, ValueError):
             continue
+        if isinstance(d, dict):           # a forged list or number is no contradiction
+            out.append(d)
     return out
 
 
-def clear(root: Path | None = None) -> int:
-    """Delete the oracle's cache (answers and contradictions); returns the files removed."""
-    import shutil
-    from ..weights.cache import default_cache_dir
-    base = Path(root) if root is not None else default_cache_dir() / "ttnn-oracle"
-    n = sum(1 for _ in base.rglob("*.json")) if base.is_dir() else 0
-    shutil.rmtree(base, ignore_errors=True)
+def count_answers(root: Path) -> int:
+    """The answers cached under one ttnn version's folder ``root`` (regular files only)."""
+    n = 0
+    for p in Path(root).glob("answers/*/*.json"):
+        try:
+            n += stat.S_ISREG(p.stat().st_mode)
+        except OSError:
+            continue
     return n
+
+
+@dataclass(frozen=True)
+class Cleared:
+    removed: int                 # answer and contradiction files removed
+    failed: tuple[str, ...]      # "path: why" of each the cache kept
+
+
+def clear(root: Path | None = None) -> Cleared:
+    """Delete the oracle's cache (answers, contradictions, the worker's log) under ``root``
+    (the ``ttnn-oracle`` folder; a symlink to one is followed: its entries are deleted, the
+    link kept). Says what was removed and what could not be."""
+    if root is None:
+        root, problem = cache_base()
+        if root is None:
+            return Cleared(0, (problem,))
+    base = Path(root)
+    if not base.is_dir():
+        return Cleared(0, ())
+    removed, failed = 0, []
+    dirs = []
+    for here, subdirs, files in os.walk(base, topdown=False):
+        for name in files:
+            p = os.path.join(here, name)
+            try:
+                os.unlink(p)
+            except OSError as e:
+                failed.append(f"{p}: {e.strerror or e}")
+                continue
+            removed += name.endswith(".json")
+        dirs += [os.path.join(here, d) for d in subdirs]
+    for d in dirs:                       # deepest first (os.walk bottom-up)
+        try:
+            if os.path.islink(d):
+                os.unlink(d)
+            else:
+                os.rmdir(d)
+        except OSError:
+            pass                         # a folder still holding what could not be removed
+    if not base.is_symlink():
+        try:
+            base.rmdir()
+        except OSError:
+            pass
+    return Cleared(removed, tuple(failed))
 
 
 # ---- the worker ----------------------------------------------------------------------------
@@ -621,8 +1039,8 @@ def _answer(step: Step, tt, dev, be) -> Answer:
     from ..backends import common
     from ..language.graph import Node
     from ..runtime.layers import AdapterLayer, make_layer
-    from .plans import Adapter, PlannedLayer
-    from ..tools.ttnn_compare import (_layout_str, _ttnn_layout_str, describe_key, l1_bytes_per_core,
+    from ..planning.plans import Adapter, PlannedLayer
+    from .ttnn_compare import (_layout_str, _ttnn_layout_str, describe_key, l1_bytes_per_core,
                          planned_memory_key, split_error, ttnn_memory_key)
 
     mode = tt.graph.RunMode.NO_DISPATCH
@@ -689,7 +1107,7 @@ def _answer(step: Step, tt, dev, be) -> Answer:
 
 
 def _known_crash(step: Step) -> str | None:
-    from ..tools.ttnn_compare import KNOWN_CRASH
+    from .ttnn_compare import KNOWN_CRASH
     if step.kind == "layer" and step.op == "upsample" and \
             step.attrs.get("mode") == "bilinear" and step.inputs and \
             step.inputs[0].layout == "tile" and step.inputs[0].memory.memory_layout == "height_sharded":
@@ -698,7 +1116,7 @@ def _known_crash(step: Step) -> str | None:
 
 
 def worker_main() -> int:
-    """``python -m ttmodels.planning.ttnn_oracle --worker``: frames of [Step] on stdin, one Answer frame
+    """``python -m ttmodels.tools.ttnn_oracle --worker``: frames of [Step] on stdin, one Answer frame
     per step on stdout. Anything else written to stdout (tt-metal's logger) goes to stderr."""
     proto = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
@@ -719,7 +1137,7 @@ def worker_main() -> int:
             batch = _read_frame(inp)
             if batch is None:
                 break
-            for step in batch:
+            for key, step in batch:          # each answer names the step it answers
                 crash = _known_crash(step)
                 if crash is not None:
                     a = Answer(False, crash, stage="crash")
@@ -728,7 +1146,8 @@ def worker_main() -> int:
                         a = _answer(step, tt, dev, be)
                     except Exception as e:       # the harness itself: say so, do not die
                         a = Answer(False, f"{type(e).__name__}: {e}", stage="harness")
-                _write_frame(proto, a)
+                    a = _environmental(a)        # std::bad_alloc is no verdict on the step
+                _write_frame(proto, (key, a))
     finally:
         try:
             tt.close_device(dev)
@@ -742,6 +1161,6 @@ if __name__ == "__main__":
         # the module's own classes (not __main__'s) go over the pipe
         from .ttnn_oracle import worker_main as _main
         sys.exit(_main())
-    print("usage: python -m ttmodels.planning.ttnn_oracle --worker (started by the planner)",
+    print("usage: python -m ttmodels.tools.ttnn_oracle --worker (started by the planner)",
           file=sys.stderr)
     sys.exit(2)

@@ -1,0 +1,68 @@
+"""What the planner asks of ttnn (docs/layouts.md "ttnn in the planning loop"), as an interface:
+the planning core imports nothing above it. The ttnn-backed oracle (``tools/ttnn_oracle.py``: a
+worker process on a mock device, a disk cache) implements ``StepOracle`` and registers how the
+default one is made with ``provide`` when ``ttmodels`` is imported; tests pass their own."""
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol
+
+
+class Verdict(Protocol):
+    """ttnn's answer on one step, as the planner reads it."""
+    accepted: bool
+    error: str | None
+    memory: str | None        # ttnn's output memory config
+    layout: str | None        # its tile layout and dtype
+
+    @property
+    def judged(self) -> bool: ...       # False: ttnn never saw the op (no verdict)
+
+    @property
+    def as_planned(self) -> bool: ...   # accepted, with the output the plan expects
+
+
+class StepOracle(Protocol):
+    """An oracle the planner consults: about conv candidates while it plans, then about every
+    step of the finished plan (``plan.ttnn``)."""
+    asks: bool    # False: it answers nothing (off); the plan then shows every step unconfirmed
+
+    def mark(self) -> Any:
+        """Where its counts stand before a plan (given back to ``confirm``)."""
+
+    def judge_candidate(self, g, layer, flat) -> Verdict | None:
+        """ttnn's verdict on one conv candidate (a PlannedLayer of graph ``g``; ``flat``: each
+        tensor's flat shape), None when ttnn cannot be asked."""
+
+    def confirm(self, plan, rejected: list[str], since: Any) -> None:
+        """Record what ttnn says about every step of ``plan`` as ``plan.ttnn``; ``rejected``:
+        the conv candidates it refused while planning."""
+
+
+class _Unavailable:
+    """No oracle implementation registered (``ttmodels.tools.ttnn_oracle`` not imported)."""
+    asks = False
+
+    def mark(self) -> None:
+        return None
+
+    def judge_candidate(self, g, layer, flat) -> None:
+        return None
+
+    def confirm(self, plan, rejected, since) -> None:
+        plan.ttnn = None
+
+
+_RESOLVE: list[Callable[[bool | None], StepOracle]] = []
+
+
+def provide(resolve: Callable[[bool | None], StepOracle]) -> None:
+    """Register how ``plan_graph(oracle=None | True | False)`` finds its oracle."""
+    _RESOLVE[:] = [resolve]
+
+
+def resolve(oracle) -> StepOracle:
+    """The oracle ``plan_graph``'s ``oracle`` argument names: None (the default: on unless
+    the environment says off), True, False, or a StepOracle to use as it is."""
+    if oracle is None or isinstance(oracle, bool):
+        return _RESOLVE[0](oracle) if _RESOLVE else _Unavailable()
+    return oracle
