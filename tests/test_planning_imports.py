@@ -2,10 +2,9 @@
 data and rules, below ``backends``, ``runtime``, ``tools`` and ``weights``. Every import counts,
 the lazy ones inside functions too (``test_import_graph.import_graph``).
 
-Today one module reaches up: ``planning/ttnn_oracle.py`` (ttnn in the planning loop) imports the
-mock device, the runtime's layers, the compare tool and the weight cache. Issue 32 asks for the
-planner to take an oracle through an interface, with the ttnn-backed one living above; until
-then ``ORACLE_REACHES_UP`` is the whole list, and nothing may join it."""
+The planner takes its ttnn oracle through ``planning/oracle.py``'s interface; the ttnn-backed one
+lives above (``tools/ttnn_oracle.py``). ``test_import_graph`` holds the direct imports; this holds
+what importing the planning core drags in through its neighbours (``ops``, ``language``)."""
 from __future__ import annotations
 
 from collections import deque
@@ -13,19 +12,6 @@ from collections import deque
 from test_import_graph import import_graph
 
 ABOVE = tuple(f"ttmodels.{p}" for p in ("backends", "runtime", "tools", "weights"))
-ORACLE = "ttmodels.planning.ttnn_oracle"
-
-ORACLE_REACHES_UP = {
-    (ORACLE, "ttmodels.backends"),
-    (ORACLE, "ttmodels.backends.common"),
-    (ORACLE, "ttmodels.backends.mock_device"),
-    (ORACLE, "ttmodels.runtime.layers"),
-    (ORACLE, "ttmodels.tools.ttnn_compare"),
-    (ORACLE, "ttmodels.weights.cache"),
-    (ORACLE, "ttmodels.weights.reference"),
-}
-
-
 def _is_above(mod: str) -> bool:
     return any(mod == p or mod.startswith(p + ".") for p in ABOVE)
 
@@ -36,7 +22,7 @@ def imports_from_above(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
             for d in deps if _is_above(d)}
 
 
-def reached_above(graph: dict[str, set[str]], skip: str) -> dict[str, list[str]]:
+def reached_above(graph: dict[str, set[str]], skip: str | None = None) -> dict[str, list[str]]:
     """Module above -> the import path from a planning module to it, not passing through
     ``skip``: what importing the planning core would drag in."""
     starts = sorted(m for m in graph if m.startswith("ttmodels.planning") and m != skip)
@@ -67,14 +53,7 @@ def test_the_finders_see_an_upward_import_direct_and_through_a_neighbour():
         "ttmodels.runtime.y": ["ttmodels.planning.a", "ttmodels.ops.x", "ttmodels.runtime.y"]}
 
 
-def test_planning_imports_from_above_only_what_the_oracle_does_today():
-    found = imports_from_above(import_graph())
-    new = sorted(found - ORACLE_REACHES_UP)
-    assert not new, "planning/ imports from the layers above it:\n" + \
-        "\n".join(f"{m} -> {d}" for m, d in new)
-
-
-def test_the_planning_core_reaches_nothing_above_it_but_through_the_oracle():
-    found = reached_above(import_graph(), skip=ORACLE)
+def test_the_planning_core_reaches_nothing_above_it():
+    found = reached_above(import_graph())
     assert not found, "the planning core reaches above it:\n" + \
         "\n".join(" -> ".join(p) for p in found.values())

@@ -38,10 +38,11 @@ Pure: plan data in, events out; no torch, no ttnn.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence, Union
 
 from ..language.graph import Node
-from .plans import Adapter, PlannedLayer, Reallocation
+if TYPE_CHECKING:  # pragma: no cover  (annotations only: plans -> estimate -> here)
+    from .plans import Adapter, PlannedLayer, Reallocation
 
 
 @dataclass(frozen=True)
