@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import DeviceError
-from ..runtime.mesh import SYSTEMS
+from ..runtime.mesh import DEVICES, SYSTEMS
 
 log = logging.getLogger("ttmodels")
 
@@ -48,11 +48,17 @@ TESTED_TTNN_VERSIONS = ("0.81.1",)
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 # System name -> (tt-umd cluster descriptor shipped in ttmodels/data, mesh shape (rows, cols));
-# the mesh shapes are ttmodels.runtime.mesh.SYSTEMS' (what a ttnn MeshDevice of that system is opened as).
+# the mesh shapes are ttmodels.runtime.mesh.SYSTEMS' (what a ttnn MeshDevice of that system is
+# opened as), the dispatch cores its ``DEVICES`` entry's. Each descriptor says how its mock grid
+# may differ from a real board's (docs/multichip.md "Mock systems and real boards"); the Galaxy's
+# is written by scripts/galaxy_descriptor.py.
 MOCK_SYSTEMS: dict[str, tuple[str, tuple[int, int]]] = {
     "n150": ("wormhole_n150_mock_cluster.yaml", SYSTEMS["n150"]),
     "n300": ("wormhole_n300_mock_cluster.yaml", SYSTEMS["n300"]),
     "t3000": ("t3000_mock_cluster.yaml", SYSTEMS["t3000"]),
+    "galaxy": ("wormhole_galaxy_mock_cluster.yaml", SYSTEMS["galaxy"]),
+    "p150": ("blackhole_p150_mock_cluster.yaml", SYSTEMS["p150"]),
+    "p150x4": ("blackhole_p150x4_mock_cluster.yaml", SYSTEMS["p150x4"]),
 }
 
 ENV_ROOT = "TT_METAL_RUNTIME_ROOT"
@@ -214,7 +220,8 @@ _TOO_LATE = ("; ttnn initialised its runtime before the mock device was prepared
 
 
 def open_device(system: str = "n150", *, l1_small_size: int, trace_region_size: int = 0):
-    """``(ttnn, device)``: a mock single chip (``system`` "n150"). Failures are DeviceErrors."""
+    """``(ttnn, device)``: a mock single chip (``system`` "n150" or "p150"). Failures are
+    DeviceErrors."""
     env = prepare(system)
     if MOCK_SYSTEMS[system][1] != (1, 1):
         raise DeviceError(f"mock system {system!r} has {MOCK_SYSTEMS[system][1]} chips: open it "
@@ -235,7 +242,7 @@ def open_device(system: str = "n150", *, l1_small_size: int, trace_region_size: 
 
 def open_mesh_device(mesh, *, l1_small_size: int, trace_region_size: int = 0):
     """``(ttnn, mesh_device)``: every chip of the mock system ``mesh`` (a ``MeshSpec`` of one of
-    ``MOCK_SYSTEMS``, e.g. "n300", "t3000") opened as one ttnn MeshDevice of its shape, through
+    ``MOCK_SYSTEMS``, e.g. "n300", "t3000", "galaxy", "p150x4") opened as one ttnn MeshDevice of its shape, through
     the same ``ttnn_backend.open_mesh`` a card uses. Failures are DeviceErrors."""
     system = mesh.name
     if system not in MOCK_SYSTEMS or MOCK_SYSTEMS[system][1] != mesh.shape:
@@ -246,7 +253,7 @@ def open_mesh_device(mesh, *, l1_small_size: int, trace_region_size: int = 0):
     from .ttnn_backend import open_mesh
     try:
         ttnn, dev = open_mesh(mesh, l1_small_size=l1_small_size,
-                              trace_region_size=trace_region_size)
+                              trace_region_size=trace_region_size, system=DEVICES[system])
     except DeviceError as e:
         raise DeviceError(f"mock {system}: {e}" + (_TOO_LATE if "sfpi not found" in str(e)
                                                    else "")) from e

@@ -501,7 +501,8 @@ def plan_graph(graph: Graph, *, arch: str = "wormhole_b0", adapters: bool = True
         off, o = None, oracle
     else:
         off = ttnn_oracle.why_off(oracle)
-        o = None if off else ttnn_oracle.get(oracle)
+        from ..runtime.mesh import chip_system       # the mock chip of the plan's arch
+        o = None if off else ttnn_oracle.get(oracle, system=chip_system(arch))
     rejected: list[str] = []
     since = (o.queries, o.hits) if o is not None else None
     plan = _plan_graph(graph, arch, adapters, l1_small_size, addresses, spill_hints, cap_hints,

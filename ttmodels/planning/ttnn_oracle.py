@@ -51,7 +51,7 @@ log = logging.getLogger("ttmodels")
 
 ENV = "TTMODELS_TTNN_ORACLE"
 ORACLE_FORMAT = 1          # bump when a step's signature or an answer's meaning changes
-SYSTEM = "n150"
+SYSTEM = "n150"            # the default: the single-chip mock system the worker opens
 L1_SMALL_SIZE = 32768      # the backend's default (ttnn_backend.DEFAULT_L1_SMALL_SIZE)
 _OFF = ("0", "off", "false", "no")
 
@@ -94,9 +94,13 @@ class Step:
                 outputs=[[list(s.nhwc), layout_dict(t)] for _, s, t in self.outputs])
         return sig
 
-    def key(self, version: str) -> str:
-        text = json.dumps({"format": ORACLE_FORMAT, "ttnn": version, "step": self.signature()},
-                          sort_keys=True, default=str)
+    def key(self, version: str, system: str = SYSTEM) -> str:
+        # the system answering (its chip: n150 for Wormhole plans, p150 for Blackhole ones) is
+        # part of the question: the same call may pass on one chip and fail on the other. The
+        # n150's keys predate the field and name it by its absence (its answers stay valid).
+        where = {} if system == SYSTEM else {"system": system}
+        text = json.dumps({"format": ORACLE_FORMAT, "ttnn": version, **where,
+                           "step": self.signature()}, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -163,18 +167,19 @@ def why_off(explicit: bool | None = None) -> str | None:
 _SHARED: Oracle | None = None
 
 
-def get(explicit: bool | None = None) -> Oracle | None:
-    """The process's oracle (one worker, one in-memory table), or None when it is off."""
+def get(explicit: bool | None = None, system: str = SYSTEM) -> Oracle | None:
+    """The process's oracle (one worker, one in-memory table) asking a mock ``system``
+    ("n150", "p150"), or None when it is off."""
     global _SHARED
     if why_off(explicit) is not None:
         return None
-    if _SHARED is None or _SHARED.root != _root():
+    if _SHARED is None or _SHARED.root != _root() or _SHARED.system != system:
         if _SHARED is not None:
             _SHARED.close()
         else:
             import atexit
             atexit.register(_close_shared)       # the worker ends with the process
-        _SHARED = Oracle()
+        _SHARED = Oracle(system=system)
     return _SHARED
 
 
@@ -195,9 +200,10 @@ class Oracle:
     """Answers steps from memory, then the disk cache, then a worker process (batched).
     ``queries`` counts the steps ttnn was asked (cache misses), ``hits`` the cached answers."""
 
-    def __init__(self, root: Path | None = None):
+    def __init__(self, root: Path | None = None, system: str = SYSTEM):
         from ..backends.mock_device import ttnn_version
         self.version = ttnn_version()
+        self.system = system        # the mock chip the worker opens (part of every key)
         self.root = Path(root) if root is not None else _root()
         self.memory: dict[str, Answer] = {}
         self.queries = 0
@@ -234,7 +240,7 @@ class Oracle:
     # -- asking --
     def ask(self, steps: list[Step]) -> list[Answer | None]:
         """One answer per step (None: ttnn could not be asked; ``failure`` says why)."""
-        keys = [s.key(self.version) for s in steps]
+        keys = [s.key(self.version, self.system) for s in steps]
         out: list[Answer | None] = [None] * len(steps)
         todo: dict[str, int] = {}
         for i, k in enumerate(keys):
@@ -272,7 +278,8 @@ class Oracle:
         err = open(log_dir / "worker.log", "ab")
         env = dict(os.environ)
         env[ENV] = "0"                        # the worker plans nothing itself
-        self._proc = subprocess.Popen([sys.executable, "-m", "ttmodels.planning.ttnn_oracle", "--worker"],
+        self._proc = subprocess.Popen([sys.executable, "-m", "ttmodels.planning.ttnn_oracle", "--worker",
+                                       self.system],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
                                       env=env)
         err.close()
@@ -567,7 +574,7 @@ def confirm(plan, oracle: Oracle | None, why: str | None = None,
         return
     q0, h0 = since if since is not None else (oracle.queries, oracle.hits)
     answers = oracle.ask(steps)
-    rec = TtnnRecord(f"on (ttnn {oracle.version}, mock {SYSTEM})" if oracle.failure is None
+    rec = TtnnRecord(f"on (ttnn {oracle.version}, mock {oracle.system})" if oracle.failure is None
                      else f"unavailable ({oracle.failure})",
                      candidates_rejected=list(rejected_candidates or ()))
     for s, a in zip(steps, answers):
@@ -580,7 +587,7 @@ def confirm(plan, oracle: Oracle | None, why: str | None = None,
         if why_not:
             text = f"{pk(s)} {s.name} ({s.op}): {why_not}"
             rec.contradictions.append(text)
-            oracle.record_contradiction(s.key(oracle.version), {
+            oracle.record_contradiction(s.key(oracle.version, oracle.system), {
                 "ttnn": oracle.version, "model": plan.graph.name, "step": s.name,
                 "kind": pk(s), "op": s.op, "contradiction": why_not,
                 "signature": s.signature(), "answer": a.to_dict()})
@@ -697,7 +704,7 @@ def _known_crash(step: Step) -> str | None:
     return None
 
 
-def worker_main() -> int:
+def worker_main(system: str = SYSTEM) -> int:
     """``python -m ttmodels.planning.ttnn_oracle --worker``: frames of [Step] on stdin, one Answer frame
     per step on stdout. Anything else written to stdout (tt-metal's logger) goes to stderr."""
     proto = os.fdopen(os.dup(1), "wb")
@@ -707,8 +714,8 @@ def worker_main() -> int:
     try:
         from ..backends import mock_device
         from ..backends import Backend
-        mock_device.prepare(SYSTEM)
-        tt, dev = mock_device.open_device(SYSTEM, l1_small_size=L1_SMALL_SIZE)
+        mock_device.prepare(system)
+        tt, dev = mock_device.open_device(system, l1_small_size=L1_SMALL_SIZE)
         be = Backend("ttnn-mock", tt, dev, {"l1_small_size": L1_SMALL_SIZE})
     except Exception as e:
         _write_frame(proto, ("failed", f"{type(e).__name__}: {e}"))
@@ -738,10 +745,10 @@ def worker_main() -> int:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--worker"]:
+    if sys.argv[1:2] == ["--worker"] and len(sys.argv) <= 3:
         # the module's own classes (not __main__'s) go over the pipe
         from .ttnn_oracle import worker_main as _main
-        sys.exit(_main())
+        sys.exit(_main(*sys.argv[2:]))
     print("usage: python -m ttmodels.planning.ttnn_oracle --worker (started by the planner)",
           file=sys.stderr)
     sys.exit(2)
