@@ -23,7 +23,8 @@ DATA = Path(ttmodels.__file__).parent / "data"
 
 @pytest.mark.parametrize("given,shape,name", [
     ("n150", (1, 1), "n150"), ("n300", (1, 2), "n300"), ("T3000", (1, 8), "t3000"),
-    ((1, 2), (1, 2), "n300"), ([2, 4], (2, 4), "2x4"), ("8x4", (8, 4), "8x4"),
+    ((1, 2), (1, 2), "n300"), ([2, 4], (2, 4), "2x4"), ("8x4", (8, 4), "galaxy"),
+    ((1, 4), (1, 4), "1x4"),      # Wormhole chips: not the p150x4, which is named
 ])
 def test_resolve_mesh(given, shape, name):
     m = resolve_mesh(given)
@@ -68,6 +69,7 @@ def test_plan_is_per_chip_and_shows_the_mesh():
     one = json.loads(ttmodels.plan("resnet50", batch_size=16).to_json())
     assert "mesh" not in one
     del d["mesh"]
+    assert (d.pop("system"), one.pop("system")) == ("n300", "n150")
     assert d == one
 
 
