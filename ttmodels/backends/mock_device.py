@@ -268,6 +268,25 @@ def l1_bank_bytes(ttnn, device) -> int:
     return int(ttnn.device.get_memory_view(device, ttnn.BufferType.L1).total_bytes_per_bank)
 
 
+def chip_facts(ttnn, device) -> dict[str, int | list[int]]:
+    """What ``ttmodels.arch`` records about a chip, as this open device reports it (opened with
+    l1_small_size=0): the worker grid, the L1 bank and where the allocator's range starts (from
+    the address of a first, one-tile L1 buffer: the allocator places buffers top down), the L1
+    and DRAM bank counts."""
+    import torch
+    grid = device.compute_with_storage_grid_size()
+    l1 = ttnn.device.get_memory_view(device, ttnn.BufferType.L1)
+    dram = ttnn.device.get_memory_view(device, ttnn.BufferType.DRAM)
+    t = ttnn.from_torch(torch.zeros(1, 1, 32, 32), dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT,
+                        device=device, memory_config=ttnn.L1_MEMORY_CONFIG)
+    top = int(t.buffer_address()) + 32 * 32 * 2
+    ttnn.deallocate(t)
+    bank = int(l1.total_bytes_per_bank)
+    return {"grid": [int(grid.x), int(grid.y)], "l1_bank_no_l1_small": bank,
+            "l1_base": top - bank, "l1_banks": int(l1.num_banks),
+            "dram_banks": int(dram.num_banks)}
+
+
 def first_line(e: BaseException) -> str:
     """ttnn's exception text up to its backtrace, on one line."""
     msg = str(e).split("backtrace:")[0].strip()
