@@ -164,3 +164,19 @@ def test_resnet50_runs_for_real_on_the_mock_system(real_runs, device):
         assert "in 13x10" in conv1["planned_memory"]
     else:
         assert d["mesh"]["shape"] == [8, 4] and d["mesh"]["per_chip_batch"] == per_chip
+
+
+# ---- rules the Blackhole grid brought out ------------------------------------------------------
+
+def test_a_binary_output_keeps_an_operands_uneven_shards():
+    """On the mock p150, BEVDet's FPN upsample leaves 4,224 rows in block shards of 512 rows on
+    9 core rows (uneven: 9 x 512 = 4,608); the add after it gives its output that same memory
+    config. The table used to refit the shard to 480 rows, and verify found the step not as
+    planned (bevdet_r50_encoder --batch 6 --input-size 256 704 --device p150)."""
+    from ttmodels.planning import rules as R
+    from ttmodels.planning.layout import MemSpec, TensorLayout
+    m = MemSpec("block_sharded", "l1", (8, 9), 72, (512, 64))
+    x = TensorLayout(m, "tile", "bfloat16")
+    shape = (1, 1, 4224, 512)
+    out = R.output_layout("add", [x, x], {}, None, [shape, shape])
+    assert out.memory == m
