@@ -221,3 +221,32 @@ def test_rules_agree_with_ttnn_on_the_corpus_on_the_p150():
     assert not unexpected, "rules.check disagrees with ttnn 0.81.1 on the p150:\n" + \
         "\n".join(unexpected)
     assert not stale, "known differences that agree on the p150:\n" + "\n".join(stale)
+
+
+# ---- the planner's ttnn oracle asks the plan's chip ----------------------------------------------
+
+def test_oracle_keys_name_the_system_and_keep_the_n150s():
+    """An answer from the p150 is not an answer for the n150 (and the n150's keys are those it
+    had before systems existed, so its cached answers stay valid)."""
+    import hashlib
+
+    from ttmodels.planning import ttnn_oracle as O
+    plan = ttmodels.plan("resnet18", oracle=False)
+    step = O.plan_steps(plan, params=False)[0]
+    old = hashlib.sha256(json.dumps({"format": O.ORACLE_FORMAT, "ttnn": "0.81.1",
+                                     "step": step.signature()}, sort_keys=True,
+                                    default=str).encode()).hexdigest()
+    assert step.key("0.81.1") == step.key("0.81.1", "n150") == old
+    assert step.key("0.81.1", "p150") != old
+
+
+def test_a_blackhole_plan_is_confirmed_by_the_mock_p150():
+    """The oracle's worker opens the plan's chip: every step of ResNet18 on the p150 (the
+    Blackhole grid's conv parallel configs, shard divisors, matmul program configs, halos)
+    confirmed by ttnn on a mock p150, nothing contradicting the rule table. (ResNet50 and the
+    BEV encoder on the p150 run for real above and in the acceptance runs.)"""
+    plan = ttmodels.plan("resnet18", batch_size=16, device="p150", oracle=True)
+    rec = plan.ttnn
+    assert rec.oracle == "on (ttnn 0.81.1, mock p150)"
+    assert not rec.unconfirmed, [f"{s.name}: {s.status} {s.error}" for s in rec.unconfirmed]
+    assert not rec.contradictions

@@ -520,8 +520,9 @@ def rules_output(step: Step) -> tuple[bool, list[str]]:
     return not vs, [str(v) for v in vs]
 
 
-def contradiction(step: Step, ans: Answer) -> str | None:
-    """How ttnn's answer contradicts the table on this step, or None."""
+def contradiction(step: Step, ans: Answer, grid: tuple[int, int] | None = None) -> str | None:
+    """How ttnn's answer contradicts the table on this step, or None (``grid``: the chip's
+    worker grid, what ops that choose their own cores spread over; None: Wormhole's)."""
     if not ans.judged:
         return None
     ok, vs = rules_output(step)
@@ -532,7 +533,7 @@ def contradiction(step: Step, ans: Answer) -> str | None:
         return f"rules reject ({'; '.join(vs)}), ttnn accepts"
     if ok and ans.accepted:
         from ..tools.ttnn_compare import describe_key, planned_memory_key
-        table = table_output(step)
+        table = table_output(step, grid)
         said = describe_key(planned_memory_key(table.memory))
         if (said, f"{table.layout} {table.dtype}") != (ans.memory, ans.layout):
             return (f"output: the table says {said} {table.layout} {table.dtype}, ttnn gives "
@@ -540,7 +541,7 @@ def contradiction(step: Step, ans: Answer) -> str | None:
     return None
 
 
-def table_output(step: Step) -> TensorLayout:
+def table_output(step: Step, grid: tuple[int, int] | None = None) -> TensorLayout:
     """What ``rules.output_layout`` says the step produces (an adapter: its planned output; a
     plan made without adapters may expect other than the table, e.g. a conv whose config
     assumes a reshard that is not made)."""
@@ -551,6 +552,8 @@ def table_output(step: Step) -> TensorLayout:
     from ..ops import get as _op
     attrs = {**step.attrs, **step.config.as_attrs(), "out_shape": step.shape.flat}
     attrs.setdefault("dtype", step.output.dtype)
+    if grid is not None:
+        attrs.setdefault("device_grid", tuple(grid))
     try:
         return R.output_layout(_op(step.op).rule_op(Node("n", step.op, [], step.attrs, step.shape)),
                                list(step.inputs), attrs, step.config.memory_config,
@@ -583,7 +586,7 @@ def confirm(plan, oracle: Oracle | None, why: str | None = None,
             continue
         rec.steps.append(StepVerdict(pk(s), s.name, s.op, a.status, a.error, a.memory, a.layout,
                                      a.op_l1, a.cached))
-        why_not = contradiction(s, a)
+        why_not = contradiction(s, a, plan.grid)
         if why_not:
             text = f"{pk(s)} {s.name} ({s.op}): {why_not}"
             rec.contradictions.append(text)
