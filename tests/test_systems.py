@@ -250,3 +250,55 @@ def test_a_blackhole_plan_is_confirmed_by_the_mock_p150():
     assert rec.oracle == "on (ttnn 0.81.1, mock p150)"
     assert not rec.unconfirmed, [f"{s.name}: {s.status} {s.error}" for s in rec.unconfirmed]
     assert not rec.contradictions
+
+
+# ---- the shipped descriptors -------------------------------------------------------------------
+
+NEW_DESCRIPTORS = {"p150": "blackhole_p150_mock_cluster.yaml",
+                   "p150x4": "blackhole_p150x4_mock_cluster.yaml",
+                   "galaxy": "wormhole_galaxy_mock_cluster.yaml"}
+
+
+@pytest.mark.parametrize("system", sorted(NEW_DESCRIPTORS))
+def test_a_shipped_descriptor_is_its_system(system):
+    """As many chips as the system, of its arch, each on PCIe, harvested alike, each ethernet
+    port used once, the chips connected; a Galaxy's chips at distinct (tray, position)."""
+    import yaml
+
+    from ttmodels.backends import mock_device
+    d = yaml.safe_load(mock_device.descriptor_path(system).read_text())
+    s = DEVICES[system]
+    chips = set(d["arch"])
+    assert len(chips) == s.num_chips and set(d["harvesting"]) == chips
+    assert {a.lower() for a in d["arch"].values()} == {s.arch}
+    assert {c for e in d["chips_with_mmio"] for c in e} == chips
+    assert len({h["harvest_mask"] for h in d["harvesting"].values()}) == 1
+    ports, links = set(), set()
+    for a, b in d["ethernet_connections"]:
+        for end in (a, b):
+            assert (end["chip"], end["chan"]) not in ports
+            ports.add((end["chip"], end["chan"]))
+        links.add(frozenset((a["chip"], b["chip"])))
+    reached, todo = set(), [min(chips)]
+    while todo:
+        c = todo.pop()
+        if c not in reached:
+            reached.add(c)
+            todo += [o for link in links if c in link for o in link if o != c]
+    assert reached == chips
+    if system == "galaxy":
+        bus = [int(v, 16) for v in d["chip_to_bus_id"].values()]
+        assert len(set(bus)) == 32 and {b & 0xF0 for b in bus} == {0xC0, 0x80, 0x00, 0x40}
+        assert {b & 0x0F for b in bus} == set(range(1, 9))
+        assert len(links) == 52       # 4 trays x 10 in-tray pairs + 12 between trays
+
+
+def test_the_galaxy_descriptor_is_the_generators():
+    """The shipped Galaxy descriptor is what scripts/galaxy_descriptor.py writes."""
+    from pathlib import Path
+
+    from ttmodels.backends import mock_device
+    script = Path(__file__).resolve().parents[1] / "scripts" / "galaxy_descriptor.py"
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == mock_device.descriptor_path("galaxy").read_text()
