@@ -18,13 +18,10 @@ from ..errors import Error
 @dataclass(frozen=True)
 class System:
     """A Tenstorrent system a user names in one word (``--device p150``): its chips' arch
-    (``ttmodels.arch``), the ttnn MeshDevice shape it opens as, how it dispatches, and the
-    single-chip system that stands for each of its chips (the planner's ttnn oracle asks that
-    one: every chip of a data-parallel plan runs the same per-chip plan)."""
+    (``ttmodels.arch``), the ttnn MeshDevice shape it opens as and how it dispatches."""
     name: str
     arch: str
     shape: tuple[int, int]
-    chip: str
     dispatch: str               # "worker" | "eth": which cores run the command dispatcher
     what: str
 
@@ -40,12 +37,12 @@ class System:
 #: Multi-chip Wormhole systems dispatch over ethernet cores, keeping the 8x8 workers per chip;
 #: the mock p150x4 opens with worker dispatch only (docs/multichip.md).
 DEVICES: dict[str, System] = {s.name: s for s in (
-    System("n150", "wormhole_b0", (1, 1), "n150", "worker", "one Wormhole chip"),
-    System("n300", "wormhole_b0", (1, 2), "n150", "eth", "an n300 card: two Wormhole chips"),
-    System("t3000", "wormhole_b0", (1, 8), "n150", "eth", "a T3000: eight Wormhole chips"),
-    System("galaxy", "wormhole_b0", (8, 4), "n150", "eth", "a Galaxy: 32 Wormhole chips"),
-    System("p150", "blackhole", (1, 1), "p150", "worker", "a Blackhole p150 card"),
-    System("p150x4", "blackhole", (1, 4), "p150", "worker", "four Blackhole p150 cards"),
+    System("n150", "wormhole_b0", (1, 1), "worker", "one Wormhole chip"),
+    System("n300", "wormhole_b0", (1, 2), "eth", "an n300 card: two Wormhole chips"),
+    System("t3000", "wormhole_b0", (1, 8), "eth", "a T3000: eight Wormhole chips"),
+    System("galaxy", "wormhole_b0", (8, 4), "eth", "a Galaxy: 32 Wormhole chips"),
+    System("p150", "blackhole", (1, 1), "worker", "a Blackhole p150 card"),
+    System("p150x4", "blackhole", (1, 4), "worker", "four Blackhole p150 cards"),
 )}
 DEFAULT_DEVICE = "n150"
 
@@ -55,7 +52,8 @@ SYSTEMS: dict[str, tuple[int, int]] = {n: s.shape for n, s in DEVICES.items()}
 
 def chip_system(arch: str) -> str:
     """The single-chip system of ``arch`` ("n150" for Wormhole, "p150" for Blackhole): what
-    the planner's ttnn oracle asks about a plan for any system of that arch."""
+    the planner's ttnn oracle asks about a plan for any system of that arch (every chip of a
+    data-parallel plan runs the same per-chip plan)."""
     for s in DEVICES.values():
         if s.arch == arch and s.shape == (1, 1):
             return s.name
@@ -166,10 +164,9 @@ def resolve_target(device=None, mesh=None, arch: str | None = None) -> Target:
         if m is not None and m.name in DEVICES:
             sys_ = DEVICES[m.name]
         elif m is not None:      # rows x cols of Wormhole chips, dispatched as a T3000's
-            sys_ = System(m.name, "wormhole_b0", m.shape, "n150", "eth", f"{m.describe()}")
+            sys_ = System(m.name, "wormhole_b0", m.shape, "eth", m.describe())
         else:
-            sys_ = next((s for s in DEVICES.values() if s.arch == arch and s.shape == (1, 1)),
-                        DEVICES[DEFAULT_DEVICE]) if arch is not None else DEVICES[DEFAULT_DEVICE]
+            sys_ = DEVICES[chip_system(arch) if arch is not None else DEFAULT_DEVICE]
     elif m is None:
         m = None if sys_.shape == (1, 1) else MeshSpec(sys_.name, *sys_.shape)
     elif m.shape != sys_.shape:
