@@ -118,7 +118,8 @@ def test_arch_entries_are_what_the_mock_chip_reports(system, entry):
     facts = json.loads(r.stdout.strip().splitlines()[-1])
     a = arch.get(entry)
     assert facts == {"grid": list(a.grid), "l1_bank_no_l1_small": a.l1_bank_no_l1_small,
-                     "l1_base": a.l1_base, "l1_banks": a.l1_banks, "dram_banks": a.dram_banks}
+                     "l1_base": a.l1_base, "l1_banks": a.l1_banks, "dram_banks": a.dram_banks,
+                     "l1_alignment": a.l1_alignment}
 
 
 #: The CI-sized real runs, each in its own process, both at once: ResNet50 on the mock p150 at

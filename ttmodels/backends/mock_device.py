@@ -272,7 +272,7 @@ def chip_facts(ttnn, device) -> dict[str, int | list[int]]:
     """What ``ttmodels.arch`` records about a chip, as this open device reports it (opened with
     l1_small_size=0): the worker grid, the L1 bank and where the allocator's range starts (from
     the address of a first, one-tile L1 buffer: the allocator places buffers top down), the L1
-    and DRAM bank counts."""
+    and DRAM bank counts, and the allocator's alignment (two one-row 32 B shards' distance)."""
     import torch
     grid = device.compute_with_storage_grid_size()
     l1 = ttnn.device.get_memory_view(device, ttnn.BufferType.L1)
@@ -281,10 +281,19 @@ def chip_facts(ttnn, device) -> dict[str, int | list[int]]:
                         device=device, memory_config=ttnn.L1_MEMORY_CONFIG)
     top = int(t.buffer_address()) + 32 * 32 * 2
     ttnn.deallocate(t)
+    one_core = ttnn.CoreRangeSet({ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(0, 0))})
+    tiny = ttnn.MemoryConfig(ttnn.TensorMemoryLayout.HEIGHT_SHARDED, ttnn.BufferType.L1,
+                             ttnn.ShardSpec(one_core, [1, 16], ttnn.ShardOrientation.ROW_MAJOR))
+    a, b = (ttnn.from_torch(torch.zeros(1, 1, 1, 16), dtype=ttnn.bfloat16,
+                            layout=ttnn.ROW_MAJOR_LAYOUT, device=device, memory_config=tiny)
+            for _ in range(2))
+    alignment = int(a.buffer_address()) - int(b.buffer_address())
+    ttnn.deallocate(a)
+    ttnn.deallocate(b)
     bank = int(l1.total_bytes_per_bank)
     return {"grid": [int(grid.x), int(grid.y)], "l1_bank_no_l1_small": bank,
             "l1_base": top - bank, "l1_banks": int(l1.num_banks),
-            "dram_banks": int(dram.num_banks)}
+            "dram_banks": int(dram.num_banks), "l1_alignment": alignment}
 
 
 def first_line(e: BaseException) -> str:
