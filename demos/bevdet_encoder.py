@@ -4,7 +4,7 @@ BEV encoder (CustomResNet + FPN_LSS) on a BEV feature map, through ttmodels.
 
     python demos/bevdet_encoder.py [--images CAM0 ... CAM5 | --dir DIR] [--weights random|FILE]
                                    [--backend auto|sim|ttnn] [--out features.png]
-                                   [--input-size H W] [--mesh n300|RxC]
+                                   [--input-size H W] [--device NAME] [--mesh n300|RxC]
     python demos/bevdet_encoder.py --bev [--bev-input FILE.npy] [--batch N] [--weights random|FILE]
                                    [--backend auto|sim|ttnn] [--out bev_features.png]
 
@@ -210,7 +210,7 @@ def bev_main(args) -> int:
         # 25 128x128 maps through the float32 reference
         return random_state_dict(ttmodels.load_graph(spec, input_size=size), calibration_batch=4)
     done = build_and_run(spec, weights, x, backend=args.backend, batch_size=batch,
-                         input_size=size)
+                         input_size=size, device=args.device)
     if isinstance(done, int):
         return done
     model, outputs, build_s, run_s = done
@@ -260,6 +260,10 @@ def main(argv=None) -> int:
     ap.add_argument("--mesh", default=None,
                     help="data parallel over the chips of n300 (3 cameras per chip) or ROWSxCOLS; "
                          "the six cameras must divide over them (default: one chip)")
+    from ttmodels.tools.cli import device_name
+    ap.add_argument("--device", type=device_name, default=None, metavar="NAME",
+                    help="the system by name: n150 (default), n300, t3000, galaxy, p150, p150x4; "
+                         "a multi-chip one runs data parallel (the six cameras must divide)")
     args = ap.parse_args(argv)
     from ttmodels.errors import Error
     from ttmodels.planning.plan_plot import check_plot_path
@@ -305,7 +309,8 @@ def main(argv=None) -> int:
 
     x = preprocess_cameras(images, size)
     done = build_and_run("bevdet_r50_encoder", lambda: args.weights, x, backend=args.backend,
-                         batch_size=len(CAMERA_ORDER), input_size=size, mesh=args.mesh)
+                         batch_size=len(CAMERA_ORDER), input_size=size, mesh=args.mesh,
+                         device=args.device)
     if isinstance(done, int):
         return done
     model, outputs, build_s, run_s = done

@@ -4,7 +4,7 @@ ttmodels with the weights of an equivalent torch module, compared output by outp
 
     python demos/custom_backbone.py [--spec examples/my_backbone/backbone.yaml]
                                     [--input-size H W] [--batch N] [--backend auto|sim|ttnn]
-                                    [--mesh n300|t3000|RxC]
+                                    [--device NAME] [--mesh n300|t3000|RxC]
 
 The torch module (examples/my_backbone/torch_model.py) names its parts its own way (``body.*``,
 ``fpn.*``); its ``KEY_MAP`` renames them to the spec's layer names. Walkthrough: docs/custom_backbones.md.
@@ -32,6 +32,10 @@ def main(argv=None) -> int:
     ap.add_argument("--mesh", default=None,
                     help="data parallel over n300, t3000 or ROWSxCOLS chips (--batch is the whole "
                          "batch and must divide by the chip count)")
+    from ttmodels.tools.cli import device_name
+    ap.add_argument("--device", type=device_name, default=None, metavar="NAME",
+                    help="the system by name: n150 (default), n300, t3000, galaxy, p150, p150x4; "
+                         "a multi-chip one runs data parallel")
     args = ap.parse_args(argv)
     size = tuple(args.input_size)
 
@@ -41,7 +45,8 @@ def main(argv=None) -> int:
     try:
         ttmodels.register("my_backbone", Path(args.spec))
         print(f"registered my_backbone -> {args.spec}")
-        plan = ttmodels.plan("my_backbone", batch_size=args.batch, input_size=size, mesh=args.mesh)
+        plan = ttmodels.plan("my_backbone", batch_size=args.batch, input_size=size, mesh=args.mesh,
+                              device=args.device)
         print(f"plan: {len(plan.graph.nodes)} layers, {len(plan.adapters)} adapters, "
               f"outputs {plan.graph.outputs}")
 
@@ -57,7 +62,7 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         model = ttmodels.build("my_backbone", weights=module, key_map=KEY_MAP,
                                backend=args.backend, batch_size=args.batch, input_size=size,
-                               mesh=args.mesh)
+                               mesh=args.mesh, device=args.device)
         print(f"built on {model.backend_name} in {time.perf_counter() - t0:.1f} s; "
               f"weights: {model.weights_info}")
         if model.mesh is not None:

@@ -5,9 +5,9 @@
     python demos/resnet50.py --image x.jpg [--model resnet50|mobilenet_v2|efficientnet_b0|...]
                              [--weights random|pretrained|FILE]
                              [--backend auto|sim|ttnn] [--batch N] [--topk K]
-                             [--mesh n150|n300|t3000|RxC]
+                             [--device n150|n300|t3000|galaxy|p150|p150x4] [--mesh RxC]
 
---mesh runs data parallel over the chips of that system (a ttnn MeshDevice on a card, as many
+--device names the system; a multi-chip one, or --mesh, runs data parallel over its chips (a ttnn MeshDevice on a card, as many
 sim devices on the host): --batch is the whole batch and must divide by the chip count.
 
 Without --image it uses the sample photo that ships with matplotlib.
@@ -43,6 +43,10 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", default=None, help="precision profile (default or tt-perf)")
     ap.add_argument("--mesh", default=None,
                     help="data parallel over n150, n300, t3000 or ROWSxCOLS chips (default: one chip)")
+    from ttmodels.tools.cli import device_name
+    ap.add_argument("--device", type=device_name, default=None, metavar="NAME",
+                    help="the system by name: n150 (default), n300, t3000, galaxy, p150, p150x4; "
+                         "a multi-chip one runs data parallel")
     args = ap.parse_args(argv)
     if args.batch < 1 or args.topk < 1:
         print("error: --batch and --topk must be positive", file=sys.stderr)
@@ -70,7 +74,8 @@ def main(argv=None) -> int:
     try:
         t0 = time.perf_counter()
         model = ttmodels.build(args.model, weights=weights, backend=args.backend,
-                               batch_size=args.batch, profile=args.profile, mesh=args.mesh)
+                               batch_size=args.batch, profile=args.profile, mesh=args.mesh,
+                               device=args.device)
         build_s = time.perf_counter() - t0
     except ttmodels.Error as e:
         print(f"error: {e}", file=sys.stderr)

@@ -19,8 +19,8 @@ def test_hardware_facts_live_in_one_place():
     assert inspect.signature(matmul_solver.solve).parameters["grid"].default == w.grid
     for mod in (rules, matmul_solver, plans, plan_alloc, l1):
         assert "(8, 8)" not in inspect.getsource(mod), mod.__name__
-    with pytest.raises(Exception, match="unknown arch 'blackhole'; known: wormhole_b0"):
-        arch.get("blackhole")
+    with pytest.raises(Exception, match="unknown arch 'quasar'; known: blackhole, wormhole_b0"):
+        arch.get("quasar")
 
 
 @pytest.fixture

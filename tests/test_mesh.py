@@ -23,7 +23,8 @@ DATA = Path(ttmodels.__file__).parent / "data"
 
 @pytest.mark.parametrize("given,shape,name", [
     ("n150", (1, 1), "n150"), ("n300", (1, 2), "n300"), ("T3000", (1, 8), "t3000"),
-    ((1, 2), (1, 2), "n300"), ([2, 4], (2, 4), "2x4"), ("8x4", (8, 4), "8x4"),
+    ((1, 2), (1, 2), "n300"), ([2, 4], (2, 4), "2x4"), ("8x4", (8, 4), "galaxy"),
+    ((1, 4), (1, 4), "1x4"),      # Wormhole chips: not the p150x4, which is named
 ])
 def test_resolve_mesh(given, shape, name):
     m = resolve_mesh(given)
@@ -72,6 +73,7 @@ def test_plan_is_per_chip_and_shows_the_mesh():
     est, est1 = d.pop("estimate"), one.pop("estimate")
     assert est["device_us"] == est1["device_us"] and est["samples"] == 2 * est1["samples"]
     assert est["fps"] == pytest.approx(2 * est1["fps"], rel=1e-3)
+    assert (d.pop("system"), one.pop("system")) == ("n300", "n150")
     assert d == one
 
 

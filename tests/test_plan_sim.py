@@ -165,7 +165,7 @@ def test_cli_plan_prints_the_batch6_bevdet_table(capsys):
     from ttmodels.tools.cli import main
     assert main(["plan", "bevdet_r50_encoder", "--batch", "6", "--input-size", "256", "704"]) in (0, None)
     out = capsys.readouterr().out
-    assert out.startswith("plan bevdet_r50_encoder on wormhole_b0")
+    assert out.startswith("plan bevdet_r50_encoder on n150, wormhole_b0")
     assert "L1 B/core" in out and "adapters (" in out and "reallocations (" in out
     rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("img_backbone.")}
     assert rows["img_backbone.layer1.1.relu"].rstrip().endswith("in place (output_tensor=a)")

@@ -26,22 +26,25 @@ def load_graph(spec, *, batch_size: int = 1, input_size=None, profile: str | Non
 
 
 def plan(spec, *, batch_size: int = 1, input_size=None, profile: str | None = None,
-         arch: str = "wormhole_b0", mesh=None, oracle=None):
+         arch: str | None = None, mesh=None, oracle=None, device: str | None = None):
     """Plan a spec: every tensor's memory layout resolved, adapters inserted where needed.
 
-    ``spec`` is a registered or shipped config name, a path, YAML text or a dict. ``mesh``
-    (None, "n150", "n300", "t3000" or (rows, cols)) plans data parallel: the plan is for each
-    chip's ``batch_size / chips`` (which must divide) and shows the mesh. ``oracle``: ask the
+    ``spec`` is a registered or shipped config name, a path, YAML text or a dict. ``device``: the
+    system, in one word: "n150" (the default), "n300", "t3000", "galaxy" (32 Wormhole chips),
+    "p150" (Blackhole), "p150x4"; the plan is for its arch (``plan.system``, ``plan.arch``).
+    A multi-chip system, or ``mesh`` (None, "n300", "t3000", "galaxy" or (rows, cols) of
+    Wormhole chips), plans data parallel: the plan is for each chip's ``batch_size / chips``
+    (which must divide) and shows the mesh. ``oracle``: ask the
     installed ttnn on a mock device (True / False; None: unless ``TTMODELS_TTNN_ORACLE=0``),
     docs/layouts.md "ttnn in the planning loop"; ``plan.ttnn`` says what it confirmed."""
     from .runtime.builder import make_plan
     return make_plan(spec, batch_size=batch_size, input_size=input_size, profile=profile,
-                     arch=arch, mesh=mesh, oracle=oracle)
+                     arch=arch, mesh=mesh, oracle=oracle, device=device)
 
 
 def build(spec, *, weights=None, backend: str = "auto", batch_size: int = 1, input_size=None,
           profile: str | None = None, key_map=None, ignore=None, cache: bool | str = True,
-          mesh=None, keep_params: bool = False):
+          mesh=None, keep_params: bool = False, device: str | None = None):
     """Build a runnable Model: spec -> plan -> prepared weights -> layers on a backend.
 
     ``weights``: None or "random" (seeded, BatchNorm calibrated), "pretrained", a state dict, an
@@ -51,7 +54,8 @@ def build(spec, *, weights=None, backend: str = "auto", batch_size: int = 1, inp
     ``ignore_weights:`` prefixes are always dropped). ``cache``: True (the default
     directory), False, or a directory for prepared weights; one that cannot be used means no
     cache, with a warning. ``backend``: "auto", "sim" or "ttnn".
-    ``mesh``: None (one chip), "n150", "n300", "t3000" or (rows, cols): one replica per chip, the
+    ``device``: the system by name (as ``plan``'s: "n150", "p150", "galaxy", ...); ``mesh``: None
+    (one chip), "n150", "n300", "t3000", "galaxy" or (rows, cols): one replica per chip, the
     batch split over the chips; ``model(x)`` still takes and returns the whole batch.
     Weights are prepared for the backend during the build; the BN-folded float32 host copies
     are then dropped unless ``keep_params`` (layers' ``params``).
@@ -59,7 +63,7 @@ def build(spec, *, weights=None, backend: str = "auto", batch_size: int = 1, inp
     from .runtime.builder import build as _build
     return _build(spec, weights=weights, backend=backend, batch_size=batch_size,
                   input_size=input_size, profile=profile, key_map=key_map, ignore=ignore, cache=cache, mesh=mesh,
-                  keep_params=keep_params)
+                  keep_params=keep_params, device=device)
 
 
 def import_module(module, example_input, *, name: str | None = None, partial: bool = False,

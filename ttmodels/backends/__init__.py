@@ -139,14 +139,15 @@ class Backend:
 
 
 def open_backend(name: str = "auto", *, device_id: int = 0, l1_small_size: int | None = None,
-                 trace_region_size: int = 0, mesh=None) -> Backend:
+                 trace_region_size: int = 0, mesh=None, system: str = "n150") -> Backend:
     """Open a backend. ``name``: "auto" (ttnn when a card is present, else sim; logged on the
     "ttmodels" logger), "sim", "ttnn" (DeviceError without a card) or "ttnn-mock" (the installed
     ttnn on a mock Wormhole n150: validation and L1 accounting only, see ``ttmodels.tools.verify``).
     ``l1_small_size`` defaults to 32768 (conv/pool halo configs); ``trace_region_size`` > 0
     reserves DRAM for traces. ``mesh`` (None, "n150", "n300", "t3000" or (rows, cols); see
     ``ttmodels.runtime.mesh``) opens a ttnn MeshDevice over that many chips (on "ttnn-mock", the mock
-    system of that name), or as many sim devices (docs/multichip.md)."""
+    system of that name), or as many sim devices (docs/multichip.md). ``system``: the single-chip
+    mock system "ttnn-mock" opens without a mesh ("n150", "p150")."""
     from ..runtime.mesh import resolve_mesh
     from .ttnn_backend import DEFAULT_L1_SMALL_SIZE
     kind = resolve(name)
@@ -172,7 +173,7 @@ def open_backend(name: str = "auto", *, device_id: int = 0, l1_small_size: int |
         return Backend("sim", sim, device, options, mesh=mesh)
     if kind == "ttnn-mock":
         from .mock_device import open_device as open_mock
-        tt, device = open_mock("n150", l1_small_size=l1_small, trace_region_size=trace_region_size)
+        tt, device = open_mock(system, l1_small_size=l1_small, trace_region_size=trace_region_size)
         return Backend("ttnn-mock", tt, device, options)
     if kind == "ttnn":
         from .ttnn_backend import open_device

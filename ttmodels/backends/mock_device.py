@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import DeviceError
-from ..runtime.mesh import SYSTEMS
+from ..runtime.mesh import DEVICES, SYSTEMS
 
 log = logging.getLogger("ttmodels")
 
@@ -48,11 +48,17 @@ TESTED_TTNN_VERSIONS = ("0.81.1",)
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 # System name -> (tt-umd cluster descriptor shipped in ttmodels/data, mesh shape (rows, cols));
-# the mesh shapes are ttmodels.runtime.mesh.SYSTEMS' (what a ttnn MeshDevice of that system is opened as).
+# the mesh shapes are ttmodels.runtime.mesh.SYSTEMS' (what a ttnn MeshDevice of that system is
+# opened as), the dispatch cores its ``DEVICES`` entry's. Each descriptor says how its mock grid
+# may differ from a real board's (docs/multichip.md "Mock systems and real boards"); the Galaxy's
+# is written by scripts/galaxy_descriptor.py.
 MOCK_SYSTEMS: dict[str, tuple[str, tuple[int, int]]] = {
     "n150": ("wormhole_n150_mock_cluster.yaml", SYSTEMS["n150"]),
     "n300": ("wormhole_n300_mock_cluster.yaml", SYSTEMS["n300"]),
     "t3000": ("t3000_mock_cluster.yaml", SYSTEMS["t3000"]),
+    "galaxy": ("wormhole_galaxy_mock_cluster.yaml", SYSTEMS["galaxy"]),
+    "p150": ("blackhole_p150_mock_cluster.yaml", SYSTEMS["p150"]),
+    "p150x4": ("blackhole_p150x4_mock_cluster.yaml", SYSTEMS["p150x4"]),
 }
 
 ENV_ROOT = "TT_METAL_RUNTIME_ROOT"
@@ -214,7 +220,8 @@ _TOO_LATE = ("; ttnn initialised its runtime before the mock device was prepared
 
 
 def open_device(system: str = "n150", *, l1_small_size: int, trace_region_size: int = 0):
-    """``(ttnn, device)``: a mock single chip (``system`` "n150"). Failures are DeviceErrors."""
+    """``(ttnn, device)``: a mock single chip (``system`` "n150" or "p150"). Failures are
+    DeviceErrors."""
     env = prepare(system)
     if MOCK_SYSTEMS[system][1] != (1, 1):
         raise DeviceError(f"mock system {system!r} has {MOCK_SYSTEMS[system][1]} chips: open it "
@@ -235,7 +242,7 @@ def open_device(system: str = "n150", *, l1_small_size: int, trace_region_size: 
 
 def open_mesh_device(mesh, *, l1_small_size: int, trace_region_size: int = 0):
     """``(ttnn, mesh_device)``: every chip of the mock system ``mesh`` (a ``MeshSpec`` of one of
-    ``MOCK_SYSTEMS``, e.g. "n300", "t3000") opened as one ttnn MeshDevice of its shape, through
+    ``MOCK_SYSTEMS``, e.g. "n300", "t3000", "galaxy", "p150x4") opened as one ttnn MeshDevice of its shape, through
     the same ``ttnn_backend.open_mesh`` a card uses. Failures are DeviceErrors."""
     system = mesh.name
     if system not in MOCK_SYSTEMS or MOCK_SYSTEMS[system][1] != mesh.shape:
@@ -246,7 +253,7 @@ def open_mesh_device(mesh, *, l1_small_size: int, trace_region_size: int = 0):
     from .ttnn_backend import open_mesh
     try:
         ttnn, dev = open_mesh(mesh, l1_small_size=l1_small_size,
-                              trace_region_size=trace_region_size)
+                              trace_region_size=trace_region_size, system=DEVICES[system])
     except DeviceError as e:
         raise DeviceError(f"mock {system}: {e}" + (_TOO_LATE if "sfpi not found" in str(e)
                                                    else "")) from e
@@ -259,6 +266,34 @@ def l1_bank_bytes(ttnn, device) -> int:
     """The allocator's L1 bank size per core for the options the device was opened with
     (what a real allocation is checked against: '... but bank size is N B')."""
     return int(ttnn.device.get_memory_view(device, ttnn.BufferType.L1).total_bytes_per_bank)
+
+
+def chip_facts(ttnn, device) -> dict[str, int | list[int]]:
+    """What ``ttmodels.arch`` records about a chip, as this open device reports it (opened with
+    l1_small_size=0): the worker grid, the L1 bank and where the allocator's range starts (from
+    the address of a first, one-tile L1 buffer: the allocator places buffers top down), the L1
+    and DRAM bank counts, and the allocator's alignment (two one-row 32 B shards' distance)."""
+    import torch
+    grid = device.compute_with_storage_grid_size()
+    l1 = ttnn.device.get_memory_view(device, ttnn.BufferType.L1)
+    dram = ttnn.device.get_memory_view(device, ttnn.BufferType.DRAM)
+    t = ttnn.from_torch(torch.zeros(1, 1, 32, 32), dtype=ttnn.bfloat16, layout=ttnn.TILE_LAYOUT,
+                        device=device, memory_config=ttnn.L1_MEMORY_CONFIG)
+    top = int(t.buffer_address()) + 32 * 32 * 2
+    ttnn.deallocate(t)
+    one_core = ttnn.CoreRangeSet({ttnn.CoreRange(ttnn.CoreCoord(0, 0), ttnn.CoreCoord(0, 0))})
+    tiny = ttnn.MemoryConfig(ttnn.TensorMemoryLayout.HEIGHT_SHARDED, ttnn.BufferType.L1,
+                             ttnn.ShardSpec(one_core, [1, 16], ttnn.ShardOrientation.ROW_MAJOR))
+    a, b = (ttnn.from_torch(torch.zeros(1, 1, 1, 16), dtype=ttnn.bfloat16,
+                            layout=ttnn.ROW_MAJOR_LAYOUT, device=device, memory_config=tiny)
+            for _ in range(2))
+    alignment = int(a.buffer_address()) - int(b.buffer_address())
+    ttnn.deallocate(a)
+    ttnn.deallocate(b)
+    bank = int(l1.total_bytes_per_bank)
+    return {"grid": [int(grid.x), int(grid.y)], "l1_bank_no_l1_small": bank,
+            "l1_base": top - bank, "l1_banks": int(l1.num_banks),
+            "dram_banks": int(dram.num_banks), "l1_alignment": alignment}
 
 
 def first_line(e: BaseException) -> str:

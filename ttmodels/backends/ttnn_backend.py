@@ -44,19 +44,25 @@ def open_device(*, device_id: int = 0, l1_small_size: int = DEFAULT_L1_SMALL_SIZ
 
 
 def open_mesh(mesh, *, l1_small_size: int = DEFAULT_L1_SMALL_SIZE,
-              trace_region_size: int = 0) -> tuple[Any, Any]:
+              trace_region_size: int = 0, system=None) -> tuple[Any, Any]:
     """Open a ttnn MeshDevice of ``mesh.rows x mesh.cols`` chips (a ``MeshSpec``); returns
     ``(ttnn, mesh_device)``. Every op called on it runs on every chip, each chip on its own shard
-    of the inputs (data parallel, docs/multichip.md).
+    of the inputs (data parallel, docs/multichip.md). ``system``: its ``mesh.DEVICES`` entry
+    (None: the one of that name, else Wormhole chips dispatched over ethernet).
 
     Multi-chip Wormhole meshes dispatch from ethernet cores, as TT's n300/T3000 models do
     (their tests require the full 8x8 worker grid per chip: tt-metal
     models/experimental/functional_unet/tests/common.py ``is_n300_with_eth_dispatch_cores``);
     with worker-core dispatch a chip with two harvested rows keeps only 8x7 workers, which the
-    plan's 8x8 grid does not fit. The grid is checked after opening."""
+    plan's 8x8 grid does not fit. A system whose entry says "worker" (p150x4) keeps ttnn's
+    default. The grid is checked against the system's arch after opening."""
+    from ..arch import get as arch_get
+    from ..runtime.mesh import DEVICES, resolve_target
+    if system is None:
+        system = DEVICES.get(mesh.name) or resolve_target(mesh=mesh).system
     ttnn = import_ttnn()
     kw = {}
-    if mesh.num_chips > 1:
+    if mesh.num_chips > 1 and system.dispatch == "eth":
         kw["dispatch_core_config"] = ttnn.DispatchCoreConfig(ttnn.DispatchCoreType.ETH)
     try:
         device = ttnn.open_mesh_device(ttnn.MeshShape(mesh.rows, mesh.cols),
@@ -65,7 +71,7 @@ def open_mesh(mesh, *, l1_small_size: int = DEFAULT_L1_SMALL_SIZE,
     except Exception as e:  # TT_THROW/TT_FATAL: fewer chips than asked, busy cards
         raise DeviceError(f"could not open a {mesh.describe()} ttnn mesh device: {e}") from e
     grid = device.compute_with_storage_grid_size()
-    gx, gy = DEFAULT_GRID
+    gx, gy = arch_get(system.arch).grid
     if grid.x < gx or grid.y < gy:      # each axis: a 9x1 grid holds no 8x8 plan either
         ttnn.close_mesh_device(device)
         raise DeviceError(f"the {mesh.describe()} mesh offers a {grid.x}x{grid.y} worker grid per "

@@ -52,17 +52,18 @@ class _Unavailable:
         plan.ttnn = None
 
 
-_RESOLVE: list[Callable[[bool | None], StepOracle]] = []
+_RESOLVE: list[Callable[[bool | None, str], StepOracle]] = []
 
 
-def provide(resolve: Callable[[bool | None], StepOracle]) -> None:
-    """Register how ``plan_graph(oracle=None | True | False)`` finds its oracle."""
+def provide(resolve: Callable[[bool | None, str], StepOracle]) -> None:
+    """Register how ``plan_graph(oracle=None | True | False)`` finds its oracle for a plan of
+    an arch (``ttmodels.arch`` name: the oracle asks that arch's chip)."""
     _RESOLVE[:] = [resolve]
 
 
-def resolve(oracle) -> StepOracle:
-    """The oracle ``plan_graph``'s ``oracle`` argument names: None (the default: on unless
-    the environment says off), True, False, or a StepOracle to use as it is."""
+def resolve(oracle, arch: str) -> StepOracle:
+    """The oracle ``plan_graph``'s ``oracle`` argument names for a plan of ``arch``: None (the
+    default: on unless the environment says off), True, False, or a StepOracle to use as it is."""
     if oracle is None or isinstance(oracle, bool):
-        return _RESOLVE[0](oracle) if _RESOLVE else _Unavailable()
+        return _RESOLVE[0](oracle, arch) if _RESOLVE else _Unavailable()
     return oracle

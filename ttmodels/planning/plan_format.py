@@ -60,7 +60,8 @@ def plan_to_dict(plan) -> dict[str, Any]:
 
 def _plan_dict(plan, layer_us: dict[str, float]) -> dict[str, Any]:
     return {
-        "model": plan.graph.name, "arch": plan.arch, "grid": list(plan.grid),
+        "model": plan.graph.name, "system": plan.system, "arch": plan.arch,
+        "grid": list(plan.grid),
         "l1_budget": plan.l1_budget, "l1_bank_bytes": plan.l1_bank_bytes,
         "l1_small_size": plan.l1_small_size,
         "inputs": {k: layout_dict(v) for k, v in plan.input_layouts.items()},
@@ -149,7 +150,7 @@ def plan_table(plan) -> str:
                      _ttnn_l1(status.get(("layer", l.name))),
                      f"{layer_us.get(l.name, 0.0):,.1f}", layer_note(l)))
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(head))]
-    lines = [f"plan {plan.graph.name} on {plan.arch} (grid {plan.grid[0]}x{plan.grid[1]}, "
+    lines = [f"plan {plan.graph.name} on {plan.system}, {plan.arch} (grid {plan.grid[0]}x{plan.grid[1]}, "
              f"L1 bank {plan.l1_bank_bytes:,} B/core with l1_small_size {plan.l1_small_size:,}; "
              "live L1 = the op + every other tensor alive in L1 while it runs, and the "
              "previous program's CBs while it allocates)"]

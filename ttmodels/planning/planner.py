@@ -500,7 +500,7 @@ def plan_graph(graph: Graph, *, arch: str = "wormhole_b0", adapters: bool = True
     its inputs (fewer tensors alive there); the plan of the reordered graph is kept when it
     works, else the layer stays and the other remedies (spills) apply."""
     from .oracle import resolve
-    o = resolve(oracle)               # the ttnn-backed one lives above (tools/ttnn_oracle.py)
+    o = resolve(oracle, arch)         # the ttnn-backed one lives above (tools/ttnn_oracle.py)
     rejected: list[str] = []
     since = o.mark()
     plan = _plan_graph(graph, arch, adapters, l1_small_size, addresses, spill_hints, cap_hints,

@@ -175,6 +175,7 @@ class Plan:
     # Data parallel: the graph (and every layout above) is for ONE chip's batch; the mesh runs
     # a replica per chip (ttmodels.runtime.mesh.MeshSpec), None for a single chip.
     mesh: Any = None
+    system: str = "n150"        # the system named (ttmodels.runtime.mesh.DEVICES, or "RxC")
     # liveness.StepL1 of every step the executor runs (adapters, layers, spills), in its order:
     # the L1 per core ttnn's timeline counts at each (set by the planner)
     step_l1: list = field(default_factory=list)

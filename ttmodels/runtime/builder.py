@@ -4,23 +4,26 @@ from __future__ import annotations
 import time
 
 
-def make_plan(spec, *, batch_size=1, input_size=None, profile=None, arch="wormhole_b0", mesh=None,
-              adapters=True, oracle=None):
-    """Graph and plan for one chip's share of ``batch_size`` on ``mesh`` (None: one chip)."""
-    from .mesh import per_chip_batch, resolve_mesh
+def make_plan(spec, *, batch_size=1, input_size=None, profile=None, arch=None, mesh=None,
+              adapters=True, oracle=None, device=None):
+    """Graph and plan for one chip's share of ``batch_size`` on the system ``device`` or
+    ``mesh`` (None: one chip; ``mesh.resolve_target``), for that system's arch."""
+    from .mesh import per_chip_batch, resolve_target
     from ..planning.planner import plan_graph
     from ..language.spec import load_graph
 
-    m = resolve_mesh(mesh)
+    target = resolve_target(device, mesh, arch)      # an unknown name fails before any work
+    m = target.mesh
     chip_batch = batch_size if m is None else per_chip_batch(batch_size, m)
     graph = load_graph(spec, batch_size=chip_batch, input_size=input_size, profile=profile)
-    plan = plan_graph(graph, arch=arch, adapters=adapters, oracle=oracle)
+    plan = plan_graph(graph, arch=target.arch, adapters=adapters, oracle=oracle)
     plan.mesh = m
+    plan.system = target.system.name
     return plan
 
 
 def build(spec, *, weights=None, backend="auto", batch_size=1, input_size=None, profile=None,
-          key_map=None, ignore=None, cache=True, mesh=None, keep_params=False):
+          key_map=None, ignore=None, cache=True, mesh=None, keep_params=False, device=None):
     from ..backends import open_backend
     from .model import Model
     from .executor import Executor
@@ -30,7 +33,8 @@ def build(spec, *, weights=None, backend="auto", batch_size=1, input_size=None, 
     # build_seconds: spec to layers with prepared weights (weights are prepared here, not on the
     # first call), imports excluded
     t0 = time.perf_counter()
-    plan = make_plan(spec, batch_size=batch_size, input_size=input_size, profile=profile, mesh=mesh)
+    plan = make_plan(spec, batch_size=batch_size, input_size=input_size, profile=profile, mesh=mesh,
+                     device=device)
     graph = plan.graph
     formats = _sim_weight_formats(plan, backend, keep_params)
     extra = {} if not formats else dict(postprocess=prequantize.postprocess(formats),
@@ -40,7 +44,7 @@ def build(spec, *, weights=None, backend="auto", batch_size=1, input_size=None, 
                                        key_map=key_map, ignore=ignore, cache=cache, **extra)
     if formats:
         prequantize.mark(params, formats)
-    be = open_backend(backend, mesh=plan.mesh)
+    be = open_backend(backend, mesh=plan.mesh, system=plan.system)
     if be.name == "ttnn-mock":
         # Model.run builds the layers per run on the mock device and frees them after it, so
         # that each run starts from an empty allocator (what verify and the planner model)

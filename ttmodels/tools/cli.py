@@ -32,9 +32,23 @@ def _add_shape_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", help="precision profile defined in the spec (e.g. tt-perf)")
 
 
+def device_name(text: str) -> str:
+    """A system's one-word name (``--device``): checked here, before anything is planned."""
+    from ..runtime.mesh import get_device
+    try:
+        return get_device(text).name
+    except Error as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _add_mesh_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--mesh", help="data parallel over a mesh of chips: n150, n300, t3000 or ROWSxCOLS "
-                                  "(--batch is the whole batch; it must divide by the chip count)")
+    from ..runtime.mesh import known_devices
+    p.add_argument("--device", type=device_name, metavar="NAME",
+                   help=f"the system to plan for: {known_devices()} (default n150); a multi-chip "
+                        "one runs data parallel (--batch is the whole batch; it must divide by "
+                        "the chip count)")
+    p.add_argument("--mesh", help="data parallel over a mesh of Wormhole chips: n150, n300, "
+                                  "t3000, galaxy or ROWSxCOLS (as --device for the named ones)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -83,6 +97,8 @@ def _parser() -> argparse.ArgumentParser:
                         "(default: %(default)s)")
     p.add_argument("--plot", metavar="PNG", help="draw PCC per layer into this PNG file "
                    "(.png is added when the name has no extension)")
+    p.add_argument("--device", type=device_name, metavar="NAME",
+                   help="plan for this system's chip (n150 or p150; the sim runs the plan)")
 
     p = sub.add_parser("verify", help="run the plan for real through the installed ttnn on a mock "
                        "device (no card): ttnn's own validation, allocator (addresses, "
@@ -93,8 +109,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="plan without adapters, so ttnn's own rejections show")
     p.add_argument("--format", choices=("table", "json"), default="table",
                    help="output format (default: %(default)s)")
-    p.add_argument("--system", default="n150", help="mock system (default n150)")
     _add_mesh_arg(p)
+    p.add_argument("--system", type=device_name, dest="system", help=argparse.SUPPRESS)
     p.add_argument("--plot", metavar="PNG", help="also draw the plan with ttnn's peak_total per "
                    "layer (rejected / mismatched layers in red) into this .png")
 
@@ -220,7 +236,7 @@ def _run(args) -> int:
     if args.cmd == "validate":
         # the spec's validity needs no ttnn verdicts: plan from the table (fast, no worker)
         plan = ttmodels.plan(args.spec, batch_size=args.batch, input_size=size, profile=args.profile,
-                             mesh=args.mesh, oracle=False)
+                             mesh=args.mesh, device=args.device, oracle=False)
         graph = plan.graph
         on = (f"; batch {plan.batch_size} = {plan.per_chip_batch} per chip on "
               f"{plan.mesh.describe()}") if plan.mesh else ""
@@ -238,7 +254,7 @@ def _run(args) -> int:
             from ..planning.plan_plot import check_plot_path
             check_plot_path(args.plot)          # a bad path fails before any planning
         plan = ttmodels.plan(args.spec, batch_size=args.batch, input_size=size, profile=args.profile,
-                             mesh=args.mesh)
+                             mesh=args.mesh, device=args.device)
         print(plan.to_json() if args.format == "json" else str(plan))
         if args.plot:
             plan.plot(args.plot)
@@ -249,21 +265,25 @@ def _run(args) -> int:
         return run_compare(args.spec, batch_size=args.batch, input_size=size, profile=args.profile,
                            image=args.image, weights=args.weights, threshold=args.threshold,
                            plot=args.plot, ignore=args.ignore, key_map=args.key_map,
-                           input_npy=args.input)
+                           input_npy=args.input, device=args.device)
     if args.cmd == "verify":
         from .verify import verify
-        if args.mesh and args.system not in ("n150", args.mesh):
-            raise Error(f"--system {args.system} and --mesh {args.mesh} disagree: --mesh opens "
-                        "the mock system of that name")
+        from ..runtime.mesh import resolve_target
+        if args.system and args.device and args.system != args.device:
+            raise Error(f"--system {args.system} and --device {args.device} disagree (--system is "
+                        "the old name of --device)")
+        device = args.device or args.system
+        resolve_target(device, args.mesh)       # names that disagree fail before any planning
         plan = None
         if args.plot:
             from ..runtime.builder import make_plan
             from ..planning.plan_plot import check_plot_path
             check_plot_path(args.plot)          # a bad path fails before any planning
             plan = make_plan(args.spec, batch_size=args.batch, input_size=size,
-                             profile=args.profile, mesh=args.mesh, adapters=not args.no_adapters)
+                             profile=args.profile, mesh=args.mesh, adapters=not args.no_adapters,
+                             device=device)
         report = verify(args.spec, batch_size=args.batch, input_size=size, profile=args.profile,
-                        adapters=not args.no_adapters, system=args.system, plan=plan,
+                        adapters=not args.no_adapters, system=device, plan=plan,
                         mesh=args.mesh)
         print(report.to_json() if args.format == "json" else str(report))
         if args.plot:

@@ -35,7 +35,7 @@ class LayerDiff:
 
 def compare_layers(spec, *, weights="random", image=None, batch_size=1, input_size=None,
                    profile=None, backend="sim", x=None, ignore=None,
-                   key_map=None) -> list[LayerDiff]:
+                   key_map=None, device=None) -> list[LayerDiff]:
     """Run ``spec`` on ``backend`` and on the torch reference; one LayerDiff per layer, plan order.
 
     ``x`` (NCHW float) overrides ``image``; without either the input is matplotlib's sample photo
@@ -43,7 +43,8 @@ def compare_layers(spec, *, weights="random", image=None, batch_size=1, input_si
     not RGB or gray (3 or 1 channels) seeded synthetic images, a different one per channel (the
     same picture on every channel would make channels indistinguishable and, after a global
     pool, the reference constant). ``ignore``: key prefixes
-    of ``weights`` to drop, ``key_map``: renames, reshapes and drops (``load_state_dict``)."""
+    of ``weights`` to drop, ``key_map``: renames, reshapes and drops (``load_state_dict``).
+    ``device``: plan for that system's chip (``ttmodels.runtime.mesh.DEVICES``; default n150)."""
     import torch
 
     from ..backends import open_backend
@@ -66,7 +67,8 @@ def compare_layers(spec, *, weights="random", image=None, batch_size=1, input_si
                     f"[{shape.n}, {shape.c}, {shape.h}, {shape.w}] (NCHW) here")
     sd = load_state_dict(weights, graph, ignore=ignore, key_map=key_map)
     ref = ReferenceModel(graph, sd).run({name: x}, return_all=True)
-    plan = plan_graph(graph)
+    from ..runtime.mesh import resolve_target
+    plan = plan_graph(graph, arch=resolve_target(device).arch)
     be = open_backend(backend)
     try:
         ex = Executor(plan, prepare_parameters(graph, sd), be, keep_params=True)
@@ -155,7 +157,8 @@ def plot_pcc(rows: list[LayerDiff], path: str, threshold: float) -> None:
 
 
 def run_compare(spec, *, batch_size=1, input_size=None, profile=None, image=None, weights="random",
-                threshold=0.99, plot=None, ignore=None, key_map=None, input_npy=None) -> int:
+                threshold=0.99, plot=None, ignore=None, key_map=None, input_npy=None,
+                device=None) -> int:
     """Print the table (and draw the plot); exit status 0 when every layer's PCC is at or above
     ``threshold``, 1 when one falls below it, 2 for bad input. ``key_map``: a dict or the path of
     a YAML / JSON file holding one; ``input_npy``: a saved input (``.npy``) instead of ``image``."""
@@ -180,7 +183,7 @@ def run_compare(spec, *, batch_size=1, input_size=None, profile=None, image=None
     try:
         rows = compare_layers(spec, weights=weights, image=image, batch_size=batch_size,
                               input_size=input_size, profile=profile, ignore=ignore, x=x,
-                              key_map=key_map)
+                              key_map=key_map, device=device)
     except ImageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -68,7 +68,7 @@ log = logging.getLogger("ttmodels")
 
 ENV = "TTMODELS_TTNN_ORACLE"
 ORACLE_FORMAT = 1          # bump when a step's signature or an answer's meaning changes
-SYSTEM = "n150"
+SYSTEM = "n150"            # the default: the single-chip mock system the worker opens
 L1_SMALL_SIZE = 32768      # the backend's default (ttnn_backend.DEFAULT_L1_SMALL_SIZE)
 _OFF = ("0", "off", "false", "no")
 TIMEOUT_ENV = "TTMODELS_TTNN_ORACLE_TIMEOUT"
@@ -121,9 +121,13 @@ class Step:
                 outputs=[[list(s.nhwc), layout_dict(t)] for _, s, t in self.outputs])
         return sig
 
-    def key(self, version: str) -> str:
-        text = json.dumps({"format": ORACLE_FORMAT, "ttnn": version, "step": self.signature()},
-                          sort_keys=True, default=str)
+    def key(self, version: str, system: str = SYSTEM) -> str:
+        # the system answering (its chip: n150 for Wormhole plans, p150 for Blackhole ones) is
+        # part of the question: the same call may pass on one chip and fail on the other. The
+        # n150's keys predate the field and name it by its absence (its answers stay valid).
+        where = {} if system == SYSTEM else {"system": system}
+        text = json.dumps({"format": ORACLE_FORMAT, "ttnn": version, **where,
+                           "step": self.signature()}, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -284,18 +288,19 @@ def _warn_once(msg: str, what: str | None = None) -> None:
 _SHARED: Oracle | None = None
 
 
-def get(explicit: bool | None = None) -> Oracle | None:
-    """The process's oracle (one worker, one in-memory table), or None when it is off."""
+def get(explicit: bool | None = None, system: str = SYSTEM) -> Oracle | None:
+    """The process's oracle (one worker, one in-memory table) asking a mock ``system``
+    ("n150", "p150"), or None when it is off."""
     global _SHARED
     if why_off(explicit) is not None:
         return None
-    if _SHARED is None or _SHARED.root != _root():
+    if _SHARED is None or _SHARED.root != _root() or _SHARED.system != system:
         if _SHARED is not None:
             _SHARED.close()
         else:
             import atexit
             atexit.register(_close_shared)       # the worker ends with the process
-        _SHARED = Oracle()
+        _SHARED = Oracle(system=system)
     return _SHARED
 
 
@@ -341,9 +346,10 @@ class Oracle:
     The planner's ``planning.oracle.StepOracle``."""
     asks = True
 
-    def __init__(self, root: Path | None = None):
+    def __init__(self, root: Path | None = None, system: str = SYSTEM):
         from ..backends.mock_device import ttnn_version
         self.version = ttnn_version()
+        self.system = system        # the mock chip the worker opens (part of every key)
         self.root = Path(root) if root is not None else _root()
         self.memory: dict[str, Answer] = {}
         self.queries = 0
@@ -354,6 +360,13 @@ class Oracle:
         self._proc: subprocess.Popen | None = None
         self._pid = os.getpid()      # the process the worker (and the lock) belong to
         self._lock = threading.RLock()
+
+    @property
+    def grid(self) -> tuple[int, int]:
+        """The worker grid of the chip the worker opens."""
+        from ..arch import get as arch_get
+        from ..runtime.mesh import DEVICES
+        return arch_get(DEVICES[self.system].arch).grid
 
     def _own(self) -> threading.RLock:
         """This process's lock; in a forked child, forget the parent's worker (its pipe is the
@@ -396,7 +409,7 @@ class Oracle:
             return self._ask(steps)
 
     def _ask(self, steps: list[Step]) -> list[Answer | None]:
-        keys = [s.key(self.version) for s in steps]
+        keys = [s.key(self.version, self.system) for s in steps]
         out: list[Answer | None] = [None] * len(steps)
         todo: dict[str, int] = {}
         for i, k in enumerate(keys):
@@ -441,7 +454,7 @@ class Oracle:
         # -c, not -m: ``import ttmodels`` imports this module, and runpy would warn that the
         # module it is about to run as __main__ is imported already
         return [sys.executable, "-c", "import sys; from ttmodels.tools.ttnn_oracle import "
-                "worker_main; sys.exit(worker_main())"]
+                "worker_main; sys.exit(worker_main(*sys.argv[1:]))", self.system]
 
     def _start(self) -> None:
         log_dir = self.root
@@ -505,7 +518,7 @@ class Oracle:
         """Each step's answer, in order; None where ttnn could not be asked. A step the worker
         fails on (dies, answers another step, fails for the environment) is retried once on a
         fresh worker, then left unjudged (a crash signal both times: ttnn crashed on it)."""
-        keys = [s.key(self.version) for s in batch]
+        keys = [s.key(self.version, self.system) for s in batch]
         answers: list[Answer | None] = [None] * len(batch)
         lost: list[_WorkerLost] = []          # the failures on step ``i``
         i = 0
@@ -626,10 +639,12 @@ class Off:
         confirm(plan, None, self.why, rejected, since)
 
 
-def resolve(explicit: bool | None) -> Oracle | Off:
-    """The process's oracle for ``plan_graph(oracle=explicit)``, or ``Off`` with the reason."""
+def resolve(explicit: bool | None, arch: str) -> Oracle | Off:
+    """The process's oracle for ``plan_graph(oracle=explicit)`` of a plan for ``arch`` (asking
+    that arch's single-chip mock system), or ``Off`` with the reason."""
+    from ..runtime.mesh import chip_system
     off = why_off(explicit)
-    return Off(off) if off else get(explicit)
+    return Off(off) if off else get(explicit, system=chip_system(arch))
 
 
 provide(resolve)
@@ -862,8 +877,9 @@ def rules_output(step: Step) -> tuple[bool, list[str]]:
     return not vs, [str(v) for v in vs]
 
 
-def contradiction(step: Step, ans: Answer) -> str | None:
-    """How ttnn's answer contradicts the table on this step, or None."""
+def contradiction(step: Step, ans: Answer, grid: tuple[int, int] | None = None) -> str | None:
+    """How ttnn's answer contradicts the table on this step, or None (``grid``: the chip's
+    worker grid, what ops that choose their own cores spread over; None: Wormhole's)."""
     if not ans.judged:
         return None
     ok, vs = rules_output(step)
@@ -874,7 +890,7 @@ def contradiction(step: Step, ans: Answer) -> str | None:
         return f"rules reject ({'; '.join(vs)}), ttnn accepts"
     if ok and ans.accepted:
         from .ttnn_compare import describe_key, planned_memory_key
-        table = table_output(step)
+        table = table_output(step, grid)
         said = describe_key(planned_memory_key(table.memory))
         if (said, f"{table.layout} {table.dtype}") != (ans.memory, ans.layout):
             return (f"output: the table says {said} {table.layout} {table.dtype}, ttnn gives "
@@ -882,7 +898,7 @@ def contradiction(step: Step, ans: Answer) -> str | None:
     return None
 
 
-def table_output(step: Step) -> TensorLayout:
+def table_output(step: Step, grid: tuple[int, int] | None = None) -> TensorLayout:
     """What ``rules.output_layout`` says the step produces (an adapter: its planned output; a
     plan made without adapters may expect other than the table, e.g. a conv whose config
     assumes a reshard that is not made)."""
@@ -893,6 +909,8 @@ def table_output(step: Step) -> TensorLayout:
     from ..ops import get as _op
     attrs = {**step.attrs, **step.config.as_attrs(), "out_shape": step.shape.flat}
     attrs.setdefault("dtype", step.output.dtype)
+    if grid is not None:
+        attrs.setdefault("device_grid", tuple(grid))
     try:
         return R.output_layout(_op(step.op).rule_op(Node("n", step.op, [], step.attrs, step.shape)),
                                list(step.inputs), attrs, step.config.memory_config,
@@ -901,12 +919,14 @@ def table_output(step: Step) -> TensorLayout:
         return step.output
 
 
-def record(oracle: Oracle, model: str, step: Step, ans: Answer, kind: str) -> str | None:
+def record(oracle: Oracle, model: str, step: Step, ans: Answer, kind: str,
+           grid: tuple[int, int] | None = None) -> str | None:
     """How ``ans`` contradicts the table on ``step`` (None: it does not), written to the
-    cache's ``contradictions/`` when it does. ``kind``: the step's (a conv ``candidate`` too)."""
-    why_not = contradiction(step, ans)
+    cache's ``contradictions/`` when it does. ``kind``: the step's (a conv ``candidate`` too);
+    ``grid``: the plan's worker grid (None: the oracle's chip's)."""
+    why_not = contradiction(step, ans, grid if grid is not None else oracle.grid)
     if why_not:
-        oracle.record_contradiction(step.key(oracle.version), {
+        oracle.record_contradiction(step.key(oracle.version, oracle.system), {
             "ttnn": oracle.version, "model": model, "step": step.name, "kind": kind,
             "op": step.op, "contradiction": why_not, "signature": step.signature(),
             "answer": ans.to_dict()})
@@ -928,7 +948,7 @@ def confirm(plan, oracle: Oracle | None, why: str | None = None,
         return
     q0 = since[0] if since is not None else oracle.queries
     answers = oracle.ask(steps)
-    rec = TtnnRecord(f"on (ttnn {oracle.version}, mock {SYSTEM})" if oracle.failure is None
+    rec = TtnnRecord(f"on (ttnn {oracle.version}, mock {oracle.system})" if oracle.failure is None
                      else f"unavailable ({oracle.failure})",
                      candidates_rejected=list(rejected_candidates or ()))
     seen: set[str] = set()
@@ -938,7 +958,7 @@ def confirm(plan, oracle: Oracle | None, why: str | None = None,
             continue
         # each answered step counts once: asked (ttnn was asked it while this plan was made, a
         # conv candidate's question included) or from the cache (disk, or this process's memory)
-        k = s.key(oracle.version)
+        k = s.key(oracle.version, oracle.system)
         if oracle.asked_at.get(k, 0) > q0 and k not in seen:
             rec.asked += 1
         else:
@@ -946,7 +966,7 @@ def confirm(plan, oracle: Oracle | None, why: str | None = None,
         seen.add(k)
         rec.steps.append(StepVerdict(pk(s), s.name, s.op, a.status, a.error, a.memory, a.layout,
                                      a.op_l1, a.cached))
-        why_not = record(oracle, plan.graph.name, s, a, pk(s))
+        why_not = record(oracle, plan.graph.name, s, a, pk(s), plan.grid)
         if why_not:
             rec.contradictions.append(f"{pk(s)} {s.name} ({s.op}): {why_not}")
     plan.ttnn = rec
@@ -1115,8 +1135,8 @@ def _known_crash(step: Step) -> str | None:
     return None
 
 
-def worker_main() -> int:
-    """``python -m ttmodels.tools.ttnn_oracle --worker``: frames of [Step] on stdin, one Answer frame
+def worker_main(system: str = SYSTEM) -> int:
+    """``python -m ttmodels.tools.ttnn_oracle --worker [SYSTEM]``: frames of [Step] on stdin, one Answer frame
     per step on stdout. Anything else written to stdout (tt-metal's logger) goes to stderr."""
     proto = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
@@ -1125,8 +1145,8 @@ def worker_main() -> int:
     try:
         from ..backends import mock_device
         from ..backends import Backend
-        mock_device.prepare(SYSTEM)
-        tt, dev = mock_device.open_device(SYSTEM, l1_small_size=L1_SMALL_SIZE)
+        mock_device.prepare(system)
+        tt, dev = mock_device.open_device(system, l1_small_size=L1_SMALL_SIZE)
         be = Backend("ttnn-mock", tt, dev, {"l1_small_size": L1_SMALL_SIZE})
     except Exception as e:
         _write_frame(proto, ("failed", f"{type(e).__name__}: {e}"))
@@ -1157,10 +1177,10 @@ def worker_main() -> int:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--worker"]:
+    if sys.argv[1:2] == ["--worker"] and len(sys.argv) <= 3:
         # the module's own classes (not __main__'s) go over the pipe
         from .ttnn_oracle import worker_main as _main
-        sys.exit(_main())
-    print("usage: python -m ttmodels.tools.ttnn_oracle --worker (started by the planner)",
+        sys.exit(_main(*sys.argv[2:]))
+    print("usage: python -m ttmodels.tools.ttnn_oracle --worker [SYSTEM] (started by the planner)",
           file=sys.stderr)
     sys.exit(2)

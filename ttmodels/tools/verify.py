@@ -107,6 +107,8 @@ class VerifyReport:
     completed: bool = True          # the run reached the end (every planned step ran)
     planned_steps: int = 0          # how many steps the plan has
     estimate: Any = None            # the plan's estimated device time (planning/estimate.py)
+    system: str = "n150"            # the system the plan is for (mesh.DEVICES) and its arch
+    arch: str = "wormhole_b0"
 
     @property
     def layers(self) -> list[StepCheck]:
@@ -122,6 +124,7 @@ class VerifyReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.model, "ttnn_version": self.ttnn_version, "device": self.device,
+                "system": self.system, "arch": self.arch,
                 "l1_bank_bytes": self.l1_bank_bytes, "batch_size": self.batch_size,
                 "input_size": list(self.input_size) if self.input_size else None,
                 "adapters": self.adapters, "plan_budget": self.plan_budget,
@@ -143,10 +146,12 @@ class VerifyReport:
 # ---- the run --------------------------------------------------------------------------------
 
 def verify(spec, *, batch_size: int = 1, input_size=None, profile: str | None = None,
-           adapters: bool = True, system: str = "n150", l1_small_size: int | None = None,
+           adapters: bool = True, system: str | None = None, l1_small_size: int | None = None,
            plan=None, mesh=None, device=None, real: bool = True,
            diagnostics: bool = True) -> VerifyReport:
-    """Plan ``spec`` (or take ``plan``) and run it on a mock ``system`` under ttnn; see module.
+    """Plan ``spec`` (or take ``plan``) and run it on the mock ``system`` ("n150" unless
+    ``mesh`` or the plan names another; every name in ``ttmodels.runtime.mesh.DEVICES``: a
+    multi-chip one runs data parallel) under ttnn; see module.
     ``real=False``: under NO_DISPATCH capture (allocation mocked) instead of for real.
     ``diagnostics`` (real runs): also run the plan once under NO_DISPATCH capture first, for
     ttnn's per-step CB and L1 sums (``ttnn_peak_*``, ``ttnn_op_peak_total``): under a NORMAL
@@ -161,8 +166,9 @@ def verify(spec, *, batch_size: int = 1, input_size=None, profile: str | None = 
 
     if plan is None:
         plan = make_plan(spec, batch_size=batch_size, input_size=input_size, profile=profile,
-                         mesh=mesh, adapters=adapters)
+                         mesh=mesh, adapters=adapters, device=system)
     m = plan.mesh
+    system = plan.system
     l1_small = DEFAULT_L1_SMALL_SIZE if l1_small_size is None else int(l1_small_size)
     def both(tt, dev):
         kw = dict(system=system, adapters=adapters, version=mock_device.ttnn_version(),
@@ -181,7 +187,6 @@ def verify(spec, *, batch_size: int = 1, input_size=None, profile: str | None = 
     if m is None:
         tt, dev = mock_device.open_device(system, l1_small_size=l1_small)
     else:
-        system = m.name
         tt, dev = mock_device.open_mesh_device(m, l1_small_size=l1_small)
     try:
         return both(tt, dev)
@@ -246,10 +251,10 @@ def _run(tt, dev, plan, *, system, adapters, version, bank, l1_small_size,
     g = plan.graph
     s0 = next(iter(g.inputs.values()))
     chips = plan.num_chips
-    where = f"mock {system} ({dev.arch()}" + (f", {chips} chips)" if plan.mesh else ")")
+    where = f"mock {system} ({plan.arch}" + (f", {chips} chips)" if plan.mesh else ")")
     report = VerifyReport(g.name, version, where, bank, plan.batch_size, (s0.h, s0.w), adapters,
                           plan.l1_budget, mesh=mesh_dict(plan) if plan.mesh else None, real=real,
-                          l1_small_size=l1_small_size)
+                          l1_small_size=l1_small_size, system=plan.system, arch=plan.arch)
     report.planned_steps = len(getattr(plan, "step_l1", ())) or len(plan.layers)
     mode = tt.graph.RunMode.NORMAL if real else tt.graph.RunMode.NO_DISPATCH
     before = memory_view(tt, dev) if real else None
