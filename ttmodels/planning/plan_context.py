@@ -48,6 +48,7 @@ class PlanContext(Protocol):
     grid: tuple[int, int]                       # the device's compute grid (x, y)
     budget: int                                 # the L1 bank in bytes per core
     op_budget: int                              # what this layer may use of it
+    ttnn_budget: int                            # what ttnn's own figure for it may use
     with_adapters: bool                         # False: ttnn's defaults, no adapters
     layouts: dict[str, TensorLayout]            # every tensor planned so far
     flat: dict[str, tuple[int, int, int, int]]  # their [N, H, W, C]

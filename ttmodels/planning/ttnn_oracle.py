@@ -453,7 +453,7 @@ class StepVerdict:
     kind: str             # "layer" | "adapter" | "spill"
     name: str
     op: str
-    status: str           # "confirmed" | "differs" | "rejected" | "unconfirmed"
+    status: str           # "confirmed" | "differs" | "rejected" | "over the bank" | "unconfirmed"
     error: str | None = None
     ttnn_memory: str | None = None
     ttnn_layout: str | None = None
@@ -552,6 +552,12 @@ def table_output(step: Step) -> TensorLayout:
         return step.output
 
 
+def over_bank(ans: Answer | None, bank: int) -> bool:
+    """ttnn's own per-core figure for the step (op + its L1 inputs) exceeds ``bank``."""
+    l1 = getattr(ans, "op_l1", None)
+    return isinstance(l1, int) and not isinstance(l1, bool) and l1 > bank
+
+
 def confirm(plan, oracle: Oracle | None, why: str | None = None,
             rejected_candidates: list[str] | None = None,
             since: tuple[int, int] | None = None) -> None:
@@ -574,7 +580,13 @@ def confirm(plan, oracle: Oracle | None, why: str | None = None,
         if a is None:
             rec.steps.append(StepVerdict(pk(s), s.name, s.op, "unconfirmed"))
             continue
-        rec.steps.append(StepVerdict(pk(s), s.name, s.op, a.status, a.error, a.memory, a.layout,
+        status, error = a.status, a.error
+        if status == "confirmed" and over_bank(a, plan.l1_bank_bytes):
+            # ttnn accepts the call but sizes it over the bank: the real run is out of memory
+            status = "over the bank"
+            error = f"ttnn sizes it at {a.op_l1:,} B per core, over the " \
+                    f"{plan.l1_bank_bytes:,} B bank"
+        rec.steps.append(StepVerdict(pk(s), s.name, s.op, status, error, a.memory, a.layout,
                                      a.op_l1, a.cached))
         why_not = contradiction(s, a)
         if why_not:

@@ -153,26 +153,34 @@ def plan_conv_on_grid(ctx: PlanContext, node: Node, x: TensorLayout) -> PlannedL
 def ttnn_first(ctx: PlanContext, node: Node, x: TensorLayout, cands: list[ConvCandidate]
                ) -> ConvCandidate | None:
     """The first of ``cands`` (the table's order of preference, all fitting L1) that ttnn
-    accepts as planned, asked on the mock device (``ttnn_oracle``); the table's first when
-    ttnn is not asked or accepts none of them (the plan then shows the step unconfirmed)."""
+    accepts as planned within the L1 it has (``ctx.ttnn_budget``), asked on the mock device
+    (``ttnn_oracle``); when ttnn accepts none, the table's first that ttnn does not size over
+    that L1 (the plan then shows the step unconfirmed), or None when ttnn sizes every one
+    over it (the caller then slices the conv)."""
     if ctx.oracle is None or len(cands) == 0:
         return cands[0] if cands else None
     from ...planning import ttnn_oracle as O
     params = O._param_shapes(ctx.g)
+    within = []
     for c in cands:
         cin = replace(c.conv_in, layout=x.layout) if x.memory.sharded else x
         requested = ctx.requested_memory(node, node.shape.rows, node.shape.c) \
             if node.layout.kind == INTERLEAVED else None
         probe = conv_layer(ctx, node, cin, c, requested)
         ans = ctx.oracle.ask([O.layer_step(ctx.g, probe, ctx.flat, params)])[0]
-        if ans is None or not ans.judged or ans.as_planned:
+        over = O.over_bank(ans, ctx.ttnn_budget)
+        if ans is None or not ans.judged or (ans.as_planned and not over):
             return c
+        if not over:
+            within.append(c)
+        why = (ans.error if not ans.accepted else
+               f"ttnn sizes it at {ans.op_l1:,} B per core, over the {ctx.ttnn_budget:,} B "
+               "it has" if over else f"ttnn gives {ans.memory} {ans.layout}")
         note = (f"{node.name}: {c.kind} on {c.pc.num_cores} cores, act_block_h "
-                f"{c.act_block_h or 'auto'}: " + (ans.error if not ans.accepted else
-                                                  f"ttnn gives {ans.memory} {ans.layout}"))
+                f"{c.act_block_h or 'auto'}: " + why)
         if note not in ctx.ttnn_rejected:
             ctx.ttnn_rejected.append(note)
-    return cands[0]
+    return within[0] if within else None
 
 
 def slice_dims(ctx: PlanContext, node: Node, slice_type: str, num_slices: int):

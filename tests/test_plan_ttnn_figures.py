@@ -1,0 +1,84 @@
+"""ttnn's own L1 figures in planning (issue 33 / issue 35 item 3): a step ttnn sizes over the
+bank is never "confirmed", and the planner plans the op again against less L1 (more DRAM
+slices, another conv candidate) until ttnn's figure fits. ttnn is scripted here (no device):
+its figure is a function of the planned step, as the mock device's is."""
+from ttmodels.language.spec import load_graph
+from ttmodels.planning import ttnn_oracle as O
+from ttmodels.planning.layout import HEIGHT
+from ttmodels.planning.planner import plan_graph
+
+BANK = 1_360_544
+
+# a max pool too big for L1: planned DRAM-sliced (resnet18's maxpool at 4096x4096 in small)
+POOL = {"name": "bigpool", "inputs": {"x": {"channels": 64, "size": [1024, 1024]}},
+        "layers": [{"name": "mp", "op": "max_pool2d", "kernel": 3, "stride": 2, "padding": 1},
+                   {"name": "c", "op": "conv2d", "out": 64, "kernel": 1, "stride": 8}]}
+
+SMALL = {"name": "small", "inputs": {"x": {"channels": 16, "size": [32, 32]}},
+         "layers": [{"name": "c1", "op": "conv2d", "out": 32, "kernel": 3, "padding": 1,
+                     "act": "relu"},
+                    {"name": "c2", "op": "conv2d", "out": 64, "kernel": 1}]}
+
+
+class Scripted(O.Oracle):
+    def __init__(self, root, op_l1):
+        super().__init__(root)
+        self.op_l1 = op_l1
+
+    def _run_batch(self, batch):
+        from ttmodels.tools.verify import describe_key, planned_memory_key
+        return [O.Answer(True, memory=describe_key(planned_memory_key(s.output.memory)),
+                         layout=f"{s.output.layout} {s.output.dtype}", memory_match=True,
+                         layout_match=True, op_l1=self.op_l1(s)) for s in batch]
+
+
+def _estimate(step) -> int:
+    return sum(step.config.l1_parts.values())
+
+
+def _pool_half_over(step) -> int:
+    """ttnn's pool figure 50 % over the estimate (resnet18 at 4096: 1,939,344 B against the
+    planner's 1,317,301), every other step at the estimate."""
+    if step.kind == "layer":
+        est = _estimate(step)
+        return est * 3 // 2 if step.op == "max_pool2d" else est
+    return 1000
+
+
+def test_a_step_ttnn_sizes_over_the_bank_is_not_confirmed(tmp_path):
+    plan = plan_graph(load_graph(POOL), oracle=False)
+    o = Scripted(tmp_path, _pool_half_over)
+    O.confirm(plan, o)
+    st = {s.name: s for s in plan.ttnn.steps if s.kind == "layer"}
+    assert st["mp"].ttnn_l1 > BANK
+    assert st["mp"].status == "over the bank" and st["c"].status == "confirmed"
+    assert [s.name for s in plan.ttnn.unconfirmed] == ["mp"]
+    assert "OVER BANK" in str(plan) and f"over the {BANK:,} B bank" in str(plan)
+
+
+def test_the_planner_slices_a_pool_finer_until_ttnns_figure_fits(tmp_path):
+    base = plan_graph(load_graph(POOL), oracle=False).layer("mp").config.slice
+    o = Scripted(tmp_path, _pool_half_over)
+    plan = plan_graph(load_graph(POOL), oracle=o)
+    mp = plan.layer("mp")
+    assert mp.config.slice.num_slices > base.num_slices
+    st = {s.name: s for s in plan.ttnn.steps if s.kind == "layer"}
+    assert st["mp"].ttnn_l1 <= BANK and not plan.ttnn.unconfirmed
+
+
+def test_a_conv_candidate_ttnn_sizes_over_the_bank_is_passed_over(tmp_path):
+    """The DeepLabV3 ASPP case: ttnn accepts the table's first conv candidate but sizes it
+    over the bank; the planner takes the next one, which ttnn sizes within."""
+    def op_l1(step):
+        if step.kind == "layer" and step.op == "conv2d" and step.attrs["kernel"] == (3, 3) \
+                and step.config.shard_layout == HEIGHT:
+            return BANK + 1
+        return _estimate(step) if step.kind == "layer" else 1000
+
+    assert plan_graph(load_graph(SMALL), oracle=False).layer("c1").config.shard_layout == HEIGHT
+    o = Scripted(tmp_path, op_l1)
+    plan = plan_graph(load_graph(SMALL), oracle=o)
+    assert plan.layer("c1").config.shard_layout != HEIGHT
+    assert not plan.ttnn.unconfirmed
+    assert any(r.startswith("c1: height_sharded") and "over the" in r
+               for r in plan.ttnn.candidates_rejected)
