@@ -265,9 +265,18 @@ def conv_on_candidate(ctx: PlanContext, node: Node, x: TensorLayout, c: ConvCand
     policy asks its output memory config."""
     cin = x
     if ctx.with_adapters and x.memory.sharded and x.memory != c.conv_in.memory:
-        cin = ctx.adapt(node, 0, x, "reshard", replace(c.conv_in, layout=x.layout),
-                        f"{what} wants its input {c.kind} on {c.pc.num_cores} cores; "
-                        f"producer gives {x.memory.short()}")
+        want = replace(c.conv_in, layout=x.layout)
+        why = f"{what} wants its input {c.kind} on {c.pc.num_cores} cores; producer gives " \
+              f"{x.memory.short()}"
+        if R.tensor_checks(want, ctx.flat[node.inputs[0]], "reshard output"):
+            # the conv's shards hold tile-padded channels a row-major producer (a pool) does
+            # not have: interleave it, and conv2d shards it itself
+            cin = ctx.to_interleaved(node, 0, x, why + " (no row-major reshard holds its "
+                                     "shards)")
+            c = conv_candidate(ctx, node, c.kind, cin, c.act_block_h or None, False,
+                               transposed=node.op == "conv_transpose2d")
+        else:
+            cin = ctx.adapt(node, 0, x, "reshard", want, why)
     requested = ctx.requested_memory(node, node.shape.rows, node.shape.c) \
         if node.layout.kind == INTERLEAVED else None
     return conv_layer(ctx, node, cin, c, requested)

@@ -101,6 +101,10 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
         for k in (HEIGHT, BLOCK, WIDTH):
             for abh in (None, 64, 32):
                 fallback.append(conv_candidate(ctx, node, k, x, abh, False))
+    # an output spec ttnn would refuse (a smaller act block or un-followed input can put a
+    # matmul conv's width shards on fewer cores than shards) is no fallback either
+    fallback = [c for c in fallback
+                if not R.tensor_checks(c.out, node.shape.flat, "conv2d output")] or fallback
     cap = ctx.cb_caps.get(node.name)
     fit = ttnn_first(ctx, node, x, [c for c in fallback if c.est.total <= ctx.op_budget
                                     and (cap is None or l1m.estimate_cbs(c.est) <= cap)])
@@ -112,6 +116,10 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
         sliced = plan_conv_sliced(ctx, node, x)
         if sliced is not None:
             return sliced
+    if fit is None and ctx.with_adapters and policy.kind in ("auto", INTERLEAVED):
+        linear = plan_linear_fallback(ctx, node)
+        if linear is not None:
+            return linear
     if fit is None:
         best = min(fallback, key=lambda c: c.est.total)
         sliced = "".join(
@@ -316,6 +324,19 @@ def plan_conv_sliced(ctx: PlanContext, node: Node, x: TensorLayout) -> PlannedLa
         l1_parts=c.est.parts,
     )
     return PlannedLayer(node, [cin], out, c.est.total, config)
+
+
+def plan_linear_fallback(ctx: PlanContext, node: Node) -> PlannedLayer | None:
+    """No conv2d layout fits a 1x1 stride-1 conv (conv2d keeps every weight on each core of a
+    height-sharded matmul conv: float32 expansions of 1,248+ channels): ttnn.linear with the
+    solver's program config, which splits the weights over the cores, when one fits."""
+    from ...planning.matmul_solver import is_conv1x1_stride1
+    if not is_conv1x1_stride1(node):
+        return None
+    try:
+        return plan_conv_as_linear(ctx, node)
+    except LayoutError:
+        return None
 
 
 def plan_conv_as_linear(ctx: PlanContext, node: Node) -> PlannedLayer:

@@ -1,0 +1,57 @@
+"""The planner never fails a model ttnn can run (issue 33): no internal error, and a fallback
+that fits for every op. Each spec is the smallest that showed the failure in an imported model."""
+import pytest
+
+from ttmodels.language.spec import load_graph
+from ttmodels.planning import rules as R
+from ttmodels.planning.planner import plan_graph
+
+F32 = {"activations": "float32", "weights": "float32", "math_fidelity": "HiFi4",
+       "fp32_accum": True}
+
+# googlenet's inception4e.branch4: a row-major max pool (block shards of 528 channels) into a
+# 1x1 conv that wants height shards of tile-padded (544) channels, which no reshard of a
+# row-major tensor of 528 channels holds
+POOL_INTO_1X1 = {"name": "pool_1x1", "inputs": {"x": {"channels": 528, "size": [14, 14]}},
+                 "layers": [{"name": "mp", "op": "max_pool2d", "kernel": 3, "stride": 1,
+                             "padding": 1, "ceil_mode": True},
+                            {"name": "c1", "op": "conv2d", "out": 128, "kernel": 1,
+                             "act": "relu"}]}
+
+# efficientnet_b2 float32's features.6.1 (mnasnet1_3 float32 alike): a 1x1 expansion to 1,248
+# float32 channels whose weights (1 MB) fill a height-sharded conv's L1; its smaller-block
+# fallbacks put width shards on fewer cores than shards
+WIDE_EXPAND = {"name": "wide_expand", "inputs": {"x": {"channels": 720, "size": [7, 7]}},
+               "defaults": {"precision": F32},
+               "layers": [{"name": "c0", "op": "conv2d", "out": 208, "kernel": 1},
+                          {"name": "expand", "op": "conv2d", "out": 1248, "kernel": 1,
+                           "act": "silu", "bias": True},
+                          {"name": "dw", "op": "conv2d", "out": 1248, "kernel": 5,
+                           "padding": 2, "groups": 1248},
+                          {"name": "pw", "op": "conv2d", "out": 208, "kernel": 1},
+                          {"name": "add", "op": "add", "in": ["pw", "c0"]}]}
+
+
+def _every_sharded_tensor_is_valid(plan):
+    for layer in plan.layers:
+        for t, lay in layer.tensor_layouts().items():
+            assert not R.tensor_checks(lay, plan.graph.shape_of(t).flat, t), (t, lay)
+    for a in plan.adapters:
+        assert not R.tensor_checks(a.after, plan.graph.shape_of(a.src).flat, a.edge)
+
+
+@pytest.mark.parametrize("spec", [POOL_INTO_1X1, WIDE_EXPAND], ids=lambda s: s["name"])
+def test_plans_without_an_internal_error(spec):
+    plan = plan_graph(load_graph(spec), oracle=False)
+    _every_sharded_tensor_is_valid(plan)
+
+
+def test_a_row_major_pool_reaches_a_tile_padded_conv_interleaved():
+    plan = plan_graph(load_graph(POOL_INTO_1X1), oracle=False)
+    (a,) = [a for a in plan.adapters if a.dst == "c1"]
+    assert a.kind == "sharded_to_interleaved" and a.after.layout == "row_major"
+
+
+def test_a_1x1_conv_no_conv2d_layout_fits_runs_as_linear():
+    plan = plan_graph(load_graph(WIDE_EXPAND), oracle=False)
+    assert plan.layer("expand").config.lowering == "linear"
