@@ -31,6 +31,13 @@ WIDE_EXPAND = {"name": "wide_expand", "inputs": {"x": {"channels": 720, "size": 
                           {"name": "pw", "op": "conv2d", "out": 208, "kernel": 1},
                           {"name": "add", "op": "add", "in": ["pw", "c0"]}]}
 
+# shufflenet_v2_x1_0 float32's conv5.0: 464 -> 1,024 channels at 7x7 (in1_cb 1.97 MB on every
+# core of any conv2d layout)
+SHUFFLE_CONV5 = {"name": "shuffle_conv5", "inputs": {"x": {"channels": 464, "size": [7, 7]}},
+                 "defaults": {"precision": F32},
+                 "layers": [{"name": "c", "op": "conv2d", "out": 1024, "kernel": 1, "bias": True,
+                             "act": "relu"}]}
+
 
 def _every_sharded_tensor_is_valid(plan):
     for layer in plan.layers:
@@ -52,6 +59,9 @@ def test_a_row_major_pool_reaches_a_tile_padded_conv_interleaved():
     assert a.kind == "sharded_to_interleaved" and a.after.layout == "row_major"
 
 
-def test_a_1x1_conv_no_conv2d_layout_fits_runs_as_linear():
-    plan = plan_graph(load_graph(WIDE_EXPAND), oracle=False)
-    assert plan.layer("expand").config.lowering == "linear"
+@pytest.mark.parametrize("spec, layer", [(WIDE_EXPAND, "expand"), (SHUFFLE_CONV5, "c")],
+                         ids=["wide_expand", "shuffle_conv5"])
+def test_a_1x1_conv_no_conv2d_layout_fits_runs_as_linear(spec, layer):
+    plan = plan_graph(load_graph(spec), oracle=False)
+    assert plan.layer(layer).config.lowering == "linear"
+    assert plan.layer(layer).l1_bytes_per_core <= plan.l1_bank_bytes
