@@ -65,3 +65,37 @@ def test_a_1x1_conv_no_conv2d_layout_fits_runs_as_linear(spec, layer):
     plan = plan_graph(load_graph(spec), oracle=False)
     assert plan.layer(layer).config.lowering == "linear"
     assert plan.layer(layer).l1_bytes_per_core <= plan.l1_bank_bytes
+
+
+# timm selecsls42b's features.0: the block's first conv (after the stem) is height-sharded on
+# 56 cores of an 8x7 grid, the two 3x3 branches on 49 of the same extent: ttnn refuses the
+# concat ("Sharded tensors must have the same grid": it compares CoreRangeSets)
+SLS = {"name": "sls", "inputs": {"x": {"channels": 3, "size": [224, 224]}},
+       "layers": [{"name": "stem", "op": "conv2d", "out": 32, "kernel": 3, "stride": 2,
+                   "padding": 1, "act": "relu"},
+                  {"name": "c1", "op": "conv2d", "out": 64, "kernel": 3, "stride": 2,
+                   "padding": 1, "act": "relu"},
+                  {"name": "c2", "op": "conv2d", "out": 64, "kernel": 1, "act": "relu"},
+                  {"name": "c3", "op": "conv2d", "out": 32, "kernel": 3, "padding": 1,
+                   "act": "relu"},
+                  {"name": "c4", "op": "conv2d", "out": 64, "kernel": 1, "act": "relu"},
+                  {"name": "c5", "op": "conv2d", "out": 32, "kernel": 3, "padding": 1,
+                   "act": "relu"},
+                  {"name": "cat", "op": "concat", "in": ["c1", "c3", "c5"]}]}
+
+
+def test_a_concat_never_gets_sharded_inputs_on_different_core_sets():
+    plan = plan_graph(load_graph(SLS), oracle=False)
+    ins = plan.layer("cat").inputs
+    assert all(t.memory.sharded for t in ins)
+    assert len({(t.memory.grid, t.memory.num_cores, t.memory.orientation) for t in ins}) == 1
+
+
+def test_the_concat_rule_compares_core_sets_not_extents():
+    from ttmodels.ops.concat.rules import ConcatArgs
+    from ttmodels.planning.layout import HEIGHT, TILE_LAYOUT, MemSpec, TensorLayout
+    a = TensorLayout(MemSpec(HEIGHT, "l1", (8, 7), 56, (64, 64)), TILE_LAYOUT, "bfloat16")
+    b = TensorLayout(MemSpec(HEIGHT, "l1", (8, 7), 49, (64, 32)), TILE_LAYOUT, "bfloat16")
+    vs = R.check("concat", [a, b], ConcatArgs(dim=-1), None,
+                 shapes=[(1, 1, 3136, 64), (1, 1, 3136, 32)])
+    assert [v.rule for v in vs] == ["concat.sharded"]
