@@ -82,3 +82,21 @@ def test_a_conv_candidate_ttnn_sizes_over_the_bank_is_passed_over(tmp_path):
     assert not plan.ttnn.unconfirmed
     assert any(r.startswith("c1: height_sharded") and "over the" in r
                for r in plan.ttnn.candidates_rejected)
+
+
+def test_the_plan_counts_ttnns_larger_figure_as_the_ops_cbs(tmp_path):
+    """ttnn sizes c1 20 % over the estimate, within the bank: the plan's figure for c1 is
+    ttnn's, and the difference is CBs (what liveness carries and the address model places)."""
+    from ttmodels.planning import liveness as lv
+
+    def op_l1(step):
+        if step.kind != "layer":
+            return 1000
+        return _estimate(step) * 6 // 5 if step.name == "c1" else _estimate(step)
+
+    base = plan_graph(load_graph(SMALL), oracle=False).layer("c1")
+    plan = plan_graph(load_graph(SMALL), oracle=Scripted(tmp_path, op_l1))
+    c1 = plan.layer("c1")
+    assert c1.l1_bytes_per_core == base.l1_bytes_per_core * 6 // 5
+    assert lv.layer_cbs(c1) - lv.layer_cbs(base) == c1.l1_bytes_per_core - base.l1_bytes_per_core
+    assert not plan.ttnn.unconfirmed

@@ -210,7 +210,7 @@ class _Planner:
                 return None, e, others
             l1 = self.ttnn_l1(layer)
             if l1 is None or l1 <= self.ttnn_budget:
-                return layer, None, others
+                return with_ttnn_figure(layer, l1), None, others
             del self.adapters[mark:]
             self.op_budget -= max(l1 - layer.l1_bytes_per_core, l1 - self.ttnn_budget, 1)
         return None, LayoutError(
@@ -486,6 +486,18 @@ def rule_op(node: Node) -> str:
     """The ttnn op whose rules a node's layer obeys (its registry entry's ``rule_op``: an
     align_corners upsample obeys ``grid_sample``'s, its lowering)."""
     return ops.get(node.op).rule_op(node)
+
+
+def with_ttnn_figure(layer: PlannedLayer, l1: int | None) -> PlannedLayer:
+    """``layer`` sized by ttnn's own figure where that is larger than the estimate: the
+    difference counts as the op's circular buffers (``ttnn_extra_cb``), so liveness and the
+    address model see the CBs ttnn places (efficientnet_b2 float32's SE fc1: estimated
+    979,200 B, ttnn 1,114,368 B, its CBs ran into an L1 buffer)."""
+    parts = dict(layer.config.l1_parts or {})
+    if l1 is None or l1 <= layer.l1_bytes_per_core or not parts or "matmul" in parts:
+        return layer
+    parts["ttnn_extra_cb"] = l1 - layer.l1_bytes_per_core
+    return replace(layer, l1_bytes_per_core=l1, config=replace(layer.config, l1_parts=parts))
 
 
 class _Reorder(Exception):
