@@ -100,3 +100,26 @@ def test_the_plan_counts_ttnns_larger_figure_as_the_ops_cbs(tmp_path):
     assert c1.l1_bytes_per_core == base.l1_bytes_per_core * 6 // 5
     assert lv.layer_cbs(c1) - lv.layer_cbs(base) == c1.l1_bytes_per_core - base.l1_bytes_per_core
     assert not plan.ttnn.unconfirmed
+
+
+# DeepLabV3's ASPP head (issue 33): dilation 6, 12 and 18 convs over one 512-channel map
+ASPP = {"name": "aspp", "inputs": {"x": {"channels": 512, "size": [64, 64]}},
+        "layers": [{"name": "a1", "op": "conv2d", "in": "x", "out": 256, "kernel": 1,
+                    "act": "relu"}] +
+                  [{"name": f"a{i}", "op": "conv2d", "in": "x", "out": 256, "kernel": 3,
+                    "padding": d, "dilation": d, "act": "relu"}
+                   for i, d in ((2, 6), (3, 12), (4, 18))] +
+                  [{"name": "cat", "op": "concat", "in": ["a1", "a2", "a3", "a4"]},
+                   {"name": "proj", "op": "conv2d", "out": 256, "kernel": 1, "act": "relu"}]}
+
+
+def test_a_dilated_convs_halo_spans_the_dilated_window():
+    """ttnn's per-op figures at batch 4 (the oracle, mock n150) and the halo buffer of a3 in the
+    real run (630,784 B per bank); the estimate without the dilation was 591,616 / 642,304 /
+    692,992 B, and the real run ran out of memory at a3."""
+    plan = plan_graph(load_graph(ASPP, batch_size=4), oracle=False)
+    ttnn = {"a2": 691_248, "a3": 894_080, "a4": 1_133_760}
+    for name, want in ttnn.items():
+        got = plan.layer(name).l1_bytes_per_core
+        assert abs(got - want) <= 0.005 * want, (name, got, want)
+    assert plan.layer("a3").config.l1_parts["halo"] == 630_784

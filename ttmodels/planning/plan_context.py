@@ -211,7 +211,10 @@ def conv_candidate(ctx: PlanContext, node: Node, kind: str, x: TensorLayout,
                                           node.shape.w, a["kernel"], a["stride"], a["padding"],
                                           a["output_padding"], a["dilation"])
     else:
-        geo = l1m.ConvGeometry(in_shape.n, ih, iw, oh, ow, tuple(a["kernel"]),
+        # the halo gathers the dilated window's span (ASPP's dilation 12 and 18 convs)
+        dil = tuple(a.get("dilation") or (1, 1))
+        geo = l1m.ConvGeometry(in_shape.n, ih, iw, oh, ow,
+                               tuple(d * (k - 1) + 1 for k, d in zip(a["kernel"], dil)),
                                tuple(a["stride"]), tuple(a["padding"]))
     # what the layer receives (alive throughout): a sharded producer is resharded to conv_in
     # by an adapter (conv_on_candidate), an interleaved one is read as it is; a DRAM slice
