@@ -54,3 +54,21 @@ def test_a_failure_inside_a_slice_is_seen_by_the_address_model():
     steps = PA.simulate(plan, l1_small_size=32768 + 700_000)
     bad = PA.first_failure(steps)
     assert bad is not None and bad.name in ("c1", "mp")
+
+
+def test_ttnns_excess_over_a_sliced_convs_estimate_is_its_halo():
+    """resnet50 at batch 32: ttnn's halo for the sliced layer2.0.downsample.0 is 442,304 B per
+    bank (the real run's out of memory), the estimate 387,008; with ttnn's figure in the plan
+    (``ttnn_extra_cb``) the slice's halo is ttnn's and the CBs are the estimate's."""
+    from dataclasses import replace
+    plan = plan_graph(load_graph("resnet50", batch_size=32), oracle=False)
+    pl = plan.layer("layer2.0.downsample.0")
+    assert pl.config.slice
+    raw = dict(pl.config.l1_parts)
+    extra = 442_304 - raw["halo"]
+    ttnn = replace(pl, l1_bytes_per_core=pl.l1_bytes_per_core + extra,
+                   config=replace(pl.config, l1_parts={**raw, "ttnn_extra_cb": extra}))
+    base, got = (PA.op_events(x, plan.graph, plan.l1_banks) for x in (pl, ttnn))
+    assert _sizes(got)["halo"] == _sizes(got)["halo0"] == 442_304
+    prog = [e[1] for e in got if e[0] == PA.PROGRAM]
+    assert prog == [e[1] for e in base if e[0] == PA.PROGRAM]
