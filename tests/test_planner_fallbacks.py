@@ -99,3 +99,23 @@ def test_the_concat_rule_compares_core_sets_not_extents():
     vs = R.check("concat", [a, b], ConcatArgs(dim=-1), None,
                  shapes=[(1, 1, 3136, 64), (1, 1, 3136, 32)])
     assert [v.rule for v in vs] == ["concat.sharded"]
+
+
+# googlenet float32: ttnn 0.81.1's pool2d reads bfloat16 only and writes bfloat16 / bfloat8_b /
+# bfloat4_b only
+F32_POOL = {"name": "f32_pool", "inputs": {"x": {"channels": 32, "size": [56, 56]}},
+            "defaults": {"precision": F32},
+            "layers": [{"name": "c1", "op": "conv2d", "out": 64, "kernel": 3, "padding": 1,
+                        "act": "relu"},
+                       {"name": "mp", "op": "max_pool2d", "kernel": 3, "stride": 2,
+                        "padding": 1},
+                       {"name": "c2", "op": "conv2d", "out": 64, "kernel": 1}]}
+
+
+def test_a_float32_max_pool_writes_bfloat16():
+    plan = plan_graph(load_graph(F32_POOL), oracle=False)
+    assert plan.layer("c1").output.dtype == "float32"
+    assert plan.layer("mp").config.dtype == "bfloat16" == plan.layer("mp").output.dtype
+    assert plan.layer("mp").inputs[0].dtype == "bfloat16"
+    (a,) = [a for a in plan.adapters if a.dst == "mp"]
+    assert a.kind == "typecast" and a.before.dtype == "float32"
