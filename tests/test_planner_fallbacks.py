@@ -2,6 +2,7 @@
 that fits for every op. Each spec is the smallest that showed the failure in an imported model."""
 import pytest
 
+from ttmodels.errors import LayoutError
 from ttmodels.language.spec import load_graph
 from ttmodels.planning import rules as R
 from ttmodels.planning.planner import plan_graph
@@ -119,3 +120,25 @@ def test_a_float32_max_pool_writes_bfloat16():
     assert plan.layer("mp").inputs[0].dtype == "bfloat16"
     (a,) = [a for a in plan.adapters if a.dst == "mp"]
     assert a.kind == "typecast" and a.before.dtype == "float32"
+
+
+# efficientnet_b2 float32's features.7.1 squeeze-excite: the global pool's row-major float32
+# output into the 1x1 fc1, which conv2d tilizes (two float32 copies of one tile row); height
+# shards, as the model's L1 pressure made the planner choose there
+F32_SE = {"name": "f32_se", "inputs": {"x": {"channels": 2112, "size": [7, 7]}},
+          "defaults": {"precision": F32},
+          "layers": [{"name": "gap", "op": "global_avg_pool"},
+                     {"name": "fc1", "op": "conv2d", "out": 88, "kernel": 1, "bias": True,
+                      "act": "silu", "layout": "height_sharded"}]}
+
+
+def test_a_float32_row_major_input_tilizes_to_float32_tiles():
+    """ttnn sizes fc1 at 1,114,368 B per core (the oracle) and its tilized copies at 270,336 B
+    (the real run's CB clash); the estimate said 979,200 with 135,168 B copies."""
+    fc1 = plan_graph(load_graph(F32_SE), oracle=False, addresses=False).layer("fc1")
+    assert fc1.config.l1_parts["tilized_input"] == 270_336
+    assert fc1.l1_bytes_per_core == 1_114_368
+    # by address: its CBs end where ttnn's did (929,120) and run into the second copy, as in
+    # the real run; the planner refuses what the height shards the spec asks for cannot hold
+    with pytest.raises(LayoutError, match="CB clash: its circular buffers end at 929,120"):
+        plan_graph(load_graph(F32_SE), oracle=False)
