@@ -122,13 +122,12 @@ def test_a_float32_max_pool_writes_bfloat16():
     assert a.kind == "typecast" and a.before.dtype == "float32"
 
 
-# efficientnet_b2 float32's features.7.1 squeeze-excite: the global pool's row-major float32
-# output into the 1x1 fc1, which conv2d tilizes (two float32 copies of one tile row); height
+# efficientnet_b2 float32's features.7.1 squeeze-excite: a row-major float32 1x1 map (there the
+# global pool's output; here the graph input) into the 1x1 fc1, which conv2d tilizes (two float32 copies of one tile row); height
 # shards, as the model's L1 pressure made the planner choose there
-F32_SE = {"name": "f32_se", "inputs": {"x": {"channels": 2112, "size": [7, 7]}},
+F32_SE = {"name": "f32_se", "inputs": {"x": {"channels": 2112, "size": [1, 1]}},
           "defaults": {"precision": F32},
-          "layers": [{"name": "gap", "op": "global_avg_pool"},
-                     {"name": "fc1", "op": "conv2d", "out": 88, "kernel": 1, "bias": True,
+          "layers": [{"name": "fc1", "op": "conv2d", "out": 88, "kernel": 1, "bias": True,
                       "act": "silu", "layout": "height_sharded"}]}
 
 
@@ -137,8 +136,19 @@ def test_a_float32_row_major_input_tilizes_to_float32_tiles():
     (the real run's CB clash); the estimate said 979,200 with 135,168 B copies."""
     fc1 = plan_graph(load_graph(F32_SE), oracle=False, addresses=False).layer("fc1")
     assert fc1.config.l1_parts["tilized_input"] == 270_336
-    assert fc1.l1_bytes_per_core == 1_114_368
+    # ttnn's 1,114,368 less the 8,448 B L1 input the model's fc1 had (here it is in DRAM)
+    assert fc1.l1_bytes_per_core == 1_114_368 - 8_448
     # by address: its CBs end where ttnn's did (929,120) and run into the second copy, as in
     # the real run; the planner refuses what the height shards the spec asks for cannot hold
     with pytest.raises(LayoutError, match="CB clash: its circular buffers end at 929,120"):
         plan_graph(load_graph(F32_SE), oracle=False)
+
+
+def test_a_float32_global_pool_reads_and_writes_bfloat16():
+    """inception_v3 float32's avgpool (8x8, 2048 channels) ran as pool2d and was refused a
+    float32 output (generic_pools.cpp:154)."""
+    spec = {"name": "f32_gap", "inputs": {"x": {"channels": 2048, "size": [8, 8]}},
+            "defaults": {"precision": F32},
+            "layers": [{"name": "gap", "op": "global_avg_pool"}]}
+    gap = plan_graph(load_graph(spec), oracle=False).layer("gap")
+    assert gap.inputs[0].dtype == "bfloat16" and gap.output.dtype == "bfloat16"
