@@ -106,7 +106,7 @@ def broken(row: dict) -> bool:
 def table(rows: list[dict]) -> str:
     """The README's table: per model, the batches that run, that plan refuses, that fail."""
     by: dict[str, dict[str, list[str]]] = {}
-    for r in rows:
+    for r in sorted(rows, key=lambda r: (r["model"], r["batch"])):
         d = by.setdefault(r["model"], {"runs": [], "refused": [], "fails": []})
         b = str(r["batch"])
         if r.get("plan") != "ok":
