@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
-"""Run the shipped models at many batches for real on the mock device and print one row each.
+"""Plan and run every shipped model at many batches for real on the mock device, one row each.
 
-    python scripts/verify_sweep.py                      # the default sweep (a long run)
+    python scripts/verify_sweep.py                      # every shipped model at 1, 2, 4, 8, 16, 32
     python scripts/verify_sweep.py resnet50:1,16,20 mobilenet_v2:10
+    python scripts/verify_sweep.py --out sweep.jsonl    # also append each row (JSON) to a file
+    python scripts/verify_sweep.py --table sweep.jsonl  # the README's table from such a file
 
-Each configuration runs `ttmodels verify` in its own process (tt-metal holds one mock system per
-process). A row says whether `plan` made a plan (or its LayoutError: no remedy fits), whether
-the real run reached the end, and, when it did not, the first step ttnn rejected and why. The
-two promises it measures (docs/layouts.md, "L1 by address"): `verify` exits 0 only when the real
-run completes (by construction: the run is the verdict), and a plan that plans runs on ttnn's
-allocator (the address model and its remedies).
+Each configuration runs in its own process (tt-metal holds one mock system per process): it is
+planned with ttnn asked (the oracle), then, if it plans, run by `ttmodels verify` on that plan.
+A row says whether `plan` made a plan (or the reason it refuses: no remedy fits, ttnn sizes it
+over the bank), how many steps ttnn confirmed, whether the real run reached the end, and, when
+it did not, the first step ttnn rejected and why. The promise it measures (issue 33): every
+configuration either runs for real or `plan` refuses it with the reason; none that `plan` calls
+placed and confirmed fails the real run (exit 1 if one does).
+Detection and segmentation models run at their spec's (native) input size.
 """
 from __future__ import annotations
 
@@ -20,19 +24,20 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT = {
-    "resnet18": (1, 8, 32), "resnet34": (1, 8, 32), "resnet50": (1, 2, 4, 8, 12, 16, 20, 24, 32),
-    "resnet101": (8,), "resnet152": (8,), "resnext50_32x4d": (1, 8, 16), "wide_resnet50_2": (1, 8, 16),
-    "mobilenet_v2": (1, 10, 16), "efficientnet_b0": (1, 2, 8),
-    "bevdet_r50_bev_encoder": (1, 2, 4), "bevdet_r50_encoder": (1, 6),
-}
-SIZES = {"bevdet_r50_encoder": ("--input-size", "256", "704")}
+BATCHES = (1, 2, 4, 8, 16, 32)
+SIZES = {"bevdet_r50_encoder": (256, 704)}
 ALLOCATOR = ("Out of Memory", "clash with L1 buffers")
+
+
+def shipped() -> list[str]:
+    sys.path.insert(0, str(REPO))
+    import ttmodels
+    return list(ttmodels.list_models())
 
 
 def parse(args: list[str]) -> dict[str, tuple[int, ...]]:
     if not args:
-        return DEFAULT
+        return {m: BATCHES for m in shipped()}
     out = {}
     for a in args:
         model, _, batches = a.partition(":")
@@ -40,41 +45,112 @@ def parse(args: list[str]) -> dict[str, tuple[int, ...]]:
     return out
 
 
-def run(model: str, batch: int) -> dict:
-    cmd = [sys.executable, "-m", "ttmodels.tools.cli", "verify", model, "--batch", str(batch),
-           "--format", "json", *SIZES.get(model, ())]
-    t0 = time.time()
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
-    row = {"model": model, "batch": batch, "rc": p.returncode, "seconds": round(time.time() - t0)}
-    if p.returncode == 2:
-        row["plan"] = p.stderr.strip().splitlines()[-1][:200] if p.stderr.strip() else "error"
+def one(model: str, batch: int) -> dict:
+    """Plan and run one configuration in this process (the child's side)."""
+    from ttmodels.backends import mock_device
+    mock_device.prepare("n150")
+    from ttmodels.errors import LayoutError, SpecError
+    from ttmodels.language.spec import load_graph
+    from ttmodels.planning.planner import plan_graph
+    from ttmodels.tools.verify import verify
+    size = SIZES.get(model)
+    row: dict = {"model": model, "batch": batch, "input_size": list(size) if size else None}
+    try:
+        g = load_graph(model, batch_size=batch, input_size=size)
+        plan = plan_graph(g)
+    except (LayoutError, SpecError) as e:
+        row.update(plan="refused", reason=str(e)[:300])
         return row
-    d = json.loads(p.stdout)
-    bad = [s for s in d["layers"] if not s["accepted"]]
-    row.update(plan="ok", completed=d["completed"], ok=d["ok"], steps=len(d["layers"]),
-               first_rejected=(bad[0]["name"], bad[0]["error"][:160]) if bad else None,
-               allocator_failure=any(any(k in (s["error"] or "") for k in ALLOCATOR)
-                                     for s in bad))
+    rec = plan.ttnn
+    row.update(plan="ok", steps=len(rec.steps), confirmed=len(rec.steps) - len(rec.unconfirmed),
+               not_confirmed=[f"{s.name}: {s.status}" for s in rec.unconfirmed][:5])
+    rep = verify(model, batch_size=batch, input_size=size, plan=plan, diagnostics=False)
+    bad = [s for s in rep.steps if not s.ok]
+    row.update(completed=rep.completed, ok=rep.ok,
+               first_rejected=[bad[0].name, (bad[0].error or "not as planned")[:160]]
+               if bad else None,
+               allocator_failure=any(any(k in (s.error or "") for k in ALLOCATOR) for s in bad))
     return row
 
 
+def run(model: str, batch: int) -> dict:
+    t0 = time.time()
+    p = subprocess.run([sys.executable, __file__, "--one", model, str(batch)],
+                       capture_output=True, text=True, cwd=REPO)
+    last = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else ""
+    try:
+        row = json.loads(last)
+    except ValueError:
+        err = p.stderr.strip().splitlines()
+        row = {"model": model, "batch": batch, "plan": "crashed",
+               "reason": (err[-1] if err else f"exit {p.returncode}")[:300]}
+    row["seconds"] = round(time.time() - t0)
+    return row
+
+
+def verdict(row: dict) -> str:
+    if row.get("plan") != "ok":
+        return f"{row.get('plan')}: {row.get('reason', '')}"
+    conf = f"{row['confirmed']}/{row['steps']} confirmed"
+    if row.get("ok"):
+        return f"runs to the end ({conf})"
+    name, err = row.get("first_rejected") or ("?", "did not complete")
+    return f"FAILS at {name}: {err} ({conf})"
+
+
+def broken(row: dict) -> bool:
+    """Planned, every step placed and confirmed by ttnn, and still not run to the end."""
+    return row.get("plan") == "ok" and not row.get("ok") and row["confirmed"] == row["steps"]
+
+
+def table(rows: list[dict]) -> str:
+    """The README's table: per model, the batches that run, that plan refuses, that fail."""
+    by: dict[str, dict[str, list[str]]] = {}
+    for r in sorted(rows, key=lambda r: (r["model"], r["batch"])):
+        d = by.setdefault(r["model"], {"runs": [], "refused": [], "fails": []})
+        b = str(r["batch"])
+        if r.get("plan") != "ok":
+            d["refused"].append(b)
+        elif r.get("ok"):
+            d["runs"].append(b)
+        else:
+            d["fails"].append(b + ("" if not broken(r) else " (confirmed)"))
+    out = ["| model | runs to the end | plan refuses | planned, fails the real run |",
+           "|---|---|---|---|"]
+    for m, d in by.items():
+        out.append(f"| {m} | {', '.join(d['runs'])} | {', '.join(d['refused'])} | "
+                   f"{', '.join(d['fails'])} |")
+    return "\n".join(out)
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--one"]:
+        print(json.dumps(one(argv[1], int(argv[2]))))
+        return 0
+    if argv[:1] == ["--table"]:
+        rows = [json.loads(x) for x in Path(argv[1]).read_text().splitlines() if x.strip()]
+        print(table(rows))
+        return 0
+    out = None
+    if argv[:1] == ["--out"]:
+        out, argv = Path(argv[1]), argv[2:]
     rows = []
     for model, batches in parse(argv).items():
         for b in batches:
             row = run(model, b)
             rows.append(row)
-            verdict = ("no plan: " + row["plan"]) if row.get("plan") != "ok" else \
-                ("runs to the end" if row["ok"] else
-                 f"REJECTED at {row['first_rejected'][0]}: {row['first_rejected'][1]}")
-            print(f"{model:24s} {b:3d}  {row['seconds']:4d} s  {verdict}", flush=True)
+            if out is not None:
+                with out.open("a") as f:
+                    f.write(json.dumps(row) + "\n")
+            print(f"{model:24s} {b:3d}  {row['seconds']:4d} s  {verdict(row)}", flush=True)
     planned = [r for r in rows if r.get("plan") == "ok"]
-    ran = [r for r in planned if r["ok"]]
-    alloc = [r for r in planned if r.get("allocator_failure")]
-    print(f"\n{len(rows)} configurations: {len(planned)} planned, {len(ran)} ran to the end on "
-          f"ttnn's allocator; {len(alloc)} planned but refused by the allocator; "
-          f"{len(rows) - len(planned)} refused by plan (LayoutError)")
-    return 0 if not alloc else 1
+    ran = [r for r in planned if r.get("ok")]
+    bad = [r for r in rows if broken(r)]
+    print(f"\n{len(rows)} configurations: {len(ran)} ran to the end; "
+          f"{len(rows) - len(planned)} refused by plan; {len(planned) - len(ran)} planned but "
+          f"failed the real run, {len(bad)} of them with every step confirmed")
+    print(table(rows))
+    return 0 if not bad else 1
 
 
 if __name__ == "__main__":

@@ -231,7 +231,7 @@ def test_oracle_keys_name_the_system_and_keep_the_n150s():
     had before systems existed, so its cached answers stay valid)."""
     import hashlib
 
-    from ttmodels.planning import ttnn_oracle as O
+    from ttmodels.tools import ttnn_oracle as O
     plan = ttmodels.plan("resnet18", oracle=False)
     step = O.plan_steps(plan, params=False)[0]
     old = hashlib.sha256(json.dumps({"format": O.ORACLE_FORMAT, "ttnn": "0.81.1",

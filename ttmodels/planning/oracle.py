@@ -13,6 +13,7 @@ class Verdict(Protocol):
     error: str | None
     memory: str | None        # ttnn's output memory config
     layout: str | None        # its tile layout and dtype
+    op_l1: int | None         # ttnn's own per-core L1 figure for the step (op + its L1 inputs)
 
     @property
     def judged(self) -> bool: ...       # False: ttnn never saw the op (no verdict)
@@ -33,6 +34,10 @@ class StepOracle(Protocol):
         """ttnn's verdict on one conv candidate (a PlannedLayer of graph ``g``; ``flat``: each
         tensor's flat shape), None when ttnn cannot be asked."""
 
+    def judge_layer(self, g, layer, flat) -> Verdict | None:
+        """ttnn's verdict on one planned layer (its per-core L1 figure, ``op_l1``), None when
+        ttnn cannot be asked."""
+
     def confirm(self, plan, rejected: list[str], since: Any) -> None:
         """Record what ttnn says about every step of ``plan`` as ``plan.ttnn``; ``rejected``:
         the conv candidates it refused while planning."""
@@ -46,6 +51,9 @@ class _Unavailable:
         return None
 
     def judge_candidate(self, g, layer, flat) -> None:
+        return None
+
+    def judge_layer(self, g, layer, flat) -> None:
         return None
 
     def confirm(self, plan, rejected, since) -> None:
@@ -67,3 +75,10 @@ def resolve(oracle, arch: str) -> StepOracle:
     if oracle is None or isinstance(oracle, bool):
         return _RESOLVE[0](oracle, arch) if _RESOLVE else _Unavailable()
     return oracle
+
+
+def over_bank(ans, bank: int) -> bool:
+    """ttnn's own per-core figure for the step (op + its L1 inputs, ``Verdict.op_l1``) exceeds
+    ``bank``: ttnn accepts the call, and the real run is out of memory."""
+    l1 = getattr(ans, "op_l1", None)
+    return isinstance(l1, int) and not isinstance(l1, bool) and l1 > bank

@@ -48,6 +48,7 @@ class PlanContext(Protocol):
     grid: tuple[int, int]                       # the device's compute grid (x, y)
     budget: int                                 # the L1 bank in bytes per core
     op_budget: int                              # what this layer may use of it
+    ttnn_budget: int                            # what ttnn's own figure for it may use
     with_adapters: bool                         # False: ttnn's defaults, no adapters
     layouts: dict[str, TensorLayout]            # every tensor planned so far
     flat: dict[str, tuple[int, int, int, int]]  # their [N, H, W, C]
@@ -211,7 +212,10 @@ def conv_candidate(ctx: PlanContext, node: Node, kind: str, x: TensorLayout,
                                           node.shape.w, a["kernel"], a["stride"], a["padding"],
                                           a["output_padding"], a["dilation"])
     else:
-        geo = l1m.ConvGeometry(in_shape.n, ih, iw, oh, ow, tuple(a["kernel"]),
+        # the halo gathers the dilated window's span (ASPP's dilation 12 and 18 convs)
+        dil = tuple(a.get("dilation") or (1, 1))
+        geo = l1m.ConvGeometry(in_shape.n, ih, iw, oh, ow,
+                               tuple(d * (k - 1) + 1 for k, d in zip(a["kernel"], dil)),
                                tuple(a["stride"]), tuple(a["padding"]))
     # what the layer receives (alive throughout): a sharded producer is resharded to conv_in
     # by an adapter (conv_on_candidate), an interleaved one is read as it is; a DRAM slice
@@ -265,9 +269,18 @@ def conv_on_candidate(ctx: PlanContext, node: Node, x: TensorLayout, c: ConvCand
     policy asks its output memory config."""
     cin = x
     if ctx.with_adapters and x.memory.sharded and x.memory != c.conv_in.memory:
-        cin = ctx.adapt(node, 0, x, "reshard", replace(c.conv_in, layout=x.layout),
-                        f"{what} wants its input {c.kind} on {c.pc.num_cores} cores; "
-                        f"producer gives {x.memory.short()}")
+        want = replace(c.conv_in, layout=x.layout)
+        why = f"{what} wants its input {c.kind} on {c.pc.num_cores} cores; producer gives " \
+              f"{x.memory.short()}"
+        if R.tensor_checks(want, ctx.flat[node.inputs[0]], "reshard output"):
+            # the conv's shards hold tile-padded channels a row-major producer (a pool) does
+            # not have: interleave it, and conv2d shards it itself
+            cin = ctx.to_interleaved(node, 0, x, why + " (no row-major reshard holds its "
+                                     "shards)")
+            c = conv_candidate(ctx, node, c.kind, cin, c.act_block_h or None, False,
+                               transposed=node.op == "conv_transpose2d")
+        else:
+            cin = ctx.adapt(node, 0, x, "reshard", want, why)
     requested = ctx.requested_memory(node, node.shape.rows, node.shape.c) \
         if node.layout.kind == INTERLEAVED else None
     return conv_layer(ctx, node, cin, c, requested)

@@ -219,7 +219,7 @@ def _ttnn_l1(st) -> str:
 
 # the ttnn column: what ttnn (ttnn_oracle, on a mock device) said about the step
 _TTNN_MARK = {"confirmed": "ok", "rejected": "REJECTED", "differs": "differs",
-              "unjudged": "?", "unconfirmed": "-"}
+              "over the bank": "OVER BANK", "unjudged": "?", "unconfirmed": "-"}
 
 
 def ttnn_lines(rec) -> list[str]:

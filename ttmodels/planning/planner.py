@@ -47,6 +47,10 @@ from .plans import Adapter, BlockingNote, Plan, PlannedLayer, ReorderNote
 from ..ops.conv2d.sharding import determine_parallel_config
 
 
+# how often an op plans again against less L1 when ttnn sizes it over what is left (try_plan)
+TTNN_REPLANS = 4
+
+
 def _flat(shape: TensorShape) -> tuple[int, int, int, int]:
     return shape.flat
 
@@ -67,6 +71,8 @@ class _Planner:
         self.budget = l1m.l1_bank_bytes(arch, self.l1_small_size)
         # what the op being planned may use: the bank less every other tensor alive in L1
         self.op_budget = self.budget
+        # the same before try_plan lowered op_budget for ttnn's own figures: what those must fit
+        self.ttnn_budget = self.budget
         self.grid, self.banks = ARCHS[arch].grid, ARCHS[arch].l1_banks
         self.spills: list[lv.Spill] = []
         # (tensor, layer): spill the tensor for that layer whatever the sums say (the address
@@ -191,15 +197,39 @@ class _Planner:
         return {n: self.layouts[n] for n in alive}
 
     def try_plan(self, node: Node, fn, others: dict[str, int]):
-        """fn(node) with the L1 that ``others`` leave; (layer or None, error, live others)."""
+        """fn(node) with the L1 that ``others`` leave; (layer or None, error, live others).
+
+        With ttnn asked (``oracle``), ttnn's own per-core figure for the layer is what must fit:
+        where it exceeds what ``others`` leave, the op plans again against less, by ttnn's
+        excess over the estimate (smaller blocks, other layouts, more DRAM slices), a few
+        times; if ttnn's figure still does not fit, the layer does not fit here."""
         mark = len(self.adapters)
-        self.op_budget = self.budget - sum(others.values())
-        try:
-            layer = fn(node)
-        except LayoutError as e:
+        self.ttnn_budget = self.op_budget = self.budget - sum(others.values())
+        for _ in range(TTNN_REPLANS + 1):
+            try:
+                layer = fn(node)
+            except LayoutError as e:
+                del self.adapters[mark:]
+                return None, e, others
+            l1 = self.ttnn_l1(layer)
+            if l1 is None or l1 <= self.ttnn_budget:
+                return with_ttnn_figure(layer, l1), None, others
             del self.adapters[mark:]
-            return None, e, others
-        return layer, None, others
+            self.op_budget -= max(l1 - layer.l1_bytes_per_core, l1 - self.ttnn_budget, 1)
+        return None, LayoutError(
+            f"ttnn sizes {node.op} at {l1:,} B per core, over the {self.ttnn_budget:,} B "
+            f"left by the {self.budget:,} B bank of {self.arch} and the tensors alive around "
+            f"it (the estimate says {layer.l1_bytes_per_core:,} B), after {TTNN_REPLANS} "
+            "replans against less L1", layer=node.name), others
+
+    def ttnn_l1(self, layer: PlannedLayer) -> int | None:
+        """ttnn's per-core L1 figure for ``layer`` (op + its L1 inputs) when ttnn is asked and
+        gives one, else None."""
+        if self.oracle is None or not self.with_adapters:
+            return None
+        ans = self.oracle.judge_layer(self.g, layer, self.flat)
+        l1 = getattr(ans, "op_l1", None)
+        return l1 if isinstance(l1, int) and not isinstance(l1, bool) else None
 
     def plan_live(self, i: int, node: Node, fn) -> PlannedLayer:
         """Plan layer ``i`` against the L1 that the tensors alive around it leave (and the
@@ -457,6 +487,18 @@ def rule_op(node: Node) -> str:
     """The ttnn op whose rules a node's layer obeys (its registry entry's ``rule_op``: an
     align_corners upsample obeys ``grid_sample``'s, its lowering)."""
     return ops.get(node.op).rule_op(node)
+
+
+def with_ttnn_figure(layer: PlannedLayer, l1: int | None) -> PlannedLayer:
+    """``layer`` sized by ttnn's own figure where that is larger than the estimate: the
+    difference counts as the op's circular buffers (``ttnn_extra_cb``), so liveness and the
+    address model see the CBs ttnn places (efficientnet_b2 float32's SE fc1: estimated
+    979,200 B, ttnn 1,114,368 B, its CBs ran into an L1 buffer)."""
+    parts = dict(layer.config.l1_parts or {})
+    if l1 is None or l1 <= layer.l1_bytes_per_core or not parts or "matmul" in parts:
+        return layer
+    parts["ttnn_extra_cb"] = l1 - layer.l1_bytes_per_core
+    return replace(layer, l1_bytes_per_core=l1, config=replace(layer.config, l1_parts=parts))
 
 
 class _Reorder(Exception):

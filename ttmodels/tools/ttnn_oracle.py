@@ -62,7 +62,7 @@ from typing import Any
 
 from ..language.graph import Precision, TensorShape, const_flat
 from ..planning.layout import TensorLayout
-from ..planning.oracle import provide
+from ..planning.oracle import over_bank, provide
 
 log = logging.getLogger("ttmodels")
 
@@ -611,6 +611,9 @@ class Oracle:
     def mark(self) -> tuple[int, int]:
         return self.queries, self.hits
 
+    def judge_layer(self, g, layer, flat) -> Answer | None:
+        return self.ask([layer_step(g, layer, flat, _param_shapes(g))])[0]
+
     def judge_candidate(self, g, layer, flat) -> Answer | None:
         step = layer_step(g, layer, flat, _param_shapes(g))
         ans = self.ask([step])[0]
@@ -633,6 +636,9 @@ class Off:
         return None
 
     def judge_candidate(self, g, layer, flat) -> None:
+        return None
+
+    def judge_layer(self, g, layer, flat) -> None:
         return None
 
     def confirm(self, plan, rejected: list[str], since) -> None:
@@ -817,7 +823,7 @@ class StepVerdict:
     kind: str             # "layer" | "adapter" | "spill"
     name: str
     op: str
-    status: str           # "confirmed" | "differs" | "rejected" | "unconfirmed"
+    status: str           # "confirmed" | "differs" | "rejected" | "over the bank" | "unconfirmed"
     error: str | None = None
     ttnn_memory: str | None = None
     ttnn_layout: str | None = None
@@ -964,7 +970,13 @@ def confirm(plan, oracle: Oracle | None, why: str | None = None,
         else:
             rec.cached += 1
         seen.add(k)
-        rec.steps.append(StepVerdict(pk(s), s.name, s.op, a.status, a.error, a.memory, a.layout,
+        status, error = a.status, a.error
+        if status == "confirmed" and over_bank(a, plan.l1_bank_bytes):
+            # ttnn accepts the call but sizes it over the bank: the real run is out of memory
+            status = "over the bank"
+            error = f"ttnn sizes it at {a.op_l1:,} B per core, over the " \
+                    f"{plan.l1_bank_bytes:,} B bank"
+        rec.steps.append(StepVerdict(pk(s), s.name, s.op, status, error, a.memory, a.layout,
                                      a.op_l1, a.cached))
         why_not = record(oracle, plan.graph.name, s, a, pk(s), plan.grid)
         if why_not:

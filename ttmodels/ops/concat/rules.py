@@ -73,7 +73,9 @@ def _c_concat(inputs, args: ConcatArgs, output, shapes):
             if kinds & {WIDTH}:
                 vs.append(_v("concat.sharded", "width (channel) concat of width-sharded inputs"))
             heights = {t.memory.shard_shape[0] for t in ts if t.memory.shard_shape}
-            grids = {t.memory.grid for t in ts}
+            # ttnn compares the shard specs' CoreRangeSets: the same (x, y) extent over
+            # another number of cores (56 vs 49 in 8x7, timm selecsls42b) is another grid
+            grids = {(t.memory.grid, t.memory.num_cores, t.memory.orientation) for t in ts}
             if len(heights) > 1 or len(grids) > 1:
                 vs.append(_v("concat.sharded", "channel concat inputs differ in shard height or grid"))
     return vs

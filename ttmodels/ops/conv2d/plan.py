@@ -114,6 +114,10 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
         for k in (HEIGHT, BLOCK, WIDTH):
             for abh in (None, 64, 32):
                 fallback.append(conv_candidate(ctx, node, k, x, abh, False))
+    # an output spec ttnn would refuse (a smaller act block or un-followed input can put a
+    # matmul conv's width shards on fewer cores than shards) is no fallback either
+    fallback = [c for c in fallback
+                if not R.tensor_checks(c.out, node.shape.flat, "conv2d output")] or fallback
     cap = ctx.cb_caps.get(node.name)
     fitting = [c for c in fallback if c.est.total <= ctx.op_budget
                and (cap is None or l1m.estimate_cbs(c.est) <= cap)]
@@ -135,6 +139,10 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
         sliced = plan_conv_sliced(ctx, node, x)
         if sliced is not None:
             return sliced
+    if fit is None and ctx.with_adapters and policy.kind in ("auto", INTERLEAVED):
+        linear = plan_linear_fallback(ctx, node)
+        if linear is not None:
+            return linear
     if fit is None:
         best = min(fallback, key=lambda c: c.est.total)
         sliced = "".join(
@@ -176,24 +184,33 @@ def plan_conv_on_grid(ctx: PlanContext, node: Node, x: TensorLayout) -> PlannedL
 def ttnn_first(ctx: PlanContext, node: Node, x: TensorLayout, cands: list[ConvCandidate]
                ) -> ConvCandidate | None:
     """The first of ``cands`` (the table's order of preference, all fitting L1) that ttnn
-    accepts as planned, asked on the mock device (``planning.oracle``); the table's first when
-    ttnn is not asked or accepts none of them (the plan then shows the step unconfirmed)."""
+    accepts as planned within the L1 it has (``ctx.ttnn_budget``), asked on the mock device
+    (``planning.oracle``); when ttnn accepts none, the table's first that ttnn does not size over
+    that L1 (the plan then shows the step unconfirmed), or None when ttnn sizes every one
+    over it (the caller then slices the conv)."""
     if ctx.oracle is None or len(cands) == 0:
         return cands[0] if cands else None
+    from ...planning.oracle import over_bank
+    within = []
     for c in cands:
         cin = replace(c.conv_in, layout=x.layout) if x.memory.sharded else x
         requested = ctx.requested_memory(node, node.shape.rows, node.shape.c) \
             if node.layout.kind == INTERLEAVED else None
         probe = conv_layer(ctx, node, cin, c, requested)
         ans = ctx.oracle.judge_candidate(ctx.g, probe, ctx.flat)
-        if ans is None or not ans.judged or ans.as_planned:
+        over = over_bank(ans, ctx.ttnn_budget)
+        if ans is None or not ans.judged or (ans.as_planned and not over):
             return c
+        if not over:
+            within.append(c)
+        why = (ans.error if not ans.accepted else
+               f"ttnn sizes it at {ans.op_l1:,} B per core, over the {ctx.ttnn_budget:,} B "
+               "it has" if over else f"ttnn gives {ans.memory} {ans.layout}")
         note = (f"{node.name}: {c.kind} on {c.pc.num_cores} cores, act_block_h "
-                f"{c.act_block_h or 'auto'}: " + (ans.error if not ans.accepted else
-                                                  f"ttnn gives {ans.memory} {ans.layout}"))
+                f"{c.act_block_h or 'auto'}: " + why)
         if note not in ctx.ttnn_rejected:
             ctx.ttnn_rejected.append(note)
-    return cands[0]
+    return within[0] if within else None
 
 
 def slice_dims(ctx: PlanContext, node: Node, slice_type: str, num_slices: int):
@@ -329,6 +346,19 @@ def plan_conv_sliced(ctx: PlanContext, node: Node, x: TensorLayout) -> PlannedLa
         l1_parts=c.est.parts,
     )
     return PlannedLayer(node, [cin], out, c.est.total, config)
+
+
+def plan_linear_fallback(ctx: PlanContext, node: Node) -> PlannedLayer | None:
+    """No conv2d layout fits a 1x1 stride-1 conv (conv2d keeps every weight on each core of a
+    height-sharded matmul conv: float32 expansions of 1,248+ channels): ttnn.linear with the
+    solver's program config, which splits the weights over the cores, when one fits."""
+    from ...planning.matmul_solver import is_conv1x1_stride1
+    if not is_conv1x1_stride1(node):
+        return None
+    try:
+        return plan_conv_as_linear(ctx, node)
+    except LayoutError:
+        return None
 
 
 def plan_conv_as_linear(ctx: PlanContext, node: Node) -> PlannedLayer:

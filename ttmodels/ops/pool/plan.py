@@ -22,12 +22,23 @@ from ..base import pads
 from .sharding import pool_input_memspec, pool_parallel_config, pool_parallel_config_of
 
 
+# the output dtypes ttnn 0.81.1's pool2d (max_pool2d, avg_pool2d) writes
+POOL2D_DTYPES = ("bfloat16", "bfloat8_b", "bfloat4_b")
+# the pools that may run as pool2d: the global pool too (inception_v3 float32's 8x8 avgpool
+# did, and was refused a float32 output; when it runs as a reduce, float32 would do, but which
+# path ttnn takes is not known in advance: DEVELOPERS.md)
+POOL2D_OPS = ("max_pool2d", "avg_pool2d", "global_avg_pool")
+
 
 def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
     x = ctx.layouts[node.inputs[0]]
     in_rows, c = ctx.rc(node.inputs[0])
     in_shape = ctx.g.shape_of(node.inputs[0])
     policy = node.layout
+    if node.op in POOL2D_OPS and x.dtype == "float32" and ctx.with_adapters:
+        # pool_op.cpp:30 (0.81.1, the real run): "Only BFLOAT16 supported for now"
+        x = ctx.adapt(node, 0, x, "typecast", replace(x, dtype="bfloat16"),
+                      "pool2d reads bfloat16, not float32")
     scheme = x.memory.memory_layout if x.memory.sharded else (
         policy.kind if policy.kind in (HEIGHT, WIDTH, BLOCK) else
         select_conv_shard_layout(node.shape.rows, c, c, device_grid=ctx.grid))
@@ -45,6 +56,10 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
         dtype = "bfloat16"
     if node.op == "adaptive_avg_pool2d":
         out_layout = ROW_MAJOR
+    if node.op in POOL2D_OPS and dtype not in POOL2D_DTYPES:
+        # ttnn 0.81.1 pool2d: "Currently only BFLOAT16, BFLOAT8_B, and BFLOAT4_B output data
+        # formats are supported" (generic_pools.cpp:154, the real run of googlenet float32)
+        dtype = "bfloat16"
     if node.op == "global_avg_pool":
         kernel = (in_shape.h, in_shape.w)
     elif node.op == "adaptive_avg_pool2d":
