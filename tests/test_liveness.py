@@ -8,7 +8,7 @@ from ttmodels.planning import liveness as lv
 from ttmodels.errors import LayoutError
 from ttmodels.language.graph import Graph, LayoutPolicy, Node, TensorShape
 from ttmodels.planning.l1 import bank_bytes, l1_bank_bytes
-from ttmodels.planning.layout import HEIGHT, INTERLEAVED, TILE_LAYOUT, MemSpec, TensorLayout
+from ttmodels.planning.layout import BLOCK, HEIGHT, INTERLEAVED, TILE_LAYOUT, MemSpec, TensorLayout
 from ttmodels.planning.planner import plan_graph
 from ttmodels.planning.plan_checks import check_plan, edge_mismatches
 
@@ -279,6 +279,42 @@ def test_step_total_counts_the_previous_programs_cbs_while_the_step_allocates():
     assert st.total == 500 + 670 + 100 and st.carried
     small = lv.StepL1("layer", "c", own=700, cbs=300, first=400, carry=100, others={})
     assert small.total == 700 and not small.carried
+
+
+def _to_layout(memory, shard, grid, layout, dtype="bfloat16", out_dtype=None):
+    from ttmodels.planning.plans import Adapter
+    m = MemSpec(memory, "l1", grid, None, shard)
+    before = TensorLayout(m, "tile" if layout == "row_major" else "row_major", dtype)
+    return Adapter("x", "y", 0, "to_layout", before, TensorLayout(m, layout, out_dtype or dtype), "t")
+
+
+@pytest.mark.parametrize("rows, c, memory, shard, grid, dtype, out_dtype, cbs", [
+    # tilize_with_val_padding's default factory: two CBs of the whole row's tiles, in and out
+    (196, 128, BLOCK, (128, 32), (4, 2), "bfloat16", None, 2 * 8192),
+    (196, 512, BLOCK, (64, 128), (4, 4), "bfloat16", None, 2 * 32768),
+    (196, 1536, BLOCK, (128, 192), (8, 2), "bfloat16", None, 2 * 98304),
+    (196, 128, BLOCK, (128, 32), (4, 2), "bfloat16", "bfloat8_b", 8192 + 4352),
+    (196, 128, BLOCK, (128, 32), (4, 2), "float32", None, 2 * 16384),
+    # whole tiles: the sharded tilize factory, CBs on the shards themselves
+    (256, 256, BLOCK, (128, 32), (8, 2), "bfloat16", None, 0),
+    (256, 512, BLOCK, (64, 128), (4, 4), "bfloat16", None, 0),
+    (8192, 32, HEIGHT, (128, 32), (8, 8), "bfloat16", None, 0),
+    # height sharded with padding: pad, then the sharded tilize
+    (196, 64, HEIGHT, (128, 64), (2, 1), "bfloat16", None, 0),
+    (1000, 128, HEIGHT, (64, 128), (8, 2), "bfloat16", None, 0),
+])
+def test_sharded_tilize_leaves_the_cbs_ttnn_measured(rows, c, memory, shard, grid, dtype,
+                                                      out_dtype, cbs):
+    """``adapter_cbs`` of a tilize (to_layout row major -> tile) of a sharded tensor: the CBs its
+    last program leaves (own CBs, not the ones on a tensor's buffer), as measured on the mock n150
+    (ttnn 0.81.1) for each case."""
+    a = _to_layout(memory, shard, grid, "tile", dtype, out_dtype)
+    assert lv.adapter_cbs(a, rows, c) == cbs
+
+
+def test_untilize_double_buffers_a_row_of_the_shards_tiles():
+    a = _to_layout(BLOCK, (128, 128), (2, 2), "row_major")
+    assert lv.adapter_cbs(a, 256, 256) == 2 * 4 * 2048
 
 
 def bottleneck_branch():

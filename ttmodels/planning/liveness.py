@@ -33,7 +33,7 @@ from typing import Iterable, Mapping, Sequence
 from ..language.graph import TILE, Graph, Node
 from .l1 import bank_bytes, layer_parts, tile_bytes
 from ..ops.pool.l1 import global_pool_last_cbs
-from .layout import TensorLayout
+from .layout import BLOCK, TensorLayout
 from . import plan_walk as pw
 # the executor's freeing rules, read here and by the planner under these names
 from .plan_walk import freed_after_adapters, last_uses  # noqa: F401
@@ -147,16 +147,37 @@ def layer_first(layer) -> int:
     return first
 
 
-def adapter_cbs(a, c: int) -> int:
-    """CBs an adapter's program leaves for the next step: an untilize (``to_layout`` to row
-    major) double-buffers a row of the core's channel tiles (measured on the mock device: 2 x 4
-    bf16 tiles for 128-channel shards); a tilize (pad + tilize), reshards and memory moves
-    read and write the tensors' own buffers or a few tiles."""
-    if a.kind != "to_layout" or a.after.layout != "row_major":
+def adapter_cbs(a, rows: int, c: int) -> int:
+    """CBs an adapter's program leaves for the next step (of a [rows, c] tensor), measured on the
+    mock device (ttnn 0.81.1):
+
+    * an untilize (``to_layout`` to row major) double-buffers a row of the core's channel tiles
+      (2 x 4 bf16 tiles for 128-channel shards);
+    * a tilize (``to_layout`` to tile) of a block-sharded row-major tensor that needs padding
+      (rows or channels not whole tiles) runs ``tilize_with_val_padding``, whose sharded factory
+      takes width-sharded inputs only (``can_use_tilize_with_val_padding_sharded_factory``); the
+      default factory's two CBs each hold a row of the *whole* tensor's tiles, input and output
+      data format (``tilize_with_val_padding_multi_core_default_program_factory.cpp``):
+      [196, 128] 8 x 2 shards (128, 32) bf16: 2 x 8192 B; [196, 512] (64, 128): 2 x 32,768;
+      to bfloat8_b: 8192 + 4352; from float32: 2 x 16,384;
+    * other sharded tilizes leave none of their own: tile-aligned ones run the sharded tilize
+      factory, whose CBs alias the input and output shards; a height-sharded one that needs
+      padding is a pad (128-256 B CBs) then that tilize;
+    * reshards and memory moves read and write the tensors' own buffers or a few tiles.
+
+    Not modelled: a tilize from interleaved memory (measured 2 x a row of tiles up to 32 tiles
+    wide, e.g. 2 x 8192 B for 128 channels; wider rows take the block factory)."""
+    if a.kind != "to_layout":
         return 0
-    m = a.before.memory if a.before.memory.sharded else a.after.memory
-    width = m.shard_shape[1] if m.sharded else c
-    return 2 * -(-width // TILE) * tile_bytes("bfloat16")
+    per_row = -(-c // TILE)
+    if a.after.layout == "row_major":
+        m = a.before.memory if a.before.memory.sharded else a.after.memory
+        width = m.shard_shape[1] if m.sharded else c
+        return 2 * -(-width // TILE) * tile_bytes("bfloat16")
+    padded = rows % TILE or c % TILE
+    if a.before.memory.memory_layout == BLOCK and padded:
+        return per_row * (tile_bytes(a.before.dtype) + tile_bytes(a.after.dtype))
+    return 0
 
 
 class _Sums:
@@ -208,7 +229,7 @@ class _Sums:
         others.update({name: n for idx, (name, n) in self.temps.items() if idx != ev.operand})
         if chained:         # a chain: its input is the previous copy (freed after)
             src_b = self.temps[ev.operand][1]
-        cbs = adapter_cbs(a, c)
+        cbs = adapter_cbs(a, rows, c)
         self.steps.append(StepL1("adapter", ev.name, src_b + dst_b + cbs, cbs, src_b + dst_b,
                                  self.carry, others))
         self.carry = cbs

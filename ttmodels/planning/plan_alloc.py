@@ -253,7 +253,7 @@ def simulate(plan, *, l1_small_size: int = 32768) -> list[StepAddr]:
         elif isinstance(ev, pw.Adapt):
             a = ev.adapter
             step(ev, [(ALLOC, ev.copy, tensor_bank_bytes(g, a.src, a.after, banks)),
-                      (PROGRAM, lv.adapter_cbs(a, lv.tensor_rows_c(g, a.src)[1]))], {})
+                      (PROGRAM, lv.adapter_cbs(a, *lv.tensor_rows_c(g, a.src)))], {})
         elif isinstance(ev, pw.Run):
             pl = ev.layer
             rename = {f"out:{t}": key(t) for t in pl.tensor_layouts()}
