@@ -300,6 +300,15 @@ KNOWN_ESTIMATE_GAPS: dict[str, EstimateGap] = {
 
 # ---- the allocator's L1 bank and what a live tensor costs in it ---------------------------------
 
+def slice_input_copy_bytes(memory, dtype: str) -> int:
+    """Bytes per bank of a DRAM-sliced conv's input slice copied into L1 shards (row-major
+    sticks of ``memory``'s shard shape; measured on the mock n150: 528,384 B where this says
+    532,480 for a 64-channel 3x3 conv in two width slices). It sits beside the slice's first halo
+    pass (``plan_alloc.op_events``), so a slice count fits only if both do."""
+    sh, sw = memory.shard_shape
+    return sh * sw * (4 if dtype == "float32" else 2)
+
+
 def l1_region(arch: str = "wormhole_b0", l1_small_size: int = 32768) -> tuple[int, int]:
     """``[base, top)`` of the L1 allocator's range (``l1_alloc``): L1_SMALL sits above ``top``."""
     base = _arch.get(arch).l1_base

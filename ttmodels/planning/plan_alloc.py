@@ -32,7 +32,7 @@ from . import l1_alloc
 from ..arch import WORMHOLE_B0
 from . import liveness as lv
 from . import plan_walk as pw
-from .l1 import bank_bytes, l1_region, layer_parts
+from .l1 import bank_bytes, l1_region, layer_parts, slice_input_copy_bytes
 from .plans import FreedEarlyNote, InPlaceNote, Reallocation
 
 ALLOC, FREE, PROGRAM = "alloc", "free", "program"
@@ -154,14 +154,12 @@ def op_events(pl, graph, banks: int = WORMHOLE_B0.l1_banks) -> list[tuple]:
 
 def slice_input_copy(pl) -> int:
     """Bytes per bank of a DRAM slice's input copy: a pool's ``input`` part; a conv's slice
-    input shards (row-major sticks, ``slice_input_memory``; measured: 528,384 B where this
-    says 532,480 for a 64-channel 3x3 conv in two width slices)."""
+    input shards (``l1.slice_input_copy_bytes`` of ``slice_input_memory``)."""
     raw = dict(pl.config.l1_parts or {})
     m = getattr(pl.config, "slice_input_memory", None)
     if pl.node.op != "conv2d" or m is None or not m.shard_shape:
         return int(raw.get("input", 0))
-    sh, sw = m.shard_shape
-    return sh * sw * (4 if pl.inputs and pl.inputs[0].dtype == "float32" else 2)
+    return slice_input_copy_bytes(m, pl.inputs[0].dtype if pl.inputs else "bfloat16")
 
 
 def can_free_input(pl, plan) -> bool:

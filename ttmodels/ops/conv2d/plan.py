@@ -253,9 +253,18 @@ def slice_candidate(ctx: PlanContext, node: Node, x: TensorLayout, slice_type: s
     for c in tried:
         for cand in [c] + [conv_candidate(ctx, node, c.kind, x, abh, False, dims, hw)
                            for abh in (128, 64, 32)]:
-            if cand.est.total <= ctx.op_budget:
+            if slice_peak(cand, x) <= ctx.op_budget:
                 return cand
     return None
+
+
+def slice_peak(c: ConvCandidate, x: TensorLayout) -> int:
+    """L1 per core a DRAM slice of candidate ``c`` needs at its peak: the estimate, or the
+    slice's input copy beside its first halo pass (``plan_alloc.op_events``, measured), which
+    the estimate does not hold (its ``input`` part is 0: the input is in DRAM)."""
+    copy = (l1m.slice_input_copy_bytes(c.conv_in.memory, x.dtype)
+            if c.conv_in.memory.shard_shape else 0)
+    return max(c.est.total, copy + int(c.est.parts.get("halo", 0)))
 
 
 # Slice counts up to this are tried one by one; beyond it the search doubles, then bisects
@@ -295,13 +304,13 @@ def fewest_slices(ctx: PlanContext, node: Node, x: TensorLayout, st: str):
 
 
 def slice_need(ctx: PlanContext, node: Node, x: TensorLayout, st: str, k: int) -> int | None:
-    """Smallest L1 bytes/core estimate over the layouts of the largest of k slices."""
+    """Smallest L1 bytes/core peak (``slice_peak``) over the layouts of the largest of k slices."""
     best = None
     for kind in (HEIGHT, BLOCK, WIDTH):
         for abh in (None, 32):
             try:
                 dims, hw = slice_dims(ctx, node, st, k)
-                t = conv_candidate(ctx, node, kind, x, abh, False, dims, hw).est.total
+                t = slice_peak(conv_candidate(ctx, node, kind, x, abh, False, dims, hw), x)
             except (ValueError, ZeroDivisionError):
                 continue
             best = t if best is None else min(best, t)
