@@ -6,7 +6,7 @@ from ttmodels.ops.conv2d.sharding import (conv_reshards_input, determine_paralle
                                           select_conv_shard_layout)
 from ttmodels.ops.pool.sharding import pool_input_memspec, pool_output_memspec, pool_parallel_config
 from ttmodels.errors import LayoutError
-from ttmodels.planning.layout import BLOCK, HEIGHT, INTERLEAVED, WIDTH, MemSpec, TensorLayout
+from ttmodels.planning.layout import BLOCK, HEIGHT, INTERLEAVED, TILE_LAYOUT, WIDTH, MemSpec, TensorLayout
 
 DRAM = TensorLayout(MemSpec(INTERLEAVED, "dram"))
 HS = TensorLayout(R.sharded_memspec(HEIGHT, 12544, 64, num_cores=56))
@@ -180,6 +180,16 @@ def test_relu_cannot_change_dtype():
     assert [v.rule for v in R.check("relu", [HS], {"dtype": "bfloat8_b"})] == ["relu.dtype"]
     assert R.check("relu", [HS], {"dtype": "bfloat16"}) == []
 
+
+def test_pool_refuses_channels_not_divisible_by_its_channel_shards():
+    # a 1x1 conv's 512 channels block-sharded on 5 columns of 128 (the last one empty): ttnn
+    # 0.81.1 validate_pool2d "input channels (512) should be divisible by num_shards (5)"
+    five = TensorLayout(MemSpec(BLOCK, "l1", (5, 8), 40, (64, 128)), TILE_LAYOUT)
+    four = TensorLayout(MemSpec(BLOCK, "l1", (4, 8), 32, (64, 128)), TILE_LAYOUT)
+    shape = (1, 1, 490, 512)
+    for op in ("max_pool2d", "global_avg_pool"):
+        assert [v.rule for v in R.check(op, [five], {}, shapes=[shape])] == ["pool.channel_shards"]
+        assert R.check(op, [four], {}, shapes=[shape]) == []
 
 def test_pool_linear_upsample_concat_pad_adapters():
     assert R.check("max_pool2d", [HS], {}, shapes=[FLAT]) == []
