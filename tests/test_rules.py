@@ -301,3 +301,20 @@ def test_binary_in_place_output_tensor_must_be_a_with_the_output_spec():
     assert R.check("add", [HS, HS], {"dtype": "bfloat8_b", "memory_config": other},
                    shapes=[FLAT, FLAT]) == []
     assert R.RULES["binary.output_tensor"].kind == "error"
+
+
+def test_folded_stem_conv_output_is_the_matmul_convs():
+    # ConvNeXt's 4x4/4 stem on 3 channels from DRAM: conv2d folds it into a matmul conv on 48
+    # channels (auto_enable_kernel_folding); block-sharded, ttnn 0.81.1 gives 1 x 8 cores of
+    # 96 channels (mock device), not the 3 x 8 of an unfolded conv's output parallel config
+    from ttmodels.ops.conv2d.sharding import kernel_stride_fold
+    dram = MemSpec(INTERLEAVED, "dram")
+    fold = kernel_stride_fold((4, 4), (4, 4), (0, 0, 0, 0), (1, 1), (64, 64), dram)
+    assert fold == 16
+    assert kernel_stride_fold((3, 3), (2, 2), (1, 1, 1, 1), (1, 1), (64, 64), dram) == 1
+    args = {"shard_layout": BLOCK, "in_channels": 3, "out_shape": (1, 1, 256, 96)}
+    x = TensorLayout(dram, TILE_LAYOUT)
+    out = R.output_layout("conv2d", [x], {**args, "fold": fold}, None, [(1, 1, 4096, 3)])
+    assert (out.memory.grid, out.memory.shard_shape) == ((1, 8), (32, 96))
+    unfolded = R.output_layout("conv2d", [x], args, None, [(1, 1, 4096, 3)])
+    assert unfolded.memory.grid == (3, 8)
