@@ -34,8 +34,16 @@ ADAPTER_KINDS = {"reshard", "sharded_to_interleaved", "interleaved_to_sharded", 
                  "typecast", "to_memory_config"}
 
 
-@pytest.mark.parametrize("batch", [1, 2])
-@pytest.mark.parametrize("name", list_models())
+def _model_batches():
+    """Each registered model at batch 1 and 2, or at the one batch its spec declares
+    (``batch:``, resnet50_tt's 16: its explicit grids are that batch's)."""
+    for name in list_models():
+        declared = load_graph(name).batch
+        for batch in (declared,) if declared else (1, 2):
+            yield name, batch
+
+
+@pytest.mark.parametrize("name,batch", list(_model_batches()))
 def test_every_shipped_plan_checks_against_itself(name, batch):
     """Every registered model (enrolled by being registered): its plan passes every rule with
     the layouts each step receives, and every edge gives what its consumer receives (a split's

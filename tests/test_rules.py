@@ -6,7 +6,7 @@ from ttmodels.ops.conv2d.sharding import (conv_reshards_input, determine_paralle
                                           select_conv_shard_layout)
 from ttmodels.ops.pool.sharding import pool_input_memspec, pool_output_memspec, pool_parallel_config
 from ttmodels.errors import LayoutError
-from ttmodels.planning.layout import BLOCK, HEIGHT, INTERLEAVED, WIDTH, MemSpec, TensorLayout
+from ttmodels.planning.layout import BLOCK, HEIGHT, INTERLEAVED, TILE_LAYOUT, WIDTH, MemSpec, TensorLayout
 
 DRAM = TensorLayout(MemSpec(INTERLEAVED, "dram"))
 HS = TensorLayout(R.sharded_memspec(HEIGHT, 12544, 64, num_cores=56))
@@ -181,6 +181,16 @@ def test_relu_cannot_change_dtype():
     assert R.check("relu", [HS], {"dtype": "bfloat16"}) == []
 
 
+def test_pool_refuses_channels_not_divisible_by_its_channel_shards():
+    # a 1x1 conv's 512 channels block-sharded on 5 columns of 128 (the last one empty): ttnn
+    # 0.81.1 validate_pool2d "input channels (512) should be divisible by num_shards (5)"
+    five = TensorLayout(MemSpec(BLOCK, "l1", (5, 8), 40, (64, 128)), TILE_LAYOUT)
+    four = TensorLayout(MemSpec(BLOCK, "l1", (4, 8), 32, (64, 128)), TILE_LAYOUT)
+    shape = (1, 1, 490, 512)
+    for op in ("max_pool2d", "global_avg_pool"):
+        assert [v.rule for v in R.check(op, [five], {}, shapes=[shape])] == ["pool.channel_shards"]
+        assert R.check(op, [four], {}, shapes=[shape]) == []
+
 def test_pool_linear_upsample_concat_pad_adapters():
     assert R.check("max_pool2d", [HS], {}, shapes=[FLAT]) == []
     assert [v.rule for v in R.check("max_pool2d", [HS], {"dtype": "bfloat8_b"})] == ["pool.dtype_layout"]
@@ -291,3 +301,20 @@ def test_binary_in_place_output_tensor_must_be_a_with_the_output_spec():
     assert R.check("add", [HS, HS], {"dtype": "bfloat8_b", "memory_config": other},
                    shapes=[FLAT, FLAT]) == []
     assert R.RULES["binary.output_tensor"].kind == "error"
+
+
+def test_folded_stem_conv_output_is_the_matmul_convs():
+    # ConvNeXt's 4x4/4 stem on 3 channels from DRAM: conv2d folds it into a matmul conv on 48
+    # channels (auto_enable_kernel_folding); block-sharded, ttnn 0.81.1 gives 1 x 8 cores of
+    # 96 channels (mock device), not the 3 x 8 of an unfolded conv's output parallel config
+    from ttmodels.ops.conv2d.sharding import kernel_stride_fold
+    dram = MemSpec(INTERLEAVED, "dram")
+    fold = kernel_stride_fold((4, 4), (4, 4), (0, 0, 0, 0), (1, 1), (64, 64), dram)
+    assert fold == 16
+    assert kernel_stride_fold((3, 3), (2, 2), (1, 1, 1, 1), (1, 1), (64, 64), dram) == 1
+    args = {"shard_layout": BLOCK, "in_channels": 3, "out_shape": (1, 1, 256, 96)}
+    x = TensorLayout(dram, TILE_LAYOUT)
+    out = R.output_layout("conv2d", [x], {**args, "fold": fold}, None, [(1, 1, 4096, 3)])
+    assert (out.memory.grid, out.memory.shard_shape) == ((1, 8), (32, 96))
+    unfolded = R.output_layout("conv2d", [x], args, None, [(1, 1, 4096, 3)])
+    assert unfolded.memory.grid == (3, 8)

@@ -19,7 +19,7 @@ __all__ = ["plan", "build", "register", "list_models", "load_graph", "import_mod
            "LayoutError", "WeightsError", "DeviceError", "formats", "__version__"]
 
 
-def load_graph(spec, *, batch_size: int = 1, input_size=None, profile: str | None = None):
+def load_graph(spec, *, batch_size: int | None = None, input_size=None, profile: str | None = None):
     """Parse and validate a spec into a shape-inferred Graph (see ``ttmodels.language.spec``)."""
     from .language.spec import load_graph as _load
     return _load(spec, batch_size=batch_size, input_size=input_size, profile=profile)

@@ -36,7 +36,7 @@ from .layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, 
 from ..ops.conv2d import Conv2dPlan
 from .plans import PlannedLayer
 from ..ops.conv2d.l1 import conv_l1
-from ..ops.conv2d.sharding import conv_input_parallel_config, conv_memspec, conv_output_memspec, conv_reshards_input, determine_parallel_config, is_matmul_conv, parallel_config_of
+from ..ops.conv2d.sharding import conv_input_parallel_config, conv_memspec, conv_output_memspec, conv_reshards_input, determine_parallel_config, folded_output_parallel_config, is_matmul_conv, kernel_stride_fold, parallel_config_of
 from ..ops.conv_transpose2d.l1 import conv_transpose_geometry
 
 
@@ -203,8 +203,17 @@ def conv_candidate(ctx: PlanContext, node: Node, kind: str, x: TensorLayout,
                                ROW_MAJOR if dims is not None else x.layout, x.dtype)
     # ttnn's output spec: output parallel config, then (matmul convs) only the cores that
     # hold output blocks (sharding.conv_output_memspec)
-    out_mem = conv_output_memspec(pc, out_rows, c_out, is_mm=mm and not transposed,
-                                    device_grid=ctx.grid)
+    fold = 1 if transposed or dims is not None else kernel_stride_fold(
+        a["kernel"], a["stride"], a["padding"], a.get("dilation", (1, 1)),
+        (in_shape.h, in_shape.w), x.memory)
+    if fold > 1 and kind == BLOCK:
+        # conv2d folds it into a matmul conv on C * sh * sw channels: its channel cores
+        out_mem = conv_output_memspec(
+            folded_output_parallel_config(pc, c_in * fold, c_out, device_grid=ctx.grid),
+            out_rows, c_out, is_mm=True, device_grid=ctx.grid)
+    else:
+        out_mem = conv_output_memspec(pc, out_rows, c_out, is_mm=mm and not transposed,
+                                      device_grid=ctx.grid)
     out = TensorLayout(out_mem, TILE_LAYOUT, node.precision.activations)
     ih, iw, oh, ow = slice_hw or (in_shape.h, in_shape.w, node.shape.h, node.shape.w)
     if transposed:

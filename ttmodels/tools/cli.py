@@ -225,13 +225,24 @@ def _drop_stdout(stream) -> None:
         pass
 
 
+def _declared_batch(name: str) -> int | None:
+    """The one batch a spec plans at (its ``batch:``), None when it plans at any."""
+    from ..errors import SpecError
+    from ..language.spec import load_graph
+    try:
+        return load_graph(name).batch
+    except SpecError:       # a registered spec that does not load: `list` still names it
+        return None
+
+
 def _run(args) -> int:
     import ttmodels
 
     size = tuple(args.input_size) if getattr(args, "input_size", None) else None
     if args.cmd == "list":
         for name in ttmodels.list_models():
-            print(name)
+            batch = _declared_batch(name)
+            print(name if batch is None else f"{name}  (batch {batch} only)")
         return 0
     if args.cmd == "validate":
         # the spec's validity needs no ttnn verdicts: plan from the table (fast, no worker)

@@ -20,12 +20,14 @@ from .schema import MAX_DIM, MAX_GRAPH_NODES, _err, _is_int, _suggest, _typename
 from .sections import _Sections
 
 
-def load_graph(spec, *, batch_size: int = 1, input_size=None, profile: str | None = None) -> Graph:
+def load_graph(spec, *, batch_size: int | None = None, input_size=None,
+               profile: str | None = None) -> Graph:
     """Parse, expand and validate ``spec`` into a shape-inferred Graph.
 
     ``spec``: a shipped or registered config name ("resnet50"), a path (str or Path), YAML text or
     a dict (never modified). ``input_size=(H, W)`` overrides the spec's default input size;
     ``profile`` selects a named precision profile of the spec ("default" = the spec's defaults).
+    ``batch_size``: None = the batch the spec declares (``batch:``), else 1.
     """
     data, source, base = registry.resolve(spec)
     try:
@@ -80,7 +82,8 @@ class _Compiler(_Sections, _Expansion):
 
     # ---- entry ----------------------------------------------------------------------------
     def run(self) -> Graph:
-        if not _is_int(self.batch_size) or not 1 <= self.batch_size <= MAX_DIM:
+        if self.batch_size is not None and (
+                not _is_int(self.batch_size) or not 1 <= self.batch_size <= MAX_DIM):
             raise SpecError(f"batch_size must be a positive integer, got {self.batch_size!r}",
                             file=self.source)
         docs = _Documents()
@@ -88,6 +91,7 @@ class _Compiler(_Sections, _Expansion):
         top = docs.load(self.data, self.source, self.base, ((key, self.source),))
         self.blocks = docs.blocks
         tm: YMap = top["__map__"]
+        batch = self.parse_batch(top.get("batch"), tm)
         ctx = _Ctx(prefix="", params={}, layout=LayoutPolicy(), precision={}, top=True)
         ctx.params = self.parse_params(ctx, top.get("params"), tm)
         self.parse_precision_defaults(ctx, top, tm)
@@ -108,7 +112,7 @@ class _Compiler(_Sections, _Expansion):
         ignore_weights = self.parse_ignore_weights(top.get("ignore_weights"), tm)
         graph = Graph(name=name, inputs=self.inputs, nodes=self.nodes, constants=self.constants,
                       outputs=outputs, source=self.source, input_precision=input_precision,
-                      ignore_weights=ignore_weights)
+                      ignore_weights=ignore_weights, batch=batch)
         warn_precision(graph)
         return graph
 

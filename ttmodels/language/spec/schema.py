@@ -21,7 +21,7 @@ REQUIRED = "required"       # block parameter default meaning "must be given"
 _NAME_RE = re.compile(r"^[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)*$")
 
 TOP_FIELDS = ("name", "doc", "extends", "imports", "params", "inputs", "constants", "defaults",
-              "profiles", "blocks", "layers", "outputs", "ignore_weights")
+              "profiles", "blocks", "layers", "outputs", "ignore_weights", "batch")
 IMPORTED_FIELDS = ("name", "doc", "imports", "blocks")
 BLOCK_FIELDS = ("doc", "params", "inputs", "layers", "outputs")
 INPUT_FIELDS = ("channels", "size", "divisible_by", "doc")

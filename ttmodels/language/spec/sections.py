@@ -19,6 +19,24 @@ from .schema import (CONSTANT_FIELDS, DEFAULT_FIELDS, INPUT_FIELDS, LAYOUT_FIELD
 class _Sections:
     """The top-level sections of ``_Compiler`` (``compiler.py``)."""
 
+    def parse_batch(self, value, tm: YMap) -> int | None:
+        """``batch: 16``: the one batch the spec plans at (explicit grids written for it, as
+        TT's hand-tuned ResNet50's). Sets ``self.batch_size`` (None: that batch, else 1); any
+        other batch is refused here, naming the line, rather than deep in the planner."""
+        if value is None:
+            if self.batch_size is None:
+                self.batch_size = 1
+            return None
+        if not _is_int(value) or not 1 <= value <= MAX_DIM:
+            raise _err(f"'batch' must be a positive integer, got {value!r}", tm, "batch")
+        if self.batch_size is None:
+            self.batch_size = value
+        elif self.batch_size != value:
+            raise _err(f"this spec plans at batch {value} only (its explicit layouts' grids are "
+                       f"batch {value}'s), not at batch {self.batch_size}: use --batch {value}, "
+                       f"or a spec whose layouts are 'auto' for other batches", tm, "batch")
+        return value
+
     def parse_ignore_weights(self, value, tm: YMap) -> tuple[str, ...]:
         """Key prefixes that checkpoints for this spec carry and no layer reads (Ultralytics'
         fixed DFL buffer ``model.22.dfl.``): skipped when present, never required."""

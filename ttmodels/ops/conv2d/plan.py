@@ -17,7 +17,7 @@ from ...planning.plan_context import (ConvCandidate, PlanContext, auto_pick, con
 from ...planning.plans import PlannedLayer
 from . import Conv2dPlan
 from .rules import ConvArgs
-from .sharding import conv_slice_dim, conv_slice_type_guess
+from .sharding import conv_slice_dim, conv_slice_type_guess, kernel_stride_fold
 
 
 from .cost import MARGIN, fastest_first, lowering_us, why
@@ -61,8 +61,11 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
         kinds = [HEIGHT, BLOCK, WIDTH]
     cands = []
     for k in kinds:
-        if k == WIDTH and len(kinds) == 3 and is_mm(node):
-            continue  # ttnn: a matmul (1x1) conv is never auto width-sharded
+        if k == WIDTH and len(kinds) == 3 and (is_mm(node) or _folds(ctx, node, x)):
+            # ttnn: a matmul (1x1) conv is never auto width-sharded; a folded one (kernel =
+            # stride, sharding.kernel_stride_fold) runs as a matmul conv, which refuses width
+            # shards (measured on the mock device)
+            continue
         try:
             cand = conv_candidate(ctx, node, k, x, None, follow)
             # an output spec ttnn would refuse for this shape (e.g. width shards on fewer
@@ -179,6 +182,12 @@ def plan_conv_on_grid(ctx: PlanContext, node: Node, x: TensorLayout) -> PlannedL
         cin = ctx.adapt(node, 0, x, kind, xin, f"layout asks {p.kind} on "
                         f"{p.grid[0]}x{p.grid[1]} cores; conv2d keeps a sharded input's grid")
     return conv_layer(ctx, node, cin, fit, None)
+
+
+def _folds(ctx: PlanContext, node: Node, x: TensorLayout) -> bool:
+    a, s = node.attrs, ctx.g.shape_of(node.inputs[0])
+    return kernel_stride_fold(a["kernel"], a["stride"], a.get("padding", (0, 0)),
+                              a.get("dilation", (1, 1)), (s.h, s.w), x.memory) > 1
 
 
 def ttnn_first(ctx: PlanContext, node: Node, x: TensorLayout, cands: list[ConvCandidate]

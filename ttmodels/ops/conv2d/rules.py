@@ -11,7 +11,7 @@ from ...arch import DEFAULT_GRID
 from ...planning.layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                        TensorLayout)
 from ...planning.rules import _CONV, CallArgs, OutputQuery, Rule, Violation, _v, reads
-from .sharding import (conv_input_parallel_config, conv_output_memspec, conv_slice_dim,
+from .sharding import (conv_input_parallel_config, folded_output_parallel_config, conv_output_memspec, conv_slice_dim,
                        determine_parallel_config, parallel_config_of)
 
 _CONV_OP = "ttnn/cpp/ttnn/operations/conv/conv2d/device/conv2d_device_operation.cpp"
@@ -114,6 +114,7 @@ class ConvArgs(CallArgs):
     slice: Mapping[str, Any] | None = None      # DRAM slicing: {"type", "num_slices"}
     output_hw: tuple[int, int] | None = None    # the output's (H, W), for the slice count
     in_channels: int | None = None              # the sim knows it; the planner's shapes say it
+    fold: int = 1                               # sharding.kernel_stride_fold: C * fold channels
     device_grid: tuple[int, int] = DEFAULT_GRID
 
 
@@ -234,6 +235,11 @@ def _out_conv(q: OutputQuery) -> TensorLayout:
         pc = determine_parallel_config(
             kind, out_rc[0], a.in_channels if a.in_channels is not None else out_rc[1],
             out_rc[1], grid, channels_padding=not is_mm, act_block_h=a.act_block_h_override)
+        if a.fold > 1 and kind == BLOCK and a.in_channels is not None:
+            # conv2d folds it into a matmul conv on C * sh * sw channels
+            pc = folded_output_parallel_config(pc, a.in_channels * a.fold, out_rc[1],
+                                               device_grid=grid)
+            is_mm = True
         mem = conv_output_memspec(pc, *out_rc, is_mm=is_mm, device_grid=grid)
     else:
         mem = x.memory if x is not None else MemSpec()

@@ -233,3 +233,41 @@ def conv_slice_type_guess(in_h: int, in_w: int, output_layout: str = TILE_LAYOUT
     if in_w < 200 or in_h > in_w:
         return "height"
     return "width"
+
+
+def kernel_stride_fold(kernel, stride, padding, dilation, in_hw: tuple[int, int],
+                       mem: MemSpec) -> int:
+    """How many times conv2d folds its input's channels (``sh * sw``), 1 when it does not:
+    conv2d_utils.cpp ``auto_enable_kernel_folding`` (enable_kernel_stride_folding unset) folds
+    a conv whose kernel equals its stride (> 1), dilation 1, whose (padded) input divides by
+    the stride, read from DRAM with zero padding (or height-sharded), into a matmul conv on
+    ``C * sh * sw`` channels (``fold_input_tensor_if_required``). Seen on the 0.81.1 mock device:
+    ConvNeXt's 4x4/4 stem on 3 channels, block-sharded, comes out on 1 x 8 cores of 96
+    channels, not the 3 x 8 an unfolded conv's output parallel config gives; width sharding of
+    such a conv is refused (the matmul program config takes no width shards)."""
+    (kh, kw), (sh, sw) = tuple(kernel), tuple(stride)
+    pad = tuple(int(p) for p in padding)
+    if (kh, kw) != (sh, sw) or (sh, sw) == (1, 1) or tuple(dilation) != (1, 1):
+        return 1
+    if any(pad) or in_hw[0] % sh or in_hw[1] % sw:
+        return 1
+    if mem.buffer == "dram" or mem.memory_layout == HEIGHT:
+        return sh * sw
+    return 1
+
+
+def folded_output_parallel_config(pc: ParallelConfig, c_in_folded: int, c_out: int, *,
+                                  device_grid: tuple[int, int] = DEFAULT_GRID) -> ParallelConfig:
+    """The parallel config of a folded (``kernel_stride_fold``) block-sharded conv: the
+    candidate's row cores, and -- a matmul conv's (determine_parallel_config without channel
+    padding) -- the most channel cores up to the grid's columns dividing both the folded
+    input's and the output's channel tiles (3 -> 96 channels at 4x4/4: 48 and 96 channels,
+    2 and 3 tiles: 1 core; 3 -> 256: 2 cores; 64 -> 512 at 2x2/2: 8 cores; all measured on
+    the mock device). Height sharding is the unfolded conv's (measured alike)."""
+    if pc.kind != BLOCK:
+        return pc
+    cin_t, cout_t = -(-c_in_folded // TILE), -(-c_out // TILE)
+    cc = max(1, device_grid[0])
+    while cc > 1 and (cin_t % cc or cout_t % cc):
+        cc -= 1
+    return ParallelConfig(BLOCK, cc * pc.cores_nhw, (cc, pc.cores_nhw), pc.cores_nhw, cc)

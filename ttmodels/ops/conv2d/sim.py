@@ -8,7 +8,7 @@ import logging
 import torch
 import torch.nn.functional as F
 
-from .sharding import is_matmul_conv
+from .sharding import is_matmul_conv, kernel_stride_fold
 from ..base import pads
 from ...backends.sim import onednn
 from ...backends.sim import types as T
@@ -390,7 +390,9 @@ def conv2d(*, input_tensor, weight_tensor, device, in_channels, out_channels, ba
                      override_sharding_config=cfg.override_sharding_config,
                      act_block_h_override=int(getattr(cfg, "act_block_h_override", 0) or 0),
                      activation=_act_name(cfg.activation), slice=sliced,
-                     output_hw=(oh, ow) if sliced is not None else None)
+                     output_hw=(oh, ow) if sliced is not None else None,
+                     fold=1 if sliced is not None else kernel_stride_fold(
+                         (kh, kw), (sh, sw), (pt, pb, pl, pr), (dh, dw), (h, w), x._layout().memory))
     if sliced is not None:
         if memory_config is not None:
             # conv2d_DRAM only logs this; the output is DRAM interleaved whatever was asked

@@ -15,7 +15,7 @@ from ...planning.plan_config import SliceConfig
 from ...planning.plan_context import PlanContext
 from ...planning.plans import PlannedLayer
 from . import PoolPlan
-from .rules import PoolArgs
+from .rules import PoolArgs, channel_shards_refused
 from ..conv2d.sharding import select_conv_shard_layout
 from .l1 import pool_l1
 from ..base import pads
@@ -48,6 +48,14 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
         x = ctx.adapt(node, 0, x, "reshard", replace(x, memory=want),
                       f"policy asks {policy.kind}; producer gives {x.memory.short()}")
         scheme = policy.kind
+    if ctx.with_adapters and channel_shards_refused(x, ctx.flat[node.inputs[0]]):
+        # rule pool.channel_shards: a producer that left a grid column empty (a conv's 512
+        # channels on 5 columns of 128) gives pool2d a channel shard count it refuses; from
+        # interleaved L1 pool2d shards the input itself (applied_shard_scheme)
+        x = ctx.to_interleaved(node, 0, x, f"pool2d refuses {x.memory.short()} of {c} channels "
+                               "(rule pool.channel_shards)")
+        scheme = policy.kind if policy.kind in (HEIGHT, WIDTH, BLOCK) else \
+            select_conv_shard_layout(node.shape.rows, c, c, device_grid=ctx.grid)
     dtype = node.precision.activations
     out_layout = TILE_LAYOUT if (ctx.with_adapters and (ctx.consumers_need_tile(node) or
                                                         is_block_float(dtype))) else ROW_MAJOR

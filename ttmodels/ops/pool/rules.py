@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from ...arch import DEFAULT_GRID
 from ...formats import BLOCK_FLOAT_DTYPES
+from ...language.graph import TILE, round_up
 from ...planning.layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                        TensorLayout)
 from ...planning.rules import _POOL, CallArgs, OutputQuery, Rule, _v, reads
@@ -20,6 +21,13 @@ RULE_LIST = (
          "with applied_shard_scheme, default chosen like conv)",
          f"{_POOL}: Pool2D::validate_on_program_cache_miss ('Pool2D input shard spec should not be "
          f"empty'); {_POOL_API}: pool2d (shards an interleaved input)"),
+    Rule("pool.channel_shards", "max_pool2d|avg_pool2d|global_avg_pool",
+         "a WIDTH or BLOCK sharded input's (padded) channels are a multiple of its channel "
+         "shard count (num_cores_c: the grid's columns for row-major block shards, every core "
+         "for width shards) -- a conv may leave a grid column empty (512 channels on 5 columns "
+         "of 128), which pool2d then refuses",
+         f"{_POOL}: validate_pool2d ('For width and block sharding, input channels ({{}}) "
+         "should be divisible by num_shards ({})')"),
     Rule("pool.dtype_layout", "max_pool2d|avg_pool2d|global_avg_pool",
          "output dtype and layout are arguments (dtype=bfloat16, output_layout=ROW_MAJOR by "
          "default); a bfloat8_b output needs output_layout=TILE",
@@ -44,6 +52,22 @@ class PoolArgs(CallArgs):
     device_grid: tuple[int, int] = DEFAULT_GRID
 
 
+def _padded_channels(c: int, layout: str) -> int:
+    """The input's padded_shape()[3]: tiles pad the channels to 32."""
+    return round_up(c, TILE) if layout == TILE_LAYOUT else c
+
+
+def channel_shards_refused(x: TensorLayout, shape) -> str | None:
+    """Rule pool.channel_shards: why pool2d refuses this width/block-sharded input, or None."""
+    if x.memory.memory_layout not in (WIDTH, BLOCK) or not x.memory.grid or shape is None:
+        return None
+    c = _padded_channels(shape[3], x.layout)
+    cores_c = pool_parallel_config_of(x.memory).cores_c
+    if c % cores_c == 0:
+        return None
+    return f"pool input {x.memory.memory_layout} with {c} channels on {cores_c} channel shards"
+
+
 @reads(PoolArgs)
 def _c_pool(inputs, args: PoolArgs, output, shapes):
     vs = []
@@ -52,6 +76,8 @@ def _c_pool(inputs, args: PoolArgs, output, shapes):
         return [_v("pool.memory", "pool input is missing")]
     if x.memory.memory_layout not in (INTERLEAVED, HEIGHT, WIDTH, BLOCK):
         vs.append(_v("pool.memory", f"pool input {x.memory.memory_layout}"))
+    elif (why := channel_shards_refused(x, shapes[0] if shapes else None)) is not None:
+        vs.append(_v("pool.channel_shards", why))
     if args.dtype in BLOCK_FLOAT_DTYPES and args.output_layout != TILE_LAYOUT:
         vs.append(_v("pool.dtype_layout", f"pool output {args.dtype} needs output_layout=TILE"))
     return vs
