@@ -43,8 +43,9 @@ class StepOracle(Protocol):
         the conv candidates it refused while planning."""
 
 
-class _Unavailable:
-    """No oracle implementation registered (``ttmodels.tools.ttnn_oracle`` not imported)."""
+class NoOracle:
+    """An oracle that asks nothing: none registered (``ttmodels.tools.ttnn_oracle`` not
+    imported), the plan records no verdicts. Implementations that are off build on it."""
     asks = False
 
     def mark(self) -> None:
@@ -73,7 +74,7 @@ def resolve(oracle, arch: str) -> StepOracle:
     """The oracle ``plan_graph``'s ``oracle`` argument names for a plan of ``arch``: None (the
     default: on unless the environment says off), True, False, or a StepOracle to use as it is."""
     if oracle is None or isinstance(oracle, bool):
-        return _RESOLVE[0](oracle, arch) if _RESOLVE else _Unavailable()
+        return _RESOLVE[0](oracle, arch) if _RESOLVE else NoOracle()
     return oracle
 
 

@@ -62,7 +62,7 @@ from typing import Any
 
 from ..language.graph import Precision, TensorShape, const_flat
 from ..planning.layout import TensorLayout
-from ..planning.oracle import over_bank, provide
+from ..planning.oracle import NoOracle, over_bank, provide
 
 log = logging.getLogger("ttmodels")
 
@@ -625,21 +625,11 @@ class Oracle:
         confirm(plan, self, None, rejected, since)
 
 
-class Off:
+class Off(NoOracle):
     """The oracle when it is off (``why_off``): asks nothing, every step unconfirmed."""
-    asks = False
 
     def __init__(self, why: str):
         self.why = why
-
-    def mark(self) -> None:
-        return None
-
-    def judge_candidate(self, g, layer, flat) -> None:
-        return None
-
-    def judge_layer(self, g, layer, flat) -> None:
-        return None
 
     def confirm(self, plan, rejected: list[str], since) -> None:
         confirm(plan, None, self.why, rejected, since)
