@@ -214,13 +214,7 @@ def test_mock_cluster_descriptor_is_consistent(system):
         ca, cb = d["chips"][a["chip"]], d["chips"][b["chip"]]
         assert sum(abs(p - q) for p, q in zip(ca, cb)) == 1, (a, b)
         links.add(frozenset((a["chip"], b["chip"])))
-    reached, todo = set(), [min(chips)]
-    while todo:
-        c = todo.pop()
-        if c not in reached:
-            reached.add(c)
-            todo += [o for link in links if c in link for o in link if o != c]
-    assert reached == chips
+    assert_connected(chips, links)
     mmio = {c for entry in d["chips_with_mmio"] for c in entry}
     boards = [{k: v for e in board for k, v in e.items()} for board in d["boards"]]
     assert sorted(c for b in boards for c in b["chips"]) == sorted(chips)
@@ -229,3 +223,14 @@ def test_mock_cluster_descriptor_is_consistent(system):
         assert len(b["chips"]) == {"n150": 1, "n300": 2}[b["board_type"]]
     masks = [h["harvest_mask"] for h in d["harvesting"].values()]
     assert len({bin(m).count("1") for m in masks}) == 1 and all(0 < m < 1 << 10 for m in masks)
+
+
+def assert_connected(chips: set, links: set) -> None:
+    """Every chip reaches every other over the descriptor's ethernet links."""
+    reached, todo = set(), [min(chips)]
+    while todo:
+        c = todo.pop()
+        if c not in reached:
+            reached.add(c)
+            todo += [o for link in links if c in link for o in link if o != c]
+    assert reached == chips

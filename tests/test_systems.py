@@ -15,6 +15,7 @@ from ttmodels import arch
 from ttmodels.errors import Error
 from ttmodels.runtime.mesh import DEVICES, MeshSpec, get_device, resolve_target
 from ttmodels.tools import cli
+from test_mesh import assert_connected    # one check of a descriptor's ethernet graph
 
 
 # ---- names -------------------------------------------------------------------------------------
@@ -280,13 +281,7 @@ def test_a_shipped_descriptor_is_its_system(system):
             assert (end["chip"], end["chan"]) not in ports
             ports.add((end["chip"], end["chan"]))
         links.add(frozenset((a["chip"], b["chip"])))
-    reached, todo = set(), [min(chips)]
-    while todo:
-        c = todo.pop()
-        if c not in reached:
-            reached.add(c)
-            todo += [o for link in links if c in link for o in link if o != c]
-    assert reached == chips
+    assert_connected(chips, links)
     if system == "galaxy":
         bus = [int(v, 16) for v in d["chip_to_bus_id"].values()]
         assert len(set(bus)) == 32 and {b & 0xF0 for b in bus} == {0xC0, 0x80, 0x00, 0x40}

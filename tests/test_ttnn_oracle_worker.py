@@ -17,13 +17,9 @@ from ttmodels.language.spec import load_graph
 from ttmodels.tools import ttnn_oracle as O
 from ttmodels.planning.planner import plan_graph
 
+from test_ttnn_oracle import SMALL    # the same small spec the scripted oracle plans
+
 FAKE = str(Path(__file__).resolve().parent / "oracle_fake_worker.py")
-SMALL = {"name": "small", "inputs": {"x": {"channels": 16, "size": [32, 32]}},
-         "layers": [{"name": "c1", "op": "conv2d", "out": 32, "kernel": 3, "padding": 1,
-                     "act": "relu"},
-                    {"name": "mp", "op": "max_pool2d", "kernel": 2, "stride": 2},
-                    {"name": "c2", "op": "conv2d", "out": 64, "kernel": 1},
-                    {"name": "add", "op": "add", "in": ["c2", "c2"]}]}
 
 
 class Faked(O.Oracle):
