@@ -62,6 +62,16 @@ def test_cli_plan_and_validate(tmp_path, capsys):
     assert cli.main(["validate", "resnet50"]) == 0
 
 
+def test_cli_batch_defaults_to_the_spec_declared_batch(capsys):
+    # resnet50_tt declares `batch: 16` and plans at nothing else: without --batch the CLI takes it
+    assert cli.main(["plan", "resnet50_tt", "--format", "json", "--no-ttnn"]) == 0
+    js = json.loads(capsys.readouterr().out)
+    assert js["estimate"]["samples"] == 16
+    # a spec that declares none still defaults to 1
+    assert cli.main(["plan", "resnet18", "--format", "json", "--no-ttnn"]) == 0
+    assert json.loads(capsys.readouterr().out)["estimate"]["samples"] == 1
+
+
 def test_backend_auto_is_sim_without_card(caplog):
     from ttmodels.backends import open_backend
     with caplog.at_level("INFO", logger="ttmodels"):

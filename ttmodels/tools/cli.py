@@ -26,7 +26,8 @@ def _threshold(text: str) -> float:
 
 
 def _add_shape_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--batch", type=int, default=1, help="batch size (default 1)")
+    p.add_argument("--batch", type=int, default=None,
+                   help="batch size (default: the batch the spec declares, else 1)")
     p.add_argument("--input-size", type=int, nargs=2, metavar=("H", "W"),
                    help="input height and width (default: the spec's)")
     p.add_argument("--profile", help="precision profile defined in the spec (e.g. tt-perf)")
@@ -239,6 +240,9 @@ def _run(args) -> int:
     import ttmodels
 
     size = tuple(args.input_size) if getattr(args, "input_size", None) else None
+    if getattr(args, "spec", None) is not None and getattr(args, "batch", 1) is None:
+        # a spec that declares its batch (resnet50_tt's `batch: 16`) plans at it unless told
+        args.batch = _declared_batch(args.spec) or 1
     if args.cmd == "list":
         for name in ttmodels.list_models():
             batch = _declared_batch(name)
