@@ -150,3 +150,48 @@ def test_any_arch_entry_is_costed(monkeypatch):
     f = plan_graph(g, arch=fast.name).estimate
     s = plan_graph(g, arch=slow.name).estimate
     assert f.arch == fast.name and f.fps > s.fps > 0
+
+
+def _act_net(act: str | None, standalone: str | None = None) -> dict:
+    layers = [{"name": "c1", "op": "conv2d", "out": 64, "kernel": 3, "padding": 1,
+               **({"act": act} if act else {})}]
+    if standalone:
+        layers.append({"name": "a1", "op": standalone})
+    return {"name": "acts", "inputs": {"x": {"channels": 64, "size": [56, 56]}},
+            "layers": layers}
+
+
+def test_sfpu_time_follows_the_activation():
+    # the activation table's SFPU count: a fused relu is the packer's (free), a fused silu costs
+    # SFPU time per output tile; the layouts are the same, so only the activation differs
+    us = {}
+    for act in (None, "relu", "silu", "gelu"):
+        plan = ttmodels.plan(_act_net(act), batch_size=8)
+        us[act] = plan.estimate.layer_us()["c1"]
+        assert plan.layer("c1").config.shard_layout == \
+            ttmodels.plan(_act_net(None), batch_size=8).layer("c1").config.shard_layout
+    assert us["relu"] == pytest.approx(us[None])
+    assert us[None] < us["silu"] < us["gelu"]
+
+
+def test_standalone_and_unfused_activations_are_their_own_sfpu_program():
+    from ttmodels.ops import activations as A
+    silu = ttmodels.plan(_act_net(None, "silu"), batch_size=8).estimate.layer_us()["a1"]
+    relu = ttmodels.plan(_act_net(None, "relu"), batch_size=8).estimate.layer_us()["a1"]
+    assert silu > relu > 0
+    # hardswish does not fuse into conv2d: it runs after the conv, a second program of the layer
+    hs = ttmodels.plan(_act_net("hardswish"), batch_size=8).estimate
+    step = next(s for s in hs.steps if s.name == "c1")
+    plain = next(s for s in ttmodels.plan(_act_net(None), batch_size=8).estimate.steps
+                 if s.name == "c1")
+    assert step.programs == plain.programs + 1 and step.us > plain.us
+    # relu in a binary op's post activation is SFPU work; in conv2d / matmul the packer's
+    assert A.sfpu_tile_cycles("relu", "conv") == 0 < A.sfpu_tile_cycles("relu", "binary")
+
+
+def test_estimate_line_says_one_sample():
+    from ttmodels.planning.plan_format import estimate_line
+    one = ttmodels.plan(_act_net(None), batch_size=1).estimate
+    assert "for 1 sample =" in estimate_line(one) and "for 1 sample:" in one.summary()
+    two = ttmodels.plan(_act_net(None), batch_size=2).estimate
+    assert "for 2 samples =" in estimate_line(two)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 
 from ...language.graph import TILE, round_up
-from ...planning.estimate import CostEnv, Phase
+from ...planning.estimate import CostEnv, Phase, fused_sfpu_cycles
 from ...planning.layout import BYTES_PER_TILE, bytes_per_element
 
 
@@ -103,7 +103,10 @@ def conv_phases(layer, env: CostEnv, in_shape, out_shape, *, rows_scale: float =
         halo = env.local_cycles(run, in_rows_pc * stick / run) + \
             env.remote_cycles(run, (halo_rows - in_rows_pc) * stick / run, read=False)
         phases.append(Phase(noc_cycles=halo, what="halo"))
-    phases.append(Phase(compute_cycles=compute, noc_cycles=noc, dram_bytes=w_dram, what="conv"))
+    # the fused activation: SFPU over each output tile of the core (relu: the packer's, free)
+    sfpu = fused_sfpu_cycles(layer, math.ceil(rows_pc / TILE) * math.ceil(cols_pc / TILE))
+    phases.append(Phase(compute_cycles=compute, noc_cycles=noc, dram_bytes=w_dram, what="conv",
+                        sfpu_cycles=sfpu))
     return phases
 
 
@@ -245,7 +248,8 @@ def lowering_us(ctx, node, x) -> tuple[float, float | None]:
     cfg = solve_node(node, grid=ctx.grid, l1_budget=max(ctx.op_budget, 1))
     shape = ctx.g.shape_of(node.inputs[0])
     in0 = TensorLayout(cfg.in0_memory, TILE_LAYOUT, x.dtype)
-    phases = [matmul_phase(SimpleNamespace(node=node), env, cfg.M, cfg.K, cfg.N, cfg)]
+    as_linear = SimpleNamespace(node=node, config=SimpleNamespace(lowering="linear"))
+    phases = [matmul_phase(as_linear, env, cfg.M, cfg.K, cfg.N, cfg)]
     if x.memory != in0.memory or x.layout != TILE_LAYOUT:
         phases.append(movement_phase(env, [(x, shape)], (in0, shape), "to in0"))
     lin = sum(phase_us(p, env, _efficiency())[0] for p in phases)
