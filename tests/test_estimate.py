@@ -195,3 +195,30 @@ def test_estimate_line_says_one_sample():
     assert "for 1 sample =" in estimate_line(one) and "for 1 sample:" in one.summary()
     two = ttmodels.plan(_act_net(None), batch_size=2).estimate
     assert "for 2 samples =" in estimate_line(two)
+
+
+def test_split_reader_follows_ttnns_rule_and_act_block_h():
+    # tt-metal's is_split_reader_supported / _viable: height or block sharded, act blocks over
+    # one tile high; block always, height when TT's first-block times say so
+    from dataclasses import replace
+
+    from ttmodels.arch import get as arch_get
+    from ttmodels.ops.conv2d import cost
+    assert cost.split_reader("block_sharded", 2, 1.0, 1.0, 1e9)
+    assert not cost.split_reader("block_sharded", 1, 1e9, 0.0, 0.0)
+    assert not cost.split_reader("width_sharded", 8, 1e9, 0.0, 0.0)
+    assert cost.split_reader("height_sharded", 8, 1000.0, 100.0, 100.0)       # act-bound
+    assert not cost.split_reader("height_sharded", 8, 100.0, 100.0, 1000.0)   # weights-bound
+    # a 3x3 height-sharded conv: ttnn's default act block (the core's whole height) splits the
+    # reads; a one-tile act block cannot: its reader time is longer (the total only where the
+    # reader, not the FPU, bounds the conv)
+    plan = ttmodels.plan(_act_net(None), batch_size=8)
+    layer = plan.layer("c1")
+    assert layer.output.memory.memory_layout == "height_sharded"
+    env = est_mod.CostEnv(arch_get(plan.arch), plan)
+    one = replace(layer, config=replace(layer.config, act_block_h_override=32))
+
+    whole, single = cost.cost(layer, env)[-1], cost.cost(one, env)[-1]
+    assert whole.what == "conv split reader" and single.what == "conv"
+    assert whole.noc_cycles < single.noc_cycles
+    assert whole.compute_cycles == single.compute_cycles
