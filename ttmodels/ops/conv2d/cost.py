@@ -275,6 +275,15 @@ def candidate_us(ctx, node, x, c) -> float:
     return sum(phase_us(p, env, _efficiency())[0] for p in phases)
 
 
+def sliced_us(ctx, layer) -> float:
+    """Estimated µs of a DRAM-sliced conv ``layer`` (every slice's programs)."""
+    from types import SimpleNamespace
+    from ...arch import get as arch_get
+    from ...planning.estimate import phase_us
+    env = CostEnv(arch_get(ctx.arch), SimpleNamespace(graph=ctx.g))
+    return sum(phase_us(p, env, _efficiency())[0] for p in cost(layer, env))
+
+
 def _efficiency() -> float:
     from ...planning.estimate import FPU_EFFICIENCY
     return FPU_EFFICIENCY
