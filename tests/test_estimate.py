@@ -284,3 +284,28 @@ def test_address_remedy_is_the_fastest_that_fits(batch):
         what = note.split(": ", 1)[1].split(": plan")[0].replace(" (deallocate_activation)", "")
         assert any(what.startswith(h) or h.startswith(what) for h in held) or \
             what.startswith(("run ", "spill", "smaller")), what
+
+
+def test_spill_or_slices_by_the_estimate():
+    # c2 does not fit beside c0 (alive for the add): spilling c0 (to DRAM and back) and
+    # DRAM-slicing c2 both fit; the planner takes the faster estimated and notes both
+    import re
+    spec = {"name": "skip", "inputs": {"x": {"channels": 64, "size": [112, 112]}},
+            "layers": [{"name": "c0", "op": "conv2d", "out": 64, "kernel": 1},
+                       {"name": "c1", "op": "conv2d", "out": 64, "kernel": 3, "padding": 1,
+                        "act": "relu"},
+                       {"name": "c2", "op": "conv2d", "out": 64, "kernel": 3, "padding": 1},
+                       {"name": "a", "op": "add", "in": ["c2", "c0"], "act": "relu"}],
+            "outputs": {"y": "a"}}
+    plan = ttmodels.plan(spec, batch_size=16)
+    notes = [v[v.index("remedy: "):] for v in plan.choices.values() if "remedy: " in v]
+    assert len(notes) == 1
+    m = re.match(r"remedy: (spill [\w.]+|DRAM slices): ([\d,.]+) µs estimated; runner-up "
+                 r"(spill [\w.]+|DRAM slices): ([\d,.]+) µs", notes[0])
+    won, lost = m.group(1), m.group(3)
+    won_us, lost_us = (float(m.group(k).replace(",", "")) for k in (2, 4))
+    assert won_us <= lost_us and won != lost
+    spilled = [sp.tensor for sp in plan.spills]
+    sliced = [pl.name for pl in plan.layers if pl.config.slice]
+    assert (spilled == ["c0"] and not sliced) if won.startswith("spill") else \
+        (not spilled and "c2" in sliced)
