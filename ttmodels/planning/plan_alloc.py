@@ -462,6 +462,7 @@ def _candidates(plan, bad: StepAddr, small: int, replan):
             yield _with(plan, reallocations=_ordered(plan, plan.reallocations + [r]))
     if replan is None:
         return
+    yield REPLANS       # the remedies below cost a plan of the whole graph each
     if not any(n.layer == layer for n in plan.reordered):
         yield _reordered(plan, layer, replan)
     if bad.kind == "layer" and bad.need is None and pl.node.op == "conv2d":
@@ -491,13 +492,19 @@ def fit(plan, *, l1_small_size: int | None = None, max_remedies: int = 64, repla
             return plan
         best, best_steps, best_score = None, None, score
         passing = []                # (plan, steps) of the remedies that get past the step
+        replanning = False
         for cand in _candidates(plan, bad, small, replan):
+            if cand is REPLANS:
+                if passing:
+                    break   # a cheaper remedy passes: no plan of the whole graph is made
+                replanning = True
+                continue
             if cand is None:
                 continue
-            if passing and (_replans(plan, cand) or _remedy(plan, cand).startswith(
-                    "reallocate") and _remedy(plan, passing[-1][0]).startswith("reallocate")):
-                break   # the replanning remedies cost a plan each; reallocations come smallest
-                #         first, so the first that passes is the fastest of them
+            if passing and _remedy(plan, cand).startswith("reallocate") and \
+                    _remedy(plan, passing[-1][0]).startswith("reallocate"):
+                break   # reallocations come smallest first: the first that passes is the
+                #         fastest of them
             cs = simulate(cand, l1_small_size=small)
             sc = _progress(cand, cs)
             if _TRACE is not None:
@@ -506,7 +513,7 @@ def fit(plan, *, l1_small_size: int | None = None, max_remedies: int = 64, repla
                 best, best_steps, best_score = cand, cs, sc
             if sc[0] > score[0]:
                 passing.append((cand, cs))
-                if _replans(plan, cand):
+                if replanning:
                     break       # a replanning remedy: the first that gets past the step
         if passing:             # of those that get past it, the fastest by the estimate
             best, best_steps = _fastest_remedy(plan, bad, passing)
@@ -522,10 +529,8 @@ def fit(plan, *, l1_small_size: int | None = None, max_remedies: int = 64, repla
                       layer=_layer_of(plan, bad))
 
 
-def _replans(plan, cand) -> bool:
-    """Whether remedy ``cand`` is a replan of the graph (reorder, smaller blocking, spill)."""
-    return cand.layers is not plan.layers and not (
-        len(cand.freed_early) > len(plan.freed_early) or len(cand.in_place) > len(plan.in_place))
+# ``_candidates`` yields this before the remedies that replan the whole graph
+REPLANS = object()
 
 
 def _remedy(plan, cand) -> str:
