@@ -64,7 +64,8 @@ from typing import Any, Callable
 __all__ = ["ActivationDef", "Param", "ACTIVATIONS", "NAMES", "FUSION_NOTE", "parse", "split", "get",
            "checked",
            "torch_apply", "sim_apply", "unary_with_param", "binary_activations",
-           "matmul_activation", "matmul_split", "op_split", "docs_table"]
+           "matmul_activation", "matmul_split", "op_split", "docs_table",
+           "SFPU_VECTORS_PER_TILE", "sfpu_tile_cycles"]
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,29 @@ class ActivationDef:
     sim: Callable | None = None
     source: str = ""                # the ttnn 0.81.1 wheel's kernel of what the card computes
     doc: str = "exact"              # what the card computes, for docs/spec.md's table
+    # device time (planning/estimate.py): SFPU instructions the accurate, 16-bit-Dest form
+    # issues per 32-lane vector op of its kernel's loop body, counted in ``source`` (``SFPU_COUNT``
+    # says how); a tile is ``SFPU_VECTORS_PER_TILE`` of them. 0: no SFPU work (a packer relu)
+    sfpu_per_vector: int = 0
+    # conv2d / matmul apply it in the packer (``PACK_RELU``): no SFPU time fused there
+    packer_fused: bool = False
 
+
+# The SFPU works on 32 lanes of Dest at a time: a 32x32 tile is 4 faces x 8 iterations of each
+# kernel's loop (``ITERATIONS = 8`` per face, ``dst_reg++`` between them), 32 vector ops.
+SFPU_VECTORS_PER_TILE = 32
+# How ``sfpu_per_vector`` was counted (the wheel's kernel source of each row, its accurate form
+# with a 16-bit Dest, the default of every form ttmodels emits): one instruction per sfpi
+# arithmetic or bit operation (a multiply-add is one SFPMAD), one per load from / store to
+# Dest, one for ``dst_reg++``, two per float32 immediate that is not a programmable constant
+# (SFPLOADI upper and lower half), two per ``v_if`` / ``v_and`` condition and one per
+# ``v_endif``; inlined helpers (``_sfpu_exp_21f_bf16_``, ``sfpu_reciprocal_iter<1>``) counted
+# where they are called. At one instruction per cycle that is a floor: the SFPU's 2-cycle
+# SFPMAD results add NOPs in dependent chains, so TT's measurements run above it (Blackhole
+# gelu accurate 2,849 cycles/tile against the 2,368 counted, tt-metal issue #52407; Wormhole
+# silu ~2,000 cycles/tile, tt-metal PR #41949's baseline of 128,919 ns for 4,096 tiles on
+# 64 cores, against the 1,280 counted). Not fitted to either.
+SFPU_COUNT = "sfpu_per_vector: instructions per 32-lane vector op, counted in the kernel source"
 
 _LLK = "tt_metal/hw/ckernels/wormhole_b0/metal/llk_api/llk_sfpu"
 _TTLLK = "tt_metal/tt-llk/tt_llk_wormhole_b0/common/inc/sfpu"
@@ -151,49 +174,60 @@ _TTLLK = "tt_metal/tt-llk/tt_llk_wormhole_b0/common/inc/sfpu"
 # each form fuses was measured on the mock device (docstring).
 ACTIVATIONS: dict[str, ActivationDef] = {a.name: a for a in (
     ActivationDef("relu", "RELU", "relu", _torch("relu"),
+                  sfpu_per_vector=5, packer_fused=True,
                   source=f"conv/matmul: PACK_RELU (packer); {_TTLLK}/ckernel_sfpu_relu.h"),
     ActivationDef("relu6", "RELU6", "relu6", _torch("relu6"),
+                  sfpu_per_vector=12,
                   source=f"relu_max_tile(6.0); {_TTLLK}/ckernel_sfpu_relu.h"),
     ActivationDef("leaky_relu", "LEAKY_RELU", "leaky_relu", _torch("leaky_relu"),
                   params=(Param("slope", 0.01),), fuses_matmul=False,
+                  sfpu_per_vector=7,
                   source=f"leaky_relu_tile(slope bits); {_TTLLK}/ckernel_sfpu_relu.h"),
     ActivationDef("sigmoid", "SIGMOID", "sigmoid", _sigmoid_ref, fused_params=(4.0, 0.0),
                   fast_param=1, sim=_sfpu("sigmoid", "sigmoid_fast"),
+                  sfpu_per_vector=38,
                   source=f"sigmoid_tile<RC, 0u>; {_LLK}/ckernel_sfpu_sigmoid.h; FastApproximate: "
                   f"{_LLK}/ckernel_sfpu_sigmoid_appx.h",
                   doc="1 / (1 + exp(-x)): exp_21f and one Newton reciprocal step, rounded to bfloat16 (fp32 Dest: Juffa's expf, two steps); `FastApproximate`: a 3-entry LUT + 0.5"),
     ActivationDef("hardsigmoid", "HARDSIGMOID", "hardsigmoid", _torch("hardsigmoid"),
                   sim=_sfpu("hardsigmoid"),
+                  sfpu_per_vector=13,
                   source=f"hardsigmoid_tile; {_LLK}/ckernel_sfpu_activations.h",
                   doc="`min(max(x * 0.16666667 + 0.5, 0), 1)`, truncated to bfloat16 by the Dest store"),
     # conv2d and binary_ng drop it silently, matmul throws (docstring)
     ActivationDef("hardswish", "HARDSWISH", "hardswish", _torch("hardswish"), fuses_conv=False,
                   fuses_matmul=False, fuses_binary=False, sim=_hardswish_sfpu,
+                  sfpu_per_vector=14,
                   source="ttnn/cpp/ttnn/operations/eltwise/unary/device/kernels/compute/"
                   f"hardswish_kernel.cpp; {_LLK}/ckernel_sfpu_activations.h",
                   doc="x * the above (the standalone kernel)"),
     ActivationDef("silu", "SILU", "silu", _torch("silu"), sim=_sfpu("silu"),
+                  sfpu_per_vector=40,
                   source=f"silu_tile; {_LLK}/ckernel_sfpu_silu.h",
                   doc="x * the sigmoid above, rounded to bfloat16 (within 1 bfloat16 ulp of torch)"),
     ActivationDef("gelu", "GELU", "gelu", _torch("gelu"), fused_params=(0.0,), fast_param=0,
                   standalone_kwargs=(("fast_and_approximate_mode", False),),
-                  sim=_sfpu("gelu", "gelu_fast"), source=f"gelu_tile<0u>; {_LLK}/ckernel_sfpu_gelu.h",
+                  sim=_sfpu("gelu", "gelu_fast"), sfpu_per_vector=74,
+                  source=f"gelu_tile<0u>; {_LLK}/ckernel_sfpu_gelu.h",
                   doc="a piecewise CDF polynomial, rounded to bfloat16 (fp32 Dest: x (0.5 + 0.5 erf), a rational erf); fast mode: a 6-entry LUT + x/2"),
     ActivationDef("tanh", "TANH", "tanh", _tanh_ref, fused_params=(0.0,), fast_param=0,
                   standalone_kwargs=(("fast_and_approximate_mode", False),),
-                  sim=_sfpu("tanh", "tanh_fast"), source=f"tanh_tile<0u>; {_LLK}/ckernel_sfpu_tanh.h",
+                  sim=_sfpu("tanh", "tanh_fast"), sfpu_per_vector=30,
+                  source=f"tanh_tile<0u>; {_LLK}/ckernel_sfpu_tanh.h",
                   doc="a degree-6 polynomial in \\|x\\|, rounded to bfloat16 (fp32 Dest: an expm1 form); fast mode: a 6-entry LUT"),
     # two parameters, which the standalone op takes by keyword; a clamp, exact on the card
     ActivationDef("hardtanh", "HARDTANH", "hardtanh", _torch("hardtanh"),
                   params=(Param("min_val", -1.0, "min_val"),
                           Param("max_val", 1.0, "max_val", not_below="min_val")),
+                  sfpu_per_vector=13,
                   source=f"hardtanh_tile(i, min bits, max bits); {_LLK}/ckernel_sfpu_hardtanh.h",
                   doc="exact (a clamp)"),
     # conv2d and binary_ng refuse it (unary_op_utils.cpp:974), matmul too
     # (matmul_utilities.hpp:354): it runs standalone after the op
     ActivationDef("mish", "MISH", "mish", _torch("mish"), fuses_conv=False, fuses_matmul=False,
                   fuses_binary=False, standalone_kwargs=(("fast_and_approximate_mode", False),),
-                  sim=_mish_sfpu, source=f"mish_tile; {_LLK}/ckernel_sfpu_mish.h",
+                  sim=_mish_sfpu, sfpu_per_vector=44,
+                  source=f"mish_tile; {_LLK}/ckernel_sfpu_mish.h",
                   doc="x u (u + 2) / ((1 + u)^2 + 1), u = exp_21f(x) rounded to bfloat16 and one Newton reciprocal step (fp32 Dest: Juffa's expf, two steps), rounded to bfloat16; x itself from 8 on"),
 )}
 NAMES: tuple[str, ...] = tuple(ACTIVATIONS)
@@ -428,6 +462,18 @@ def from_unary(op_type_name: str, params) -> tuple[str, bool]:
             return canonical(d, spec), fast
     raise ValueError(f"UnaryOpType.{op_type_name} is not in the activation table")
 
+
+
+def sfpu_tile_cycles(act: str | None, where: str) -> int:
+    """SFPU cycles per output tile of ``act`` run ``where`` ("conv", "matmul": fused in their
+    compute kernel, where relu is the packer's and free; "binary": binary_ng's post activation;
+    "standalone": its own ``eltwise_sfpu`` program). 0 for None."""
+    if act is None:
+        return 0
+    d = get(act)
+    if d.packer_fused and where in ("conv", "matmul"):
+        return 0
+    return d.sfpu_per_vector * SFPU_VECTORS_PER_TILE
 
 
 def docs_table() -> str:

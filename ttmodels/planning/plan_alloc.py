@@ -462,6 +462,7 @@ def _candidates(plan, bad: StepAddr, small: int, replan):
             yield _with(plan, reallocations=_ordered(plan, plan.reallocations + [r]))
     if replan is None:
         return
+    yield REPLANS       # the remedies below cost a plan of the whole graph each
     if not any(n.layer == layer for n in plan.reordered):
         yield _reordered(plan, layer, replan)
     if bad.kind == "layer" and bad.need is None and pl.node.op == "conv2d":
@@ -490,9 +491,20 @@ def fit(plan, *, l1_small_size: int | None = None, max_remedies: int = 64, repla
                 lv.refresh(plan)    # the layers these changed: their live figures again
             return plan
         best, best_steps, best_score = None, None, score
+        passing = []                # (plan, steps) of the remedies that get past the step
+        replanning = False
         for cand in _candidates(plan, bad, small, replan):
+            if cand is REPLANS:
+                if passing:
+                    break   # a cheaper remedy passes: no plan of the whole graph is made
+                replanning = True
+                continue
             if cand is None:
                 continue
+            if passing and _remedy(plan, cand).startswith("reallocate") and \
+                    _remedy(plan, passing[-1][0]).startswith("reallocate"):
+                break   # reallocations come smallest first: the first that passes is the
+                #         fastest of them
             cs = simulate(cand, l1_small_size=small)
             sc = _progress(cand, cs)
             if _TRACE is not None:
@@ -500,7 +512,11 @@ def fit(plan, *, l1_small_size: int | None = None, max_remedies: int = 64, repla
             if sc > best_score:
                 best, best_steps, best_score = cand, cs, sc
             if sc[0] > score[0]:
-                break               # cheapest first: the first that gets past the step wins
+                passing.append((cand, cs))
+                if replanning:
+                    break       # a replanning remedy: the first that gets past the step
+        if passing:             # of those that get past it, the fastest by the estimate
+            best, best_steps = _fastest_remedy(plan, bad, passing)
         if best is None:
             raise LayoutError(
                 f"ttnn's L1 allocator would refuse step '{bad.name}' ({bad.kind}): "
@@ -511,6 +527,55 @@ def fit(plan, *, l1_small_size: int | None = None, max_remedies: int = 64, repla
     raise LayoutError(f"ttnn's L1 allocator would refuse step '{bad.name}': {bad.failure}; "
                       f"more than {max_remedies} address remedies would be needed",
                       layer=_layer_of(plan, bad))
+
+
+# ``_candidates`` yields this before the remedies that replan the whole graph
+REPLANS = object()
+
+
+def _remedy(plan, cand) -> str:
+    """What remedy ``cand`` applied to ``plan``, for its choice note."""
+    if len(cand.freed_early) > len(plan.freed_early):
+        n = cand.freed_early[-1]
+        return f"{n.layer} frees its input {n.tensor} (deallocate_activation)"
+    if len(cand.in_place) > len(plan.in_place):
+        return f"{cand.in_place[-1].layer} in place"
+    if len(cand.reallocations) > len(plan.reallocations):
+        new = [r for r in cand.reallocations if r not in plan.reallocations]
+        return "reallocate " + ", ".join(f"{r.tensor} before {r.before}" for r in new)
+    if len(cand.reordered) > len(plan.reordered):
+        return f"run {cand.reordered[-1].layer} earlier"
+    if len(cand.spills) > len(plan.spills):
+        return "spill " + ", ".join(sp.tensor for sp in cand.spills[len(plan.spills):])
+    return "smaller blocking"
+
+
+def _fastest_remedy(plan, bad: StepAddr, passing: list):
+    """Of the remedies that get past step ``bad`` (cheapest first), the fastest by the device
+    estimate (the first on a tie), with a note in the plan's ``choices``: its µs and the
+    runner-up's. Returns (plan, steps)."""
+    from .estimate import estimate
+    us = [estimate(c).device_us for c, _ in passing]
+    k = min(range(len(passing)), key=lambda i: (us[i], i))
+    pick, steps = passing[k]
+    others = [i for i in range(len(passing)) if i != k]
+    runner = "runner-up: none of the others tried gets past it"
+    if others:
+        r = min(others, key=lambda i: us[i])
+        runner = f"runner-up {_remedy(plan, passing[r][0])}: {us[r]:,.1f} µs"
+    layer = _layer_of(plan, bad)
+    note = (f"address remedy at '{bad.name}': {_remedy(plan, pick)}: plan {us[k]:,.1f} µs "
+            f"estimated; {runner}")
+    choices = dict(pick.choices)
+    mark = "address remedy"
+    for name, text in plan.choices.items():   # a replan's plan: the earlier remedies' notes
+        if mark in text and mark not in choices.get(name, ""):
+            own = choices.get(name)
+            part = text[text.index(mark):]
+            choices[name] = f"{own}; then {part}" if own else part
+    prev = choices.get(layer)
+    choices[layer] = f"{prev}; then {note}" if prev else note
+    return _with(pick, choices=choices), steps
 
 
 def _held_layout(plan, tensor: str, before: str):

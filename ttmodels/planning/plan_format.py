@@ -208,7 +208,8 @@ def plan_table(plan) -> str:
 def estimate_line(est) -> str:
     """The table's total line: the estimated device time and samples/s, the costliest ops."""
     top = ", ".join(f"{op} {us:,.0f}" for op, us in list(est.by_op.items())[:4])
-    return (f"estimate: {est.device_us:,.0f} µs on the device for {est.samples} samples = "
+    return (f"estimate: {est.device_us:,.0f} µs on the device for {est.samples} "
+            f"sample{'s' if est.samples != 1 else ''} = "
             f"{est.fps:,.0f} samples/s ({top} µs; model and calibration: docs/estimate.md)")
 
 

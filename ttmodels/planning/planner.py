@@ -281,12 +281,14 @@ class _Planner:
         if earliest < i and node.name not in self.no_reorder:
             raise _Reorder(node.name, earliest)
         # spills: tensors alive in L1 across this layer that a later layer reads again
+        # (the fastest by the device estimate: a spill moves the tensor to DRAM and back; the
+        # spills' moves alone at or over the sliced layer's µs cannot win)
         sliced = layer if fits else None
-        sliced_moves = self.slice_bytes(node) if sliced is not None else None
+        sliced_us = self.steps_us(sliced, mark) if sliced is not None else None
         best = None
         for chosen in self.spill_sets(i, node, pre):
-            moved = sum(2 * self.total_bytes(t) for t in chosen)
-            if sliced_moves is not None and moved >= sliced_moves:
+            moved = sum(self.spill_us(t) for t in chosen)
+            if sliced_us is not None and moved >= sliced_us:
                 break
             del self.adapters[mark:]
             saved = {t: self.layouts[t] for t in chosen}
@@ -295,6 +297,15 @@ class _Planner:
             cand, _, ok, _ = attempt(self.others(i, node))
             ok = ok and not cand.config.slice
             if ok:
+                total = moved + self.steps_us(cand, mark)
+                if sliced_us is not None:
+                    win = total < sliced_us
+                    a, b = (f"spill {', '.join(chosen)}", total), ("DRAM slices", sliced_us)
+                    self.note_choice(node.name, "remedy: {}: {:,.1f} µs estimated; runner-up "
+                                     "{}: {:,.1f} µs".format(*(a + b if win else b + a)))
+                    if not win:
+                        self.layouts.update(saved)
+                        break
                 best = (chosen, saved, cand)
                 break
             self.layouts.update(saved)
@@ -413,9 +424,33 @@ class _Planner:
         rows, c = lv.tensor_rows_c(self.g, name)
         return l1m.total_bytes(self.layouts[name], rows, c)
 
-    def slice_bytes(self, node: Node) -> int:
-        """What DRAM slicing moves: the conv's input and output through DRAM."""
-        return self.total_bytes(node.inputs[0]) + int(node.shape.rows * node.shape.c * 2)
+    def steps_us(self, layer: PlannedLayer, mark: int) -> float:
+        """Estimated µs of ``layer`` and its adapters (``self.adapters[mark:]``)."""
+        from .estimate import step_time
+        env = self.cost_env()
+        return step_time("layer", layer, env).us + sum(
+            step_time("adapter", a, env).us for a in self.adapters[mark:])
+
+    def spill_us(self, t: str) -> float:
+        """Estimated µs of spilling ``t``: to DRAM, and read back once (twice its move)."""
+        from .estimate import movement_phase, phase_us, FPU_EFFICIENCY
+        env, shape = self.cost_env(), self.g.shape_of(t)
+        lay = self.layouts[t]
+        p = movement_phase(env, [(lay, shape)], (self.spilled_layout(lay), shape), "spill")
+        return 2 * phase_us(p, env, FPU_EFFICIENCY)[0]
+
+    def cost_env(self):
+        from types import SimpleNamespace
+        from ..arch import get as arch_get
+        from .estimate import CostEnv
+        return CostEnv(arch_get(self.arch), SimpleNamespace(graph=self.g))
+
+    def note_choice(self, name: str, note: str) -> None:
+        """Add ``note`` to layer ``name``'s choice note (a replan of the layer replaces it)."""
+        prev = self.choices.get(name, "").split("; then remedy: ")[0]
+        if prev.startswith("remedy: "):
+            prev = ""
+        self.choices[name] = f"{prev}; then {note}" if prev else note
 
     def check_policy(self, node: Node, layer: PlannedLayer) -> None:
         """An explicit layout is honoured or rejected naming the spec line, never replaced."""

@@ -13,15 +13,22 @@ Sources (tt-metal, ttnn 0.81.1's conv2d as the wheel ships it):
   ``kh * kw`` sticks of its input shard;
 * DRAM-sliced (``Op2DSliceConfig``): per slice, its input rows read from DRAM, the conv in L1,
   its output written back to DRAM;
-* lowering linear: a matmul program (``ttnn.linear``) with the same MACs.
+* lowering linear: a matmul program (``ttnn.linear``) with the same MACs;
+* the activation block is tilized on the compute core before its matmul, and a height or block
+  sharded conv may split its activation reads over both data-movement RISC-Vs (the split
+  reader): both from tt-metal's conv2d program factory (``conv2d_op_sharded_program_factory``
+  / ``conv2d_utils.cpp``: ``get_tilize_cycles_per_tile``, ``is_split_reader_supported``,
+  ``is_split_reader_viable``), whose comment is TT's own model of a block's time before its
+  matmul: one reader ``max(act + tilize, weights)``, split ``act / 2 + max(tilize, weights)``.
 """
 from __future__ import annotations
 
 import math
 
 from ...language.graph import TILE, round_up
-from ...planning.estimate import CostEnv, Phase
+from ...planning.estimate import CostEnv, Phase, fused_sfpu_cycles
 from ...planning.layout import BYTES_PER_TILE, bytes_per_element
+from ...planning.noc_model import transfer_cycles
 
 
 def _work_split(layer, rows: int, cout: int) -> tuple[int, int, int]:
@@ -42,6 +49,66 @@ def _work_split(layer, rows: int, cout: int) -> tuple[int, int, int]:
     if kind == "width_sharded":
         return cores, rows, math.ceil(round_up(cout, TILE) / cores)
     return cores, math.ceil(rows / cores), round_up(cout, TILE)
+
+
+# tt-metal conv2d get_tilize_cycles_per_tile: [arch][halo dtype][output dtype] ->
+# (cycles per tile, with fp32_dest_acc_en); halo dtype is float32 for a float32 input, else
+# bfloat16; a 4-bit or other output dtype takes the bfloat8_b row (not in TT's table)
+TILIZE_CYCLES = {
+    "wormhole_b0": {"float32": {"float32": (107, 128), "bfloat16": (74, 74),
+                                "bfloat8_b": (74, 70)},
+                    "bfloat16": {"float32": (92, 117), "bfloat16": (61, 68),
+                                 "bfloat8_b": (40, 43)}},
+    "blackhole": {"float32": {"float32": (132, 132), "bfloat16": (132, 80),
+                              "bfloat8_b": (132, 77)},
+                  "bfloat16": {"float32": (105, 128), "bfloat16": (72, 72),
+                               "bfloat8_b": (60, 60)}},
+}
+# tt-metal conv2d get_mcast_many_l1_linked_noc_transfer_rate: GB/s rising linearly from the
+# L1 alignment to 64 KB (min, peak), then flat
+MCAST_RATE = {"wormhole_b0": (65536, 0.318, 25.345), "blackhole": (65536, 0.182, 57.677)}
+# the tables' reference clock (is_split_reader_viable: 1.35 GHz on Blackhole, 1.0 Wormhole)
+TABLE_GHZ = {"wormhole_b0": 1.0, "blackhole": 1.35}
+
+
+def tilize_cycles_per_tile(env: CostEnv, in_dtype: str, out_dtype: str, fp32_acc: bool) -> int:
+    table = TILIZE_CYCLES.get(env.arch.name, TILIZE_CYCLES["wormhole_b0"])
+    halo = table["float32" if in_dtype == "float32" else "bfloat16"]
+    row = halo.get(out_dtype, halo["bfloat8_b"])
+    return row[1 if fp32_acc else 0]
+
+
+def mcast_cycles(env: CostEnv, nbytes: float) -> float:
+    """Cycles to multicast ``nbytes`` of weights (TT's linked-multicast rate by size)."""
+    top, lo, hi = MCAST_RATE.get(env.arch.name, MCAST_RATE["wormhole_b0"])
+    align = 16
+    size = min(max(nbytes, align), top)
+    rate = lo + (hi - lo) / (top - align) * (size - align)
+    return nbytes / rate * TABLE_GHZ.get(env.arch.name, 1.0)
+
+
+def act_block_tiles(layer, rows_pc: int) -> int:
+    """The act block's height in tiles: ``act_block_h_override`` (rounded down to a divisor of
+    the core's height, as ``l1.conv_l1``), else the core's whole height (ttnn's default)."""
+    per_core_m = max(1, math.ceil(rows_pc / TILE))
+    want = int(getattr(layer.config, "act_block_h_override", 0) or 0) // TILE
+    if want <= 0:
+        return per_core_m
+    return max(d for d in range(1, min(want, per_core_m) + 1) if per_core_m % d == 0)
+
+
+def split_reader(kind: str, abh: int, act_blk: float, tilize_blk: float, w_blk: float,
+                 force: bool | None = None) -> bool:
+    """Whether ttnn runs the split reader (``is_split_reader_supported`` and, unless forced,
+    ``is_split_reader_viable``): height or block sharded with act blocks over one tile high;
+    block sharded always, height sharded when TT's time before the first matmul is shorter."""
+    if kind not in ("height_sharded", "block_sharded") or abh <= 1:
+        return False
+    if force is not None:
+        return bool(force)
+    if kind == "block_sharded":
+        return True
+    return act_blk / 2 + max(w_blk, tilize_blk) < max(act_blk + tilize_blk, w_blk)
 
 
 def conv_phases(layer, env: CostEnv, in_shape, out_shape, *, rows_scale: float = 1.0):
@@ -88,9 +155,33 @@ def conv_phases(layer, env: CostEnv, in_shape, out_shape, *, rows_scale: float =
     out = env.local_cycles(BYTES_PER_TILE.get(out_dtype, 2048),
                            round_up(rows_pc, TILE) * round_up(cols_pc, TILE) / (TILE * TILE),
                            read=False)
+    tilize = 0.0
+    if not mm and kind != "width_sharded":
+        # the im2col block tilized on the compute core (TT's cycles per tile), every K tile of
+        # every output row tile of the core; with TT's first-block figures, whether the two
+        # data-movement RISC-Vs split the activation reads
+        fp32_acc = bool(getattr(node.precision, "fp32_accum", False))
+        per_tile = tilize_cycles_per_tile(env, act_dtype, out_dtype, fp32_acc)
+        k_tiles = math.ceil(kw * (round_up(cin, 8) if kind == "height_sharded" else in_cols)
+                            / TILE)
+        tilize = per_tile * math.ceil(rows_pc / TILE) * k_tiles * kh
+        abh = act_block_tiles(layer, rows_pc)
+        ch = round_up(cin, 8) if kind == "height_sharded" else in_cols
+        unit = max(16, int(kw * ch * (4 if act_dtype == "float32" else 2)))
+        act_blk = env.local_cycles(unit, abh * TILE)
+        w_blk_bytes = k_tiles * math.ceil(cols_pc / TILE) * BYTES_PER_TILE.get(w_dtype, 2048)
+        w_blk = transfer_cycles(BYTES_PER_TILE.get(w_dtype, 2048),
+                                w_blk_bytes / BYTES_PER_TILE.get(w_dtype, 2048), dram=True,
+                                local=False, read=True, col=env.col,
+                                clock_hz=env.arch.clock_hz) + mcast_cycles(env, w_blk_bytes)
+        split = split_reader(kind, abh, act_blk, per_tile * abh * k_tiles, w_blk,
+                             getattr(cfg, "force_split_reader", None))
+    else:
+        split = False
     # reader and weights reader run on the two data-movement RISC-Vs (overlapped), the writer
-    # after the compute of each block
-    noc = max(act, weights) + out
+    # after the compute of each block; the split reader has the second RISC-V read half of
+    # the activation, then the weights (TT's thread organisation, is_split_reader_viable)
+    noc = (act / 2 + weights if split else max(act, weights)) + out
     phases = []
     if not mm:
         # halo: the input shard plus its neighbours' edge rows, as row-major sticks
@@ -103,7 +194,10 @@ def conv_phases(layer, env: CostEnv, in_shape, out_shape, *, rows_scale: float =
         halo = env.local_cycles(run, in_rows_pc * stick / run) + \
             env.remote_cycles(run, (halo_rows - in_rows_pc) * stick / run, read=False)
         phases.append(Phase(noc_cycles=halo, what="halo"))
-    phases.append(Phase(compute_cycles=compute, noc_cycles=noc, dram_bytes=w_dram, what="conv"))
+    # the fused activation: SFPU over each output tile of the core (relu: the packer's, free)
+    sfpu = fused_sfpu_cycles(layer, math.ceil(rows_pc / TILE) * math.ceil(cols_pc / TILE))
+    phases.append(Phase(compute_cycles=compute, noc_cycles=noc, dram_bytes=w_dram,
+                        what="conv split reader" if split else "conv", sfpu_cycles=sfpu, tilize_cycles=tilize))
     return phases
 
 
@@ -181,6 +275,15 @@ def candidate_us(ctx, node, x, c) -> float:
     return sum(phase_us(p, env, _efficiency())[0] for p in phases)
 
 
+def sliced_us(ctx, layer) -> float:
+    """Estimated µs of a DRAM-sliced conv ``layer`` (every slice's programs)."""
+    from types import SimpleNamespace
+    from ...arch import get as arch_get
+    from ...planning.estimate import phase_us
+    env = CostEnv(arch_get(ctx.arch), SimpleNamespace(graph=ctx.g))
+    return sum(phase_us(p, env, _efficiency())[0] for p in cost(layer, env))
+
+
 def _efficiency() -> float:
     from ...planning.estimate import FPU_EFFICIENCY
     return FPU_EFFICIENCY
@@ -245,7 +348,8 @@ def lowering_us(ctx, node, x) -> tuple[float, float | None]:
     cfg = solve_node(node, grid=ctx.grid, l1_budget=max(ctx.op_budget, 1))
     shape = ctx.g.shape_of(node.inputs[0])
     in0 = TensorLayout(cfg.in0_memory, TILE_LAYOUT, x.dtype)
-    phases = [matmul_phase(SimpleNamespace(node=node), env, cfg.M, cfg.K, cfg.N, cfg)]
+    as_linear = SimpleNamespace(node=node, config=SimpleNamespace(lowering="linear"))
+    phases = [matmul_phase(as_linear, env, cfg.M, cfg.K, cfg.N, cfg)]
     if x.memory != in0.memory or x.layout != TILE_LAYOUT:
         phases.append(movement_phase(env, [(x, shape)], (in0, shape), "to in0"))
     lin = sum(phase_us(p, env, _efficiency())[0] for p in phases)

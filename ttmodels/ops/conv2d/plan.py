@@ -327,10 +327,11 @@ def slice_need(ctx: PlanContext, node: Node, x: TensorLayout, st: str, k: int) -
 
 
 def plan_conv_sliced(ctx: PlanContext, node: Node, x: TensorLayout) -> PlannedLayer | None:
-    """No L1 layout fits: run conv2d DRAM-sliced (rules ``conv2d.slice_*``). The smallest
-    number of slices whose per-slice L1 estimate fits, along ttnn's preferred dimension first
-    (op_slicing.cpp best_guess_slice_type), then the other one. Input and output are DRAM
-    interleaved; the L1 estimate is the largest slice's."""
+    """No L1 layout fits: run conv2d DRAM-sliced (rules ``conv2d.slice_*``), along ttnn's
+    preferred dimension first (op_slicing.cpp best_guess_slice_type), then the other one. Of
+    the smallest number of slices whose per-slice L1 estimate fits and a few more
+    (``fastest_slices``), the fastest estimated. Input and output are DRAM interleaved; the L1
+    estimate is the largest slice's."""
     s_in = ctx.g.shape_of(node.inputs[0])
     first = conv_slice_type_guess(s_in.h, s_in.w, TILE_LAYOUT)
     found = None
@@ -340,7 +341,7 @@ def plan_conv_sliced(ctx: PlanContext, node: Node, x: TensorLayout) -> PlannedLa
             break
     if found is None:
         return None
-    st, k, c = found
+    st, k, c = fastest_slices(ctx, node, x, *found)
     dram = MemSpec(INTERLEAVED, "dram")
     cin = x
     if ctx.with_adapters and x.memory != dram:
@@ -350,6 +351,14 @@ def plan_conv_sliced(ctx: PlanContext, node: Node, x: TensorLayout) -> PlannedLa
         else:
             cin = ctx.adapt(node, 0, x, "to_memory_config", replace(x, memory=dram),
                             "DRAM-sliced conv2d reads its input from DRAM interleaved")
+    out = TensorLayout(dram, TILE_LAYOUT, node.precision.activations)
+    return sliced_layer(node, cin, st, k, c)
+
+
+def sliced_layer(node: Node, cin: TensorLayout, st: str, k: int, c) -> PlannedLayer:
+    """The planned conv run in ``k`` DRAM slices along ``st`` on candidate ``c`` (the largest
+    slice's layout), reading ``cin``."""
+    dram = MemSpec(INTERLEAVED, "dram")
     out = TensorLayout(dram, TILE_LAYOUT, node.precision.activations)
     config = Conv2dPlan(
         shard_layout=c.kind, act_block_h_override=c.act_block_h,
@@ -364,6 +373,46 @@ def plan_conv_sliced(ctx: PlanContext, node: Node, x: TensorLayout) -> PlannedLa
         l1_parts=c.est.parts,
     )
     return PlannedLayer(node, [cin], out, c.est.total, config)
+
+
+# Slice counts weighed beyond the fewest that fits: a few more, and twice as many (more slices
+# cost a launch, a halo and a weights read each, but may let a faster layout fit per slice)
+MORE_SLICES = (1, 2, 4)
+SLICE_NOTE = "; then slices: "
+
+
+def fastest_slices(ctx: PlanContext, node: Node, x: TensorLayout, st: str, k: int, c):
+    """Of ``k`` (the fewest slices along ``st`` that fit) and a few more that fit
+    (``MORE_SLICES``, ``2 k``), the fastest estimated (``cost.sliced_us``); the fewest stays
+    unless another is ``MARGIN`` faster. Records the pick's and the runner-up's µs in
+    ``ctx.choices``. Returns (st, count, candidate)."""
+    from .cost import sliced_us
+    dim, rnd = conv_slice_dim(st, node.shape.h, node.shape.w, TILE_LAYOUT)
+    units = -(-dim // rnd)
+    counts = sorted({n for n in [k + d for d in MORE_SLICES] + [2 * k] if k < n <= units})
+    options = [(k, c)]
+    for n in counts:
+        cand = slice_candidate(ctx, node, x, st, n)
+        if cand is not None:
+            options.append((n, cand))
+    dram = replace(x, memory=MemSpec(INTERLEAVED, "dram"))
+    us = {n: sliced_us(ctx, sliced_layer(node, dram, st, n, cand)) for n, cand in options}
+    best = min(options, key=lambda o: us[o[0]])
+    pick = best if us[best[0]] < us[k] * (1 - MARGIN) else (k, c)
+    others = [n for n, _ in options if n != pick[0]]
+    if others:
+        r = min(others, key=lambda n: us[n])
+        note = (f"DRAM slices: {pick[0]} {st} slices: {us[pick[0]]:,.1f} µs estimated; "
+                f"runner-up {r} slices: {us[r]:,.1f} µs")
+        if pick[0] != k:
+            note = f"by the estimate, not the fewest ({k}: {us[k]:,.1f} µs): " + note
+        # after the conv's own note (lowering, layout); a replan of the layer replaces it
+        prev = ctx.choices.get(node.name) or ""
+        for mark in (SLICE_NOTE, "by the estimate, not the fewest", "DRAM slices:"):
+            prev = prev.split(mark)[0]
+        prev = prev or None
+        ctx.choices[node.name] = f"{prev}{SLICE_NOTE}{note}" if prev else note
+    return st, pick[0], pick[1]
 
 
 def plan_linear_fallback(ctx: PlanContext, node: Node) -> PlannedLayer | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from ...language.graph import TILE, round_up
-from ...planning.estimate import CostEnv, Phase
+from ...planning.estimate import CostEnv, Phase, fused_sfpu_cycles
 from ...planning.layout import bytes_per_element
 
 
@@ -25,8 +25,9 @@ def matmul_phase(layer, env: CostEnv, m: int, k: int, n: int, cfg_pc=None) -> Ph
     w_bytes = round_up(k, TILE) * round_up(n, TILE) * w_bpe
     # in0 blocks arrive by multicast: every core receives its rows' [per_core_M, K] tiles
     act = env.remote_cycles(2048, pm * kt * TILE * TILE * 2 / 2048)
+    sfpu = fused_sfpu_cycles(layer, pm * pn)
     return Phase(compute_cycles=env.fpu_cycles(macs, env.fidelity(layer)), noc_cycles=act,
-                 dram_bytes=w_bytes, what="matmul")
+                 dram_bytes=w_bytes, what="matmul", sfpu_cycles=sfpu)
 
 
 def cost(layer, env: CostEnv):
