@@ -156,3 +156,32 @@ def test_group_norm_runs_for_real_on_the_mock_device(real_run):
            if not s.ok]
     assert report.completed and not bad, bad
     assert len(report.steps) == report.planned_steps
+
+
+def test_import_recognises_group_norm():
+    """torch's nn.GroupNorm imports as a group_norm layer keyed by its module (weight/bias load
+    as they are) and the self-check reproduces the module in float32."""
+    import yaml
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 64, 3, padding=1), torch.nn.GroupNorm(16, 64, eps=1e-6),
+                            torch.nn.ReLU(), torch.nn.Conv2d(64, 32, 1),
+                            torch.nn.GroupNorm(32, 32, affine=False)).eval()
+    with torch.no_grad():
+        m[1].weight.uniform_(0.5, 1.5)
+        m[1].bias.normal_(0.0, 0.2)
+    spec = ttmodels.import_module(m, torch.randn(1, 3, 24, 20))
+    gns = [l for l in yaml.safe_load(spec)["layers"] if l.get("op") == "group_norm"]
+    assert [(l["name"], l["groups"]) for l in gns] == [("1", 16), ("4", 32)]
+    assert gns[0]["eps"] == 1e-6 and gns[1]["affine"] is False
+    assert spec.pcc >= 0.9999, spec.report
+
+
+def test_group_norm_of_channels_ttnn_cannot_split_is_a_clear_plan_error():
+    from ttmodels.errors import LayoutError
+    from ttmodels.planning.planner import plan_graph
+    spec = dict(GN_SPEC, layers=[{"name": "c1", "op": "conv2d", "out": 48, "kernel": 1},
+                                 {"name": "gn", "op": "group_norm", "groups": 16}],
+                outputs={"gn": "gn"})
+    with pytest.raises(LayoutError, match=r"group_norm of 48 channels in 16 groups") as e:
+        plan_graph(ttmodels.load_graph(spec))
+    assert e.value.layer == "gn"

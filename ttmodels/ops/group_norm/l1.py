@@ -23,7 +23,8 @@ def group_norm_l1(in_layout: TensorLayout, out_layout: TensorLayout, rows: int, 
     (``determine_expected_group_norm_dram_grid_size``, a C++ search) may be smaller when there
     are few rows; the rows per core are then still about one tile, as the fit assumes."""
     gx, gy = grid
-    cols = virtual_columns(gx, c, groups)
+    # C not a multiple of 32 and of the groups: rule group_norm.channels refuses it; any split
+    cols = virtual_columns(gx, c, groups) if c % 32 == 0 and c % groups == 0 else 1
     wt = -(-c // TILE) // cols
     r = max(1, -(-(-(-rows // TILE)) // max(1, gx * gy // cols)))
     tiles = CB_BASE_TILES + CB_TILES_PER_ROW * r + CB_TILES_PER_WT * wt

@@ -127,6 +127,14 @@ def _m_layer_norm2d(cx, node, mod, x):
                          channels_first=True)
 
 
+def _m_group_norm(cx, node, mod, x):
+    if x.kind != "tensor" or len(x.shape or ()) != 4:
+        _unsupported(f"a group norm of a {list(x.shape or [])} "
+                     f"{'channels-last ' if x.kind == 'nhwc' else ''}tensor (only NCHW maps)")
+    return cx.layer(node, "group_norm", {"groups": int(mod.num_groups), "eps": float(mod.eps),
+                                         "affine": bool(mod.affine)}, [x])
+
+
 def _m_act(cx, node, mod, x):
     return cx.activation(node, _ACT_MODULES[type(mod).__name__], x)
 
@@ -203,6 +211,7 @@ MODULE_OPS: dict[str, Callable] = {
     # nn.LayerNorm over the channels of a channels-last map (or a vector); torchvision's / timm's
     # LayerNorm2d (a LayerNorm subclass permuting around it) over the channels of NCHW
     "LayerNorm": _m_layer_norm, "LayerNorm2d": _m_layer_norm2d,
+    "GroupNorm": _m_group_norm,
 }
 
 #: classes outside torch.nn that compute what a MODULE_OPS row says, by qualified name (each
