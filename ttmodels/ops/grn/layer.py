@@ -36,7 +36,9 @@ class Grn(Layer):
         mu = tt.add(tt.mean(g, dim=3, keepdim=True), float(self.attrs.eps))
         nx = tt.divide(g, mu)
         scale = tt.add(tt.multiply(nx, self.weight), 1.0)
-        y = tt.add(tt.multiply(x, scale, memory_config=mc), self.bias, memory_config=mc)
+        xs = tt.multiply(x, scale, memory_config=mc)
+        y = tt.add(xs, self.bias, memory_config=mc)
+        tt.deallocate(xs)
         return tt.reshape(y, (1, 1, s.n * s.h * s.w, s.c)) if s.n > 1 else y
 
 
