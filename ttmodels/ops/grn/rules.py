@@ -12,7 +12,9 @@ RULE_LIST = (
     Rule("grn.tile", "grn",
          "ttnn 0.81.1 accepts the composition on a ROW_MAJOR input (mock device), but its "
          "reductions and binary ops tilize it at each step: the planner tilizes it once before",
-         "mock-device runs of tests/rules_corpus.py grn_cases (0.81.1 wheel)", kind="perf"),
+         "ttnn/cpp/ttnn/operations/reduction/generic/device: the reduce kernels read TILE "
+         "(0.81.1 wheel; ROW_MAJOR accepted on the mock device, tests/rules_corpus.py grn_cases)",
+         kind="perf"),
 )
 
 

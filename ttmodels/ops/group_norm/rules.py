@@ -25,7 +25,8 @@ RULE_LIST = (
          "an interleaved input must be TILE (ttnn.group_norm's documentation: 'ROW_MAJOR input is "
          "supported only for sharded inputs'); TILE also requires inplace=False ('In-place "
          "operation not supported: Tile layout requires non-inplace tensors')",
-         f"ttnn.group_norm docstring (0.81.1); {_GN}/groupnorm.cpp:284"),
+         f"{_GN}/groupnorm.cpp:284 (0.81.1 wheel, mock device; ttnn.group_norm's docstring for "
+         "ROW_MAJOR)"),
     Rule("group_norm.dtype", "group_norm",
          "the input must be BFLOAT16 or FLOAT32 ('Input tensor must be BFLOAT16 or FLOAT32, got: "
          "DataType::BFLOAT8_B'); the output has the input's dtype",
@@ -39,8 +40,8 @@ RULE_LIST = (
          "C must be a multiple of the tile width (32) and of num_groups (ttnn's "
          "determine_expected_group_norm_dram_grid_size and create_group_norm_input_mask assert "
          "it; the op's documented limitation)",
-         "ttnn/operations/normalization.py determine_expected_group_norm_dram_grid_size "
-         "(0.81.1 wheel)"),
+         "ttnn/operations/normalization.py:391 (0.81.1 wheel: "
+         "determine_expected_group_norm_dram_grid_size asserts it)"),
 )
 
 
