@@ -185,3 +185,28 @@ def test_group_norm_of_channels_ttnn_cannot_split_is_a_clear_plan_error():
     with pytest.raises(LayoutError, match=r"group_norm of 48 channels in 16 groups") as e:
         plan_graph(ttmodels.load_graph(spec))
     assert e.value.layer == "gn"
+
+
+MERGE_SPEC = {
+    "name": "fpn_merge", "inputs": {"image": {"channels": 32, "size": [16, 16]}},
+    "layers": [
+        {"name": "a0", "op": "conv2d", "out": 64, "kernel": 3, "stride": 2, "padding": 1},
+        {"name": "a1", "op": "group_norm", "groups": 32},
+        {"name": "a", "op": "upsample", "scale": 2},
+        {"name": "b0", "op": "conv2d", "in": "image", "out": 64, "kernel": 3, "padding": 1},
+        {"name": "b1", "op": "group_norm", "groups": 32},
+        {"name": "b", "op": "relu"},
+        {"name": "m", "op": "add", "in": ["a", "b"]}],
+    "outputs": {"m": "m"}}
+
+
+def test_fpn_merge_of_a_row_major_and_a_tile_branch_runs_as_planned(real_run):
+    """smp FPN's merge: an upsampled branch (ROW_MAJOR) plus a group_norm -> relu branch
+    (TILE). ttnn 0.81.1's add gives TILE for mixed layouts, either order; the plan said
+    ROW_MAJOR (the first operand's) and verify failed on FPN's ``decoder.merge.add_2``."""
+    plan, report = real_run(MERGE_SPEC)
+    m = plan.layer("m")
+    assert [t.layout for t in m.inputs] == ["row_major", "tile"] and m.output.layout == "tile"
+    bad = [(s.name, s.error or (s.planned_layout, s.ttnn_layout)) for s in report.steps
+           if not s.ok]
+    assert report.completed and not bad, bad
