@@ -114,7 +114,7 @@ mock_device.prepare("n150")
 import torch, ttnn
 from ttnn.operations.normalization import dram_group_norm_virtual_columns
 from ttmodels.backends import sim
-from ttmodels.ops.group_norm.layer import virtual_columns
+from ttmodels.ops.group_norm.columns import virtual_columns
 bad = []
 for gx in range(1, 9):
     for c, g in ((32, 1), (32, 8), (64, 32), (96, 3), (96, 32), (128, 32), (128, 16), (192, 32),

@@ -4,7 +4,7 @@ from __future__ import annotations
 from ...language.graph import TILE
 from ...planning.l1 import L1Estimate, per_core_bytes, tile_bytes
 from ...planning.layout import TensorLayout
-from .layer import virtual_columns
+from .columns import virtual_columns
 
 # The interleaved program's circular buffers per core, in input-dtype tiles, fitted to ttnn
 # 0.81.1's figures on the mock device (``ttmodels verify``'s "ttnn op" less the L1 input, batch 1

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from ...backends.sim import types as T
 from ...backends.sim.numerics import _emit, _out_layout
 from ...backends.sim.tensor import _check, _on_device, from_torch, memspec
-from .layer import virtual_columns
+from .columns import virtual_columns
 from .rules import GroupNormArgs
 
 __all__ = ["group_norm", "determine_expected_group_norm_dram_grid_size",
@@ -23,7 +23,7 @@ def _tiles(n: int) -> int:
 def determine_expected_group_norm_dram_grid_size(*, device, num_channels, num_groups, input_nhw,
                                                  num_batches=1):
     """The device's compute grid: ttnn's choice (a C++ search over its constraints) is not
-    modelled; the sim reads only ``x`` of it (the column split, ``layer.virtual_columns``), the
+    modelled; the sim reads only ``x`` of it (the column split, ``columns.virtual_columns``), the
     same function whatever the grid."""
     assert num_channels % num_groups == 0 and num_channels % TILE == 0
     g = device.compute_with_storage_grid_size()
