@@ -585,6 +585,51 @@ def issue23_cases():
                    R.output_layout(op, [x], {}, None, [s.flat]), attrs)
 
 
+def group_norm_cases():
+    """group_norm (issue 34) as its layer calls it (interleaved input, the DRAM grid helper's
+    core grid, inplace=False, the input's memory config): interleaved L1/DRAM, height / width /
+    block shards (refused), bfloat16 / float32 (with fp32 accumulation only) / bfloat8_b
+    (refused), C a multiple of 32 and of
+    the groups or not (refused), batch 2 (reshaped to [N, 1, H*W, C])."""
+    even, odd = SHAPES["even"], SHAPES["odd"]
+    b2 = TensorShape(2, 8, 8, 64)
+    mems = dict(memories(even.rows, even.c, TILE_LAYOUT, bad=False))
+    cfg = {"constant_memory": DRAM, "constant_dtype": "bfloat16"}
+    for (sk, s, g), mk, dtype in itertools.product(
+            (("even", even, 32), ("odd", odd, 16), ("b2", b2, 8)),
+            ("dram", "l1", "h8", "w2", "b2x2"), ("bfloat16", "float32", "bfloat8_b")):
+        if sk != "even" and (mk not in ("dram", "l1") or dtype != "bfloat16"):
+            continue
+        m = mems[mk] if sk == "even" else {"dram": DRAM, "l1": L1}[mk]
+        x = T(m, dtype=dtype)
+        for acc in ((False, True) if dtype == "float32" and mk in ("dram", "l1") else (False,)):
+            yield Case(f"group_norm/{sk}/g{g}/{mk}/{dtype}" + ("/fp32acc" if acc else ""),
+                       "group_norm", [x], [s], s,
+                       R.output_layout("group_norm", [x], {}, m, [s.flat]),
+                       {"groups": g, "eps": 1e-5, "affine": True},
+                       dict(cfg, num_groups=g, memory_config=m, fp32_dest_acc_en=acc),
+                       Precision(activations=dtype, fp32_accum=acc))
+
+
+def grn_cases():
+    """grn (issue 34), the composition its layer runs (sum over H*W, sqrt, mean over C, divide,
+    broadcast multiply/add): interleaved L1/DRAM and height-sharded TILE inputs in bfloat16 /
+    bfloat8_b / float32, a row-major one (tilized first by the planner), batch 2."""
+    s, b2 = SHAPES["even"], TensorShape(2, 8, 8, 64)
+    mems = dict(memories(s.rows, s.c, TILE_LAYOUT, bad=False))
+    cfg = {"constant_memory": L1, "constant_dtype": "bfloat16"}
+    for (sk, sh), mk, dtype, lay in itertools.product(
+            (("even", s), ("b2", b2)), ("dram", "l1", "h8"), ("bfloat16", "bfloat8_b", "float32"),
+            (TILE_LAYOUT, ROW_MAJOR)):
+        if (sk == "b2" or lay == ROW_MAJOR) and (mk != "l1" or dtype != "bfloat16"):
+            continue
+        m = mems[mk] if sk == "even" else L1
+        x = T(m, lay, dtype)
+        yield Case(f"grn/{sk}/{mk}/{lay}/{dtype}", "grn", [x], [sh], sh,
+                   R.output_layout("grn", [x], {}, m, [sh.flat]), {"eps": 1e-6},
+                   dict(cfg, memory_config=m))
+
+
 def _adapter(cid, kind, before, after, s):
     return Case(cid, kind, [before], [s], s, after)
 
@@ -592,7 +637,8 @@ def _adapter(cid, kind, before, after, s):
 GENERATORS = (relu_cases, unary_cases, batch_norm_cases, slice_cases, split_cases,
               conv_transpose_cases, adaptive_pool_cases,
               binary_cases, conv_cases, matmul_conv_cases, pool_cases, linear_cases, upsample_cases,
-              concat_cases, pad_cases, adapter_cases, issue23_cases)
+              concat_cases, pad_cases, adapter_cases, issue23_cases, group_norm_cases,
+              grn_cases)
 
 
 def cases() -> list[Case]:
@@ -630,7 +676,7 @@ def _params(case: Case):
     if case.op == "batch_norm":
         c = case.out_shape.c
         return {"scale": torch.full((c,), 0.5), "shift": torch.zeros(c)}
-    if case.op == "layer_norm":
+    if case.op in ("layer_norm", "group_norm", "grn"):
         c = case.out_shape.c
         return {"weight": torch.ones(c), "bias": torch.zeros(c)}
     if case.op == "layer_scale":

@@ -247,7 +247,7 @@ def test_cli_writes_the_spec_or_nothing(tmp_path, capsys):
                  "    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1),\n"
                  "                               torch.nn.BatchNorm2d(8), torch.nn.ReLU())\n"
                  "def bad():\n"
-                 "    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.GroupNorm(2, 8))\n")
+                 "    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.InstanceNorm2d(8))\n")
     out = tmp_path / "ok.yaml"
     assert main(["import", f"{f}:ok", "-o", str(out), "--input-size", "16", "16"]) == 0
     assert "wrote" in capsys.readouterr().out
@@ -256,7 +256,7 @@ def test_cli_writes_the_spec_or_nothing(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     assert main(["import", f"{f}:bad", "-o", str(bad), "--input-size", "16", "16"]) == 2
     err = capsys.readouterr().err
-    assert "module GroupNorm (1)" in err and "nets.py" not in err or "1  " in err
+    assert "module InstanceNorm2d (1)" in err and "nets.py" not in err or "1  " in err
     assert not bad.exists()
     assert main(["import", f"{f}:bad", "-o", str(bad), "--input-size", "16", "16",
                  "--partial"]) == 0

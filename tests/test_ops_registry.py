@@ -114,7 +114,7 @@ def test_parametric_ops_schema_and_prepared_shapes():
         {"name": "p", "op": "global_avg_pool"},
         {"name": "fc", "op": "linear", "out": 4}]})
     assert ops.PARAMETRIC == ("conv2d", "conv_transpose2d", "linear", "batch_norm",
-                              "layer_norm", "layer_scale")
+                              "layer_norm", "layer_scale", "grn", "group_norm")
     assert node_parameters(g.node("c"))["c.weight"] == (16, 4, 3, 3)
     assert node_parameters(g.node("fc")) == {"fc.weight": (4, 16), "fc.bias": (4,)}
     assert node_parameters(g.node("p")) == {}

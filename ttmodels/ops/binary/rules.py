@@ -150,8 +150,11 @@ def _out_binary(q: OutputQuery) -> TensorLayout:
     the operand ``binary_output_source`` picks, refitted to the output shape."""
     a = q.x
     b = q.inputs[1] if len(q.inputs) > 1 else None
+    # a ROW_MAJOR operand with a TILE one gives TILE, whichever is a (0.81.1 mock device: add of
+    # row-major DRAM and tile L1 interleaved [1, 1, 4096, 128], both orders; smp FPN's merge)
+    layout = TILE_LAYOUT if b is not None and TILE_LAYOUT in (a.layout, b.layout) else a.layout
     if q.requested is not None:
-        return TensorLayout(q.requested, a.layout, q.dtype)
+        return TensorLayout(q.requested, layout, q.dtype)
     src = binary_output_source(a, b)
     # an operand of the output's own shape lends its memory config unchanged, uneven shards
     # included (seen on the mock p150: two block shards of 512 rows on 9 core rows, 4,224 rows
@@ -159,4 +162,4 @@ def _out_binary(q: OutputQuery) -> TensorLayout:
     i = 1 if src is b and src is not a else 0
     same = q.out_rc is not None and i < len(q.shapes) and q.shapes[i] is not None and \
         _rows_c(tuple(q.shapes[i])) == q.out_rc
-    return TensorLayout(src.memory if same else q.fit(src.memory, a.layout), a.layout, q.dtype)
+    return TensorLayout(src.memory if same else q.fit(src.memory, layout), layout, q.dtype)

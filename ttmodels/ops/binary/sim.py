@@ -55,7 +55,8 @@ def _binary(op, fn, a, b, dtype, memory_config, activations, a_acts, b_acts, out
     out_dtype = dtype or a.dtype
     shapes = [a._flat4(), tb._flat4() if tb is not None else None]
     lay = _out_layout(op, [a, tb], attrs, memory_config, shapes)
-    return _emit(y, out_dtype, a.layout, lay.memory, a._device, op, owned=True)
+    layout = T.Layout.TILE if lay.layout == "tile" else a.layout     # the rules' (mixed: TILE)
+    return _emit(y, out_dtype, layout, lay.memory, a._device, op, owned=True)
 
 
 def _broadcast_shape(sa: tuple[int, ...], sb: tuple[int, ...]) -> tuple[int, ...] | None:

@@ -21,7 +21,8 @@ _DEFAULTS = {
     "avg_pool2d": {"padding": 0, "ceil_mode": False, "count_include_pad": True},
     "upsample": {"mode": "nearest", "align_corners": False},
     "leaky_relu": {"slope": 0.01},
-    "layer_norm": {"eps": 1e-5, "affine": True}, "pad": {"value": 0.0}, "layer_scale": {"param_shape": "vector"},
+    "layer_norm": {"eps": 1e-5, "affine": True}, "group_norm": {"eps": 1e-5, "affine": True},
+    "grn": {"eps": 1e-6}, "pad": {"value": 0.0}, "layer_scale": {"param_shape": "vector"},
 }
 
 

@@ -127,6 +127,23 @@ def _m_layer_norm2d(cx, node, mod, x):
                          channels_first=True)
 
 
+def _m_group_norm(cx, node, mod, x):
+    if x.kind != "tensor" or len(x.shape or ()) != 4:
+        _unsupported(f"a group norm of a {list(x.shape or [])} "
+                     f"{'channels-last ' if x.kind == 'nhwc' else ''}tensor (only NCHW maps)")
+    return cx.layer(node, "group_norm", {"groups": int(mod.num_groups), "eps": float(mod.eps),
+                                         "affine": bool(mod.affine)}, [x])
+
+
+def _m_grn(cx, node, mod, x):
+    """timm's GlobalResponseNorm: channels-last (over dims 1, 2 of NHWC) or NCHW (2, 3)."""
+    nhwc = tuple(mod.spatial_dim) == (1, 2)
+    if (x.kind == "nhwc") != nhwc or len(x.shape or ()) != 4:
+        _unsupported(f"a global response norm over dims {list(mod.spatial_dim)} of a "
+                     f"{list(x.shape or [])} {'channels-last ' if x.kind == 'nhwc' else ''}tensor")
+    return cx.layer(node, "grn", {"eps": float(mod.eps)}, [x])
+
+
 def _m_act(cx, node, mod, x):
     return cx.activation(node, _ACT_MODULES[type(mod).__name__], x)
 
@@ -203,6 +220,8 @@ MODULE_OPS: dict[str, Callable] = {
     # nn.LayerNorm over the channels of a channels-last map (or a vector); torchvision's / timm's
     # LayerNorm2d (a LayerNorm subclass permuting around it) over the channels of NCHW
     "LayerNorm": _m_layer_norm, "LayerNorm2d": _m_layer_norm2d,
+    "GroupNorm": _m_group_norm,
+    "GlobalResponseNorm": _m_grn,
 }
 
 #: classes outside torch.nn that compute what a MODULE_OPS row says, by qualified name (each
@@ -213,6 +232,7 @@ FOREIGN_MODULES: dict[str, str] = {
     "timm.layers.norm.LayerNorm2d": "LayerNorm2d",
     "timm.layers.norm.LayerNorm": "LayerNorm",
     "timm.layers.linear.Linear": "Linear",
+    "timm.layers.grn.GlobalResponseNorm": "GlobalResponseNorm",
     "torchvision.ops.stochastic_depth.StochasticDepth": "StochasticDepth",
 }
 

@@ -11,7 +11,7 @@ from .where import _first_line, _short_path, _user_frame
 
 
 #: ops whose parameters are read by key (``weights:`` names them when a module is called again)
-_WEIGHTED = ("conv2d", "conv_transpose2d", "linear", "batch_norm", "layer_norm")
+_WEIGHTED = ("conv2d", "conv_transpose2d", "linear", "batch_norm", "layer_norm", "group_norm", "grn")
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 
@@ -654,7 +654,7 @@ def _unused_prefixes(module, layers: list[Layer]) -> tuple[str, ...]:
     used = set()
     for lay in layers:
         if lay.op in ("conv2d", "conv_transpose2d", "linear", "batch_norm", "layer_norm",
-                      "layer_scale"):
+                      "group_norm", "grn", "layer_scale"):
             used.add(lay.name if lay.op != "batch_norm" or not lay.fields.get("weights")
                      else lay.fields["weights"])
         if lay.op == "layer_scale":           # a parameter of the module itself (CNBlock's)
