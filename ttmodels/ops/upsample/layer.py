@@ -69,6 +69,18 @@ class Upsample(Layer):
             y = tt.grid_sample(x, self.grid, mode="bilinear", padding_mode="zeros",
                                align_corners=True, use_precomputed_grid=True,
                                memory_config=self.output_memory_config())
+        elif self.config.pad_c:
+            # bilinear needs channels % 32 (plan.plan_padded_bilinear): pad in DRAM, upsample
+            # (ttnn shards it), slice the channels back into the planned interleaved output
+            x = tt.pad(x, [(0, 0), (0, 0), (0, 0), (0, self.config.pad_c - s.c)], 0.0,
+                       memory_config=tt.DRAM_MEMORY_CONFIG)
+            y = tt.upsample(x, self.scale, mode=self.mode,
+                            compute_kernel_config=self.get_compute_config())
+            tt.deallocate(x)
+            o = self.out_shape
+            z = tt.slice(y, [0, 0, 0, 0], [o.n, o.h, o.w, o.c], memory_config=mc)
+            tt.deallocate(y)
+            y = z
         else:
             kwargs = dict(mode=self.mode)
             if mc is not None:

@@ -21,6 +21,8 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
         return plan_grid_sample(ctx, node)
     x = ctx.layouts[node.inputs[0]]
     mode = node.attrs.get("mode", "nearest")
+    if mode == "bilinear" and ctx.rc(node.inputs[0])[1] % TILE:
+        return plan_padded_bilinear(ctx, node, x)
     if ctx.with_adapters:
         if mode == "bilinear":
             rows, c = ctx.rc(node.inputs[0])
@@ -42,6 +44,53 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
     rows, c = ctx.rc(node.inputs[0])
     est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=node.shape.rows, c=c)
     return PlannedLayer(node, [x], out, est.total, UpsamplePlan(**attrs, l1_parts=est.parts))
+
+
+def plan_padded_bilinear(ctx: PlanContext, node: Node, x: TensorLayout) -> PlannedLayer:
+    """A bilinear upsample of channels not a multiple of 32 (a segmentation head's 21 classes):
+    ttnn's bilinear kernel refuses them (rule ``upsample.channels``), so the layer pads an
+    interleaved ROW_MAJOR bfloat16 input to ``pad_c`` channels in DRAM, upsamples that (ttnn
+    height-shards it itself: ``bilinear_upsample_memspec``) and slices the ``c`` channels back
+    into an interleaved output (DRAM unless the policy says ``interleaved l1``). Measured on
+    the mock n150: 21 -> 32 channels at 28x28 x8 and 1 -> 32 at 28x28 x4 run."""
+    src = node.inputs[0]
+    rows, c = ctx.rc(src)
+    pad_c = -(-c // TILE) * TILE
+    if ctx.with_adapters:
+        reason = f"a bilinear upsample of {c} channels pads an interleaved ROW_MAJOR input"
+        if x.dtype != "bfloat16":
+            x = ctx.adapt(node, 0, x, "typecast", replace(x, dtype="bfloat16"), reason)
+        if x.memory.sharded:
+            x = ctx.to_interleaved(node, 0, x, reason)
+        if x.layout != ROW_MAJOR:
+            x = ctx.to_row_major(node, 0, x, reason)
+    p = node.layout
+    if p.kind in (HEIGHT, WIDTH, BLOCK):
+        raise LayoutError(f"policy {p.kind}: a bilinear upsample of {c} channels (not a "
+                          "multiple of 32) writes an interleaved output (use interleaved "
+                          "[dram|l1] or auto)", layer=node.name, rule="upsample.channels")
+    out_mem = MemSpec(INTERLEAVED, (p.buffer or "dram") if p.kind == INTERLEAVED else "dram")
+    attrs = {"mode": "bilinear", "out_shape": node.shape.flat, "lowering": "upsample",
+             "in_w": ctx.g.shape_of(src).w, "pad_c": pad_c, "memory_config": out_mem}
+    out = R.output_layout("upsample", [x], attrs, out_mem, [ctx.flat[src]])
+    est = padded_bilinear_l1(x, rows, c, pad_c, node.shape.rows, out, ctx.grid)
+    return PlannedLayer(node, [x], out, est.total, UpsamplePlan(**attrs, l1_parts=est.parts))
+
+
+def padded_bilinear_l1(x: TensorLayout, rows: int, c: int, pad_c: int, out_rows: int,
+                       out: TensorLayout, grid: tuple[int, int]) -> l1m.L1Estimate:
+    """Per core: the interleaved input, ttnn's height-sharded copy of the padded input (the
+    pad itself goes to DRAM), its halo (the shard and a row each side), the padded sharded
+    upsample output, the sliced output (interleaved) and the eltwise CBs."""
+    base = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=out_rows, c=c)
+    shards = bilinear_upsample_memspec(rows, pad_c, grid)
+    n = shards.num_cores
+    row_b = pad_c * 2
+    copy = shards.shard_shape[0] * row_b
+    halo = copy + 2 * row_b * max(1, rows // max(1, n))
+    up_out = -(-out_rows // n) * row_b
+    parts = {**base.parts, "input_copy": copy, "halo": halo, "padded_output": up_out}
+    return l1m.L1Estimate(sum(parts.values()), parts)
 
 
 def to_row_major_height(ctx: PlanContext, node: Node, idx: int, x: TensorLayout, want: MemSpec,
