@@ -156,7 +156,7 @@ def test_align_corners_interleaved_l1_policy():
     assert plan.layer("up").output.memory == MemSpec(INTERLEAVED, "l1")
 
 
-@pytest.mark.parametrize("batch,size,c", [(1, 16, 32), (2, 8, 64)])
+@pytest.mark.parametrize("batch,size,c", [(1, 16, 32), (2, 8, 64), (1, 8, 1)])
 def test_align_corners_upsample_on_sim_matches_torch(batch, size, c):
     """The whole path (plan, adapters, grid prepared at build, grid_sample on the sim) against
     torch's align_corners=True bilinear upsample of the same bfloat16 input: the only error is
@@ -315,3 +315,14 @@ def test_channel_padded_bilinear_upsample_runs_on_sim_like_torch(c):
     want = F.interpolate(xb, scale_factor=2, mode="bilinear", align_corners=False)
     assert out["up"].shape == want.shape
     assert torch.allclose(out["up"], want, atol=2e-2, rtol=1e-2)
+
+
+@pytest.mark.parametrize("producer", ["height_sharded l1", "interleaved dram"])
+def test_align_corners_upsample_of_one_channel_plans_channel_padded(producer):
+    """smp DeepLabV3Plus's 1-class head (UpsamplingBilinear2d: align_corners): grid_sample needs
+    channels % 32, so the layer pads an interleaved input in DRAM and slices back."""
+    plan = plan_graph(load_graph(_spec(producer, align=True, c=1, size=8)))
+    up = plan.layer("up")
+    assert up.config.lowering == "grid_sample" and up.config.pad_c == 32
+    assert up.inputs[0].memory.memory_layout == INTERLEAVED
+    assert check_plan(plan) == [] and edge_mismatches(plan) == []

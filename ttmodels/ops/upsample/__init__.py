@@ -93,6 +93,7 @@ class GridSamplePlan(PlanConfig):
     grid_batch: int | None = None
     out_shape: tuple[int, int, int, int] | None = None
     memory_config: MemSpec | None = None
+    pad_c: int | None = optional()           # channels % 32: padded to (plan.plan_grid_sample)
 
 
 register(OpDef(

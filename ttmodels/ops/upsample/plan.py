@@ -127,7 +127,8 @@ def plan_grid_sample(ctx: PlanContext, node: Node) -> PlannedLayer:
             x = ctx.adapt(node, 0, x, "typecast", replace(x, dtype="bfloat16"),
                           "grid_sample takes bfloat16 or float32")
         if x.memory.memory_layout not in (INTERLEAVED, HEIGHT) or (
-                x.memory.sharded and x.layout == TILE_LAYOUT and c % TILE):
+                x.memory.sharded and c % TILE):
+            # channels % 32 run padded from an interleaved input (below)
             x = ctx.to_interleaved(node, 0, x,
                                    "grid_sample takes interleaved or height-sharded input")
         if x.layout != ROW_MAJOR:
@@ -145,6 +146,11 @@ def plan_grid_sample(ctx: PlanContext, node: Node) -> PlannedLayer:
              "grid_memory": grid.memory, "grid_shape": (n, node.shape.h, node.shape.w, 6),
              "batch": n, "grid_batch": n, "out_shape": node.shape.flat,
              "memory_config": out_mem}
+    if c % TILE:
+        # grid_sample needs channels % 32 (rule grid_sample.input): the layer pads them in
+        # DRAM and slices the result back (smp DeepLabV3Plus's 1-class head; measured on the
+        # mock n150: 1 -> 32 channels run)
+        attrs["pad_c"] = -(-c // TILE) * TILE
     out = R.output_layout("grid_sample", [x], attrs, out_mem, [ctx.flat[src]])
     est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=node.shape.rows, c=c)
     return PlannedLayer(node, [x], out, est.total, GridSamplePlan(**attrs, l1_parts=est.parts))

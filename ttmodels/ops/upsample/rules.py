@@ -86,6 +86,7 @@ class GridSampleArgs(CallArgs):
     batch: int | None = None
     grid_batch: int | None = None
     device_grid: tuple[int, int] = DEFAULT_GRID
+    pad_c: int | None = None                 # channels the layer pads to (multiple of 32)
 
 
 @reads(UpsampleArgs)
@@ -151,7 +152,16 @@ def _c_grid_sample(inputs, args: GridSampleArgs, output, shapes):
     if x.memory.memory_layout not in (INTERLEAVED, HEIGHT):
         vs.append(_v("grid_sample.input", "grid_sample input must be interleaved or height sharded, "
                      f"got {x.memory.short()}"))
-    if xs is not None and xs[3] % TILE:
+    if args.pad_c is not None:
+        # the padded form (plan.plan_grid_sample): the layer pads an interleaved input's
+        # channels in DRAM, samples, slices them back
+        if args.pad_c % TILE or (xs is not None and args.pad_c < xs[3]):
+            vs.append(_v("grid_sample.input", f"pad_c {args.pad_c} is not a multiple of 32 at "
+                         "least the input's channels"))
+        if x.memory.sharded:
+            vs.append(_v("grid_sample.input", "a channel-padded grid_sample takes an interleaved "
+                         f"input, got {x.memory.short()}"))
+    elif xs is not None and xs[3] % TILE:
         vs.append(_v("grid_sample.input", f"grid_sample input channels {xs[3]} are not a multiple of 32"))
     mode = args.mode
     pre = bool(args.use_precomputed_grid)
