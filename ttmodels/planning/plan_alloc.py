@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from . import l1_alloc
 from ..arch import WORMHOLE_B0
+from ..arch import get as get_arch
 from . import liveness as lv
 from . import plan_walk as pw
 from .l1 import bank_bytes, l1_region, layer_parts, slice_input_copy_bytes
@@ -227,12 +228,20 @@ def freeing_input(pl):
     return replace(pl, config=cfg, l1_bytes_per_core=total)
 
 
+def allocator(arch_name: str, l1_small_size: int = 32768) -> l1_alloc.L1Allocator:
+    """An empty model of ttnn's L1 allocator for chip ``arch_name``: its L1 range and the size
+    it rounds every buffer to (``Arch.l1_alignment``: 32 B on Wormhole, 64 B on Blackhole)."""
+    base, top = l1_region(arch_name, l1_small_size)
+    return l1_alloc.L1Allocator(base, top, alignment=get_arch(arch_name).l1_alignment)
+
+
 def simulate(plan, *, l1_small_size: int = 32768) -> list[StepAddr]:
     """Every executor step of ``plan`` by address (module docstring), in ``plan_walk``'s order."""
     g = plan.graph
-    base, top = l1_region(getattr(plan, "arch", "wormhole_b0"), l1_small_size)
+    arch_name = getattr(plan, "arch", "wormhole_b0")
+    base, top = l1_region(arch_name, l1_small_size)
     banks = plan.l1_banks
-    w = _Walk(l1_alloc.L1Allocator(base, top))
+    w = _Walk(allocator(arch_name, l1_small_size))
     nodes = [pl.node for pl in plan.layers]
 
     def key(buf) -> object:
