@@ -312,6 +312,23 @@ def test_sharded_tilize_leaves_the_cbs_ttnn_measured(rows, c, memory, shard, gri
     assert lv.adapter_cbs(a, rows, c) == cbs
 
 
+@pytest.mark.parametrize("rows, c, buffer, out_dtype, cbs", [
+    # measured on the mock n150 (NO_DISPATCH capture of to_layout(row major -> tile) of an
+    # interleaved tensor into interleaved L1): a CB of a row of tiles in and one out
+    (196, 128, "l1", None, 2 * 8192), (224, 128, "dram", None, 2 * 8192),
+    (196, 256, "l1", None, 2 * 16384), (196, 1024, "dram", None, 2 * 65536),
+    (196, 21, "l1", None, 2 * 2048), (196, 128, "l1", "bfloat8_b", 8192 + 4352),
+    (784, 64, "dram", "bfloat8_b", 4096 + 2176),
+    # wider rows: the block factory, 2-4 tiles a CB (the lower bound is counted)
+    (64, 1536, "l1", None, 2 * 4096),
+])
+def test_interleaved_tilize_leaves_the_cbs_ttnn_measured(rows, c, buffer, out_dtype, cbs):
+    from ttmodels.planning.plans import Adapter
+    before = TensorLayout(MemSpec(INTERLEAVED, buffer), "row_major", "bfloat16")
+    after = TensorLayout(MemSpec(INTERLEAVED, "l1"), "tile", out_dtype or "bfloat16")
+    assert lv.adapter_cbs(Adapter("x", "y", 0, "to_layout", before, after, "t"), rows, c) == cbs
+
+
 def test_untilize_double_buffers_a_row_of_the_shards_tiles():
     a = _to_layout(BLOCK, (128, 128), (2, 2), "row_major")
     assert lv.adapter_cbs(a, 256, 256) == 2 * 4 * 2048
