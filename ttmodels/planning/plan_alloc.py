@@ -249,6 +249,8 @@ def simulate(plan, *, l1_small_size: int = 32768) -> list[StepAddr]:
         return f"t:{buf}" if isinstance(buf, str) else buf
 
     # graph inputs (DRAM) and constants (small, L1) before the first layer
+    for name, size in lv.resident_constant_buffers(g, banks):
+        w.allocate(name, size)          # built with the model, before the run (liveness)
     for name, lay in plan.constant_layouts.items():
         if any(name in n.inputs for n in nodes):
             w.allocate(key(name), tensor_bank_bytes(g, name, lay, banks))

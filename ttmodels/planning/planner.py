@@ -374,7 +374,7 @@ class _Planner:
         """Candidate sets of tensors to spill, fewest bytes moved first: each single tensor that
         a later layer reads again (or a graph output, kept to the end), then the largest ones
         together."""
-        cands = [t for t in others if t not in self.g.constants and self.layouts[t].memory.buffer
+        cands = [t for t in others if t in self.layouts and t not in self.g.constants and self.layouts[t].memory.buffer
                  == "l1" and (self.last.get(t, -1) > i or t in self.g.outputs)]
         cands.sort(key=self.total_bytes)
         for t in cands:
