@@ -124,7 +124,9 @@ def others_alive(i: int, node: Node, held: Mapping[str, TensorLayout], last: Map
         b = bank_bytes(t, *tensor_rows_c(graph, name), banks=banks)
         if b:
             out[name] = b
-    resident = resident_constant_bytes(graph, banks)
+    # the node's own constants are its operands (its estimate counts them)
+    resident = resident_constant_bytes(graph, banks) - RESIDENT_CONSTANTS.get(node.op, 0) * \
+        bank_bytes(PER_CHANNEL_CONSTANT, 1, node.shape.c, banks=banks)
     if resident:
         out[RESIDENT] = resident
     return out
