@@ -426,6 +426,30 @@ def _upsample_cases(s, o):
                                                        "in_w": s.w})
 
 
+def upsample_channel_cases():
+    """Bilinear upsample of channels not a multiple of 32 (a segmentation head's 21 classes, an
+    smp head's 1): ttnn's bilinear kernel refuses them; the plan's channel-padded form (pad_c:
+    pad in DRAM, upsample, slice back into an interleaved output) runs from an interleaved
+    ROW_MAJOR input."""
+    for s in (TensorShape(1, 4, 4, 21), TensorShape(1, 4, 4, 1)):
+        o = TensorShape(s.n, 2 * s.h, 2 * s.w, s.c)
+        for mk, m in (("dram", DRAM), ("l1", L1), ("h2", _fit(R.sharded_memspec(
+                HEIGHT, s.rows, s.c, num_cores=2), s.rows, s.c, ROW_MAJOR))):
+            for layout in (ROW_MAJOR, TILE_LAYOUT):
+                x = T(m, layout)
+                base = {"mode": "bilinear", "out_shape": o.flat, "in_w": s.w}
+                out = R.output_layout("upsample", [x], base, None, [s.flat])
+                yield Case(f"upsample/c{s.c}/bilinear/{mk}/{layout}", "upsample", [x], [s], o, out,
+                           {"scale": (2, 2), "mode": "bilinear"}, base)
+                for buf in ("dram", "l1"):
+                    mem = MemSpec(INTERLEAVED, buf)
+                    conf = {**base, "pad_c": 32, "memory_config": mem}
+                    out = R.output_layout("upsample", [x], conf, mem, [s.flat])
+                    yield Case(f"upsample/c{s.c}/bilinear-pad32/{mk}/{layout}/out-{buf}",
+                               "upsample", [x], [s], o, out, {"scale": (2, 2), "mode": "bilinear"},
+                               conf)
+
+
 def concat_cases():
     s1, s2 = TensorShape(1, 8, 8, 64), TensorShape(1, 8, 8, 32)
     o = TensorShape(1, 8, 8, 96)
@@ -637,6 +661,7 @@ def _adapter(cid, kind, before, after, s):
 GENERATORS = (relu_cases, unary_cases, batch_norm_cases, slice_cases, split_cases,
               conv_transpose_cases, adaptive_pool_cases,
               binary_cases, conv_cases, matmul_conv_cases, pool_cases, linear_cases, upsample_cases,
+              upsample_channel_cases,
               concat_cases, pad_cases, adapter_cases, issue23_cases, group_norm_cases,
               grn_cases)
 

@@ -202,3 +202,13 @@ def test_cb_clash_predicted_and_remedied(real_runs, spec, kw):
         sorted(plan.spill_hints)
     assert remedies and r.completed and r.ok, \
         [(s.name, s.error) for s in r.steps if not s.ok]
+
+
+def test_the_address_model_rounds_buffers_as_the_plans_chip_does():
+    """Two 32 B L1 buffers land 32 B apart on Wormhole and 64 B apart on Blackhole (measured on
+    the mock p150: ``Arch.l1_alignment``); the plan's address model takes its chip's rounding."""
+    from ttmodels.planning import plan_alloc
+    for arch, step in (("wormhole_b0", 32), ("blackhole", 64)):
+        a = plan_alloc.allocator(arch)
+        first, second = a.allocate(32), a.allocate(32)
+        assert first - second == step, arch

@@ -8,7 +8,10 @@ events; docs/layouts.md, "L1 by address"), for the spec below at batch 8:
   free both, halo 561,280, output slice 131,072, free both;
 * ``up`` (nearest upsample, height shards), ``cat`` (channel concat of height shards) and
   their adapters: the output only.
-The model takes the largest slice for all (each leaves L1 as it found it)."""
+The model takes the largest slice for all (each leaves L1 as it found it).
+
+``M2`` at batch 2 (``scripts/measure_op_events.py``, 2026-12-05) measured the ops issue 33 named
+unmeasured, bytes per bank in ttnn's order (``TTNN_M2``)."""
 from ttmodels.language.spec import load_graph
 from ttmodels.planning import plan_alloc as PA
 from ttmodels.planning.planner import plan_graph
@@ -72,3 +75,73 @@ def test_ttnns_excess_over_a_sliced_convs_estimate_is_its_halo():
     assert _sizes(got)["halo"] == _sizes(got)["halo0"] == 442_304
     prog = [e[1] for e in got if e[0] == PA.PROGRAM]
     assert prog == [e[1] for e in base if e[0] == PA.PROGRAM]
+
+
+# ---------------------------------------------------------------------------------------------
+# the ops without a row until issue 33 (alloc): M2 at batch 2, measured on the mock n150
+# ---------------------------------------------------------------------------------------------
+M2 = {"name": "m2", "inputs": {"x": {"channels": 64, "size": [32, 32]}},
+      "layers": [
+          {"name": "c1", "op": "conv2d", "out": 64, "kernel": 3, "padding": 1, "act": "relu"},
+          {"name": "c2", "op": "conv2d", "in": "x", "out": 64, "kernel": 3, "padding": 1,
+           "layout": "block_sharded l1"},
+          {"name": "c3", "op": "conv2d", "in": "x", "out": 64, "kernel": 3, "padding": 1,
+           "layout": "block_sharded l1"},
+          {"name": "catb", "op": "concat", "in": ["c2", "c3"], "layout": "block_sharded l1"},
+          {"name": "c4", "op": "conv2d", "in": "x", "out": 64, "kernel": 1,
+           "layout": "interleaved l1"},
+          {"name": "c5", "op": "conv2d", "in": "x", "out": 32, "kernel": 1,
+           "layout": "interleaved l1"},
+          {"name": "cati", "op": "concat", "in": ["c4", "c5"], "layout": "interleaved l1"},
+          {"name": "ub", "op": "upsample", "in": "c1", "scale": 2, "mode": "bilinear"},
+          {"name": "ua", "op": "upsample", "in": "c1", "scale": 2, "mode": "bilinear",
+           "align_corners": True},
+          {"name": "sl", "op": "slice", "in": "c1", "channels": [0, 32]},
+          {"name": "pd", "op": "pad", "in": "c1", "padding": 1},
+          {"name": "ct", "op": "conv_transpose2d", "in": "c1", "out": 32, "kernel": 2, "stride": 2},
+          {"name": "sp", "op": "split", "in": "c1", "channels": {"a": 32, "b": 32}},
+          {"name": "u21", "op": "conv2d", "in": "c1", "out": 21, "kernel": 1},
+          {"name": "up21", "op": "upsample", "in": "u21", "scale": 4, "mode": "bilinear"}],
+      "outputs": ["catb", "cati", "ub", "ua", "sl", "pd", "ct", "sp.a", "sp.b", "up21"]}
+
+# what ttnn allocated (+) and freed (-) inside each step, bytes per bank, in order
+TTNN_M2 = {
+    "catb": [32768],                       # block-sharded channel concat: the output only
+    "cati": [6144],                        # interleaved concat: the output only
+    "ub": [13056, 16384, -13056],          # bilinear: halo, output, halo freed
+    "ua": [],                              # grid_sample: DRAM output, no L1 buffer
+    "sl": [2048],                          # slice: the output only
+    "pd": [4096, 4736, 6144, -4096, -4736],   # TILE pad: untilized, padded, tilized output
+    "ct": [24960, -24960, 24960, 8192, -24960],   # conv_transpose2d: a conv's halo passes
+    "sp": [2048, 2048],                    # split: its outputs
+    # 21-channel bilinear: padded copy, halo, padded output; frees; output in DRAM
+    "up21": [2048, 6528, 32768, -6528, -2048, -32768],
+}
+
+
+def _signed(events, graph_sizes=None):
+    """op_events as TTNN_M2's lists: + size on an allocation, - size on a free (0-byte ones,
+    DRAM outputs, dropped as ttnn's capture has no L1 buffer for them)."""
+    size, out = {}, []
+    for e in events:
+        if e[0] == PA.ALLOC and e[2] > 0:
+            size[e[1]] = e[2]
+            out.append(e[2])
+        elif e[0] == PA.FREE and e[1] in size:
+            out.append(-size[e[1]])
+    return out
+
+
+def test_op_events_of_the_ops_measured_for_issue_33_are_ttnns():
+    plan = plan_graph(load_graph(M2, batch_size=2), oracle=False)
+    got = {name: _signed(PA.op_events(plan.layer(name), plan.graph, plan.l1_banks))
+           for name in TTNN_M2}
+    assert got == TTNN_M2
+
+
+def test_bilinear_halo_of_a_28_wide_map_is_ttnns():
+    """fcn_resnet50's head at 224x224: 21 channels padded to 32, 784 rows on 64 cores (13 a
+    core), a 28-wide map: ttnn's halo 5,760 B per bank (three padded 30-pixel rows)."""
+    from ttmodels.ops.upsample.plan import bilinear_halo_bytes
+    assert bilinear_halo_bytes(13, 28, 32) == 5760
+    assert bilinear_halo_bytes(32, 32, 64) == 13056

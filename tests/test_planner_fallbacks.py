@@ -152,3 +152,28 @@ def test_a_float32_global_pool_reads_and_writes_bfloat16():
             "layers": [{"name": "gap", "op": "global_avg_pool"}]}
     gap = plan_graph(load_graph(spec), oracle=False).layer("gap")
     assert gap.inputs[0].dtype == "bfloat16" and gap.output.dtype == "bfloat16"
+
+
+def test_a_matmul_conv_ttnn_sizes_over_its_estimate_carries_ttnns_figure(tmp_path):
+    """timm dpn68 float32's features.conv4_12.c1x1_a (a 1x1 conv whose estimate is one
+    ``matmul`` figure): ttnn sized it 86,016 B over the estimate and its CBs ran into an L1
+    buffer in the real run; the plan now carries ttnn's figure, the excess as CBs, as for every
+    other op (``planner.with_ttnn_figure``)."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_plan_ttnn_figures import Scripted, _estimate
+    from ttmodels.planning import liveness as lv
+    spec = {"name": "mm", "inputs": {"x": {"channels": 672, "size": [14, 14]}},
+            "defaults": {"precision": F32},
+            "layers": [{"name": "c1", "op": "conv2d", "out": 512, "kernel": 1}]}
+
+    def op_l1(step):
+        return _estimate(step) + 86_016 if step.kind == "layer" else 1000
+
+    base = plan_graph(load_graph(spec), oracle=False).layer("c1")
+    assert "matmul" in base.config.l1_parts
+    plan = plan_graph(load_graph(spec), oracle=Scripted(tmp_path, op_l1))
+    c1 = plan.layer("c1")
+    assert c1.l1_bytes_per_core == base.l1_bytes_per_core + 86_016
+    assert lv.layer_cbs(c1) - lv.layer_cbs(base) == 86_016

@@ -225,3 +225,36 @@ def test_a_dram_sliced_pool_outputs_dram_interleaved_by_the_table_too():
     unsliced = dict(attrs)
     del unsliced["slice"]
     assert R.output_layout("max_pool2d", [x], unsliced, None, [s_in.flat]).memory.sharded
+
+
+@pytest.mark.parametrize("rows", [64, 784])
+@pytest.mark.parametrize("layouts,channels", [
+    (("tile", "row_major"), (64, 32)), (("row_major", "tile"), (64, 32)),
+    (("tile", "tile", "row_major"), (64, 32, 32)), (("tile", "tile"), (64, 32)),
+    (("tile", "row_major"), (64, 16)), (("row_major", "tile"), (64, 16)),
+    (("tile", "row_major"), (48, 32))])
+def test_a_concat_of_interleaved_tile_and_row_major_inputs_is_judged_as_ttnn_does(
+        device, layouts, channels, rows):
+    """Interleaved concat inputs may mix TILE and ROW_MAJOR; ttnn's wrapper then tilizes (first
+    TILE, all tile aligned) or untilizes (else), and refuses to untilize a TILE input whose
+    channels pad a tile. DeepLabV3's ASPP concat (784 rows: four convs and a bilinear upsample)
+    came out ROW_MAJOR where the plan said TILE; verify caught it."""
+    import torch
+    from ttmodels.backends import common
+    from ttmodels.planning import rules as R
+    from ttmodels.planning.layout import INTERLEAVED, MemSpec, TensorLayout
+    from ttmodels.tools.verify import split_error
+    tt, dev = device
+    ins = [TensorLayout(MemSpec(INTERLEAVED, "l1"), lay, "bfloat16") for lay in layouts]
+    shapes = [(1, 1, rows, c) for c in channels]
+    xs = [tt.from_torch(torch.zeros(s), dtype=tt.bfloat16, layout=common.layout(tt, t.layout),
+                        device=dev, memory_config=tt.L1_MEMORY_CONFIG) for t, s in zip(ins, shapes)]
+    refused = R.check("concat", ins, {"dim": -1}, None, shapes=shapes)
+    try:
+        got = tt.concat(xs, dim=-1)
+    except Exception as e:
+        assert refused, split_error(e)
+        return
+    assert not refused, refused
+    want = R.output_layout("concat", ins, {"dim": -1}, None, shapes)
+    assert str(got.layout).split(".")[-1].lower() == want.layout

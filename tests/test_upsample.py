@@ -156,7 +156,7 @@ def test_align_corners_interleaved_l1_policy():
     assert plan.layer("up").output.memory == MemSpec(INTERLEAVED, "l1")
 
 
-@pytest.mark.parametrize("batch,size,c", [(1, 16, 32), (2, 8, 64)])
+@pytest.mark.parametrize("batch,size,c", [(1, 16, 32), (2, 8, 64), (1, 8, 1)])
 def test_align_corners_upsample_on_sim_matches_torch(batch, size, c):
     """The whole path (plan, adapters, grid prepared at build, grid_sample on the sim) against
     torch's align_corners=True bilinear upsample of the same bfloat16 input: the only error is
@@ -278,3 +278,51 @@ def test_rules_table_documents_grid_sample():
         assert "grid_sample_device_operation.cpp" in R.RULES[rid].source
     assert bilinear_upsample_memspec(100, 48) == MemSpec(HEIGHT, "l1", (8, 8), 64, (2, 48))
     assert bilinear_upsample_memspec(10, 48).num_cores == 10
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 33 item 4: a bilinear upsample of channels not a multiple of 32 (torchvision's
+# segmentation heads: 21 classes; smp's: 1) runs channel-padded
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("c", [21, 1])
+@pytest.mark.parametrize("producer", ["height_sharded l1", "interleaved dram"])
+def test_bilinear_upsample_of_odd_channels_plans_channel_padded(producer, c):
+    """ttnn's bilinear kernel refuses channels % 32 (upsample_bilinear_program_factory_
+    multicore.cpp:67) and a 21-channel row-major shard has a 42 B page (interleaved_to_sharded
+    refuses it): the plan pads to 32 channels inside the layer and writes interleaved."""
+    spec = _spec(producer, c=c, size=8).replace("out: {c}".format(c=c), f"out: {c}")
+    plan = plan_graph(load_graph(spec))
+    up = plan.layer("up")
+    x = up.inputs[0]
+    assert (x.dtype, x.layout, x.memory.memory_layout) == ("bfloat16", ROW_MAJOR, INTERLEAVED)
+    assert up.config.pad_c == 32
+    assert up.output.memory == MemSpec(INTERLEAVED, "dram") and up.output.layout == ROW_MAJOR
+    assert check_plan(plan) == [] and edge_mismatches(plan) == []
+    # the rules refuse the unpadded form that the plan used to make
+    from ttmodels.planning import rules as R
+    bare = {k: v for k, v in up.config.as_attrs().items() if k not in ("pad_c", "memory_config")}
+    assert "upsample.channels" in {v.rule for v in R.check(
+        "upsample", [x], bare, None, shapes=[plan.graph.shape_of("c1").flat])}
+
+
+@pytest.mark.parametrize("c", [21, 1])
+def test_channel_padded_bilinear_upsample_runs_on_sim_like_torch(c):
+    spec = _spec("height_sharded l1", c=c, size=8, direct=True)
+    x = torch.randn(1, c, 8, 8)
+    out, _ = _run(spec, x)
+    xb = x.to(torch.bfloat16).float()
+    want = F.interpolate(xb, scale_factor=2, mode="bilinear", align_corners=False)
+    assert out["up"].shape == want.shape
+    assert torch.allclose(out["up"], want, atol=2e-2, rtol=1e-2)
+
+
+@pytest.mark.parametrize("producer", ["height_sharded l1", "interleaved dram"])
+def test_align_corners_upsample_of_one_channel_plans_channel_padded(producer):
+    """smp DeepLabV3Plus's 1-class head (UpsamplingBilinear2d: align_corners): grid_sample needs
+    channels % 32, so the layer pads an interleaved input in DRAM and slices back."""
+    plan = plan_graph(load_graph(_spec(producer, align=True, c=1, size=8)))
+    up = plan.layer("up")
+    assert up.config.lowering == "grid_sample" and up.config.pad_c == 32
+    assert up.inputs[0].memory.memory_layout == INTERLEAVED
+    assert check_plan(plan) == [] and edge_mismatches(plan) == []

@@ -28,7 +28,11 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-ALIGNMENT = 32
+from ..arch import WORMHOLE_B0
+
+#: Wormhole's rounding; a plan's chip has its own (``Arch.l1_alignment``: Blackhole rounds to 64),
+#: which ``plan_alloc.allocator`` passes
+ALIGNMENT = WORMHOLE_B0.l1_alignment
 
 
 def aligned(size: int, alignment: int = ALIGNMENT) -> int:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from . import l1_alloc
 from ..arch import WORMHOLE_B0
+from ..arch import get as get_arch
 from . import liveness as lv
 from . import plan_walk as pw
 from .l1 import bank_bytes, l1_region, layer_parts, slice_input_copy_bytes
@@ -114,7 +115,25 @@ def op_events(pl, graph, banks: int = WORMHOLE_B0.l1_banks) -> list[tuple]:
                 (FREE, "in_copy"), (FREE, "halo0"), (ALLOC, "halo", halo),
                 (ALLOC, "slice_out", out), (PROGRAM, cbs), (FREE, "halo"),
                 (FREE, "slice_out")] + alloc_outs
-    if halo and not sliced and op in ("conv2d", "max_pool2d", "avg_pool2d"):
+    if op == "upsample" and getattr(pl.config, "pad_c", None) and raw.get("upsample_phase"):
+        # measured (mock n150, 0.81.1; tests/test_op_events.py): the channel-padded bilinear
+        # upsample (its pad is in DRAM) shards the padded input, haloes it, writes its padded
+        # output, frees halo and copy, then the slice writes the layer's output and the padded
+        # output goes
+        up = int(raw["upsample_phase"])
+        return [(ALLOC, "in_copy", int(raw.get("input_copy", 0))), (ALLOC, "halo", halo),
+                (ALLOC, "up_out", up), (FREE, "halo"), (FREE, "in_copy")] + alloc_outs + \
+            [(PROGRAM, cbs), (FREE, "up_out")]
+    if op == "upsample" and halo:
+        # measured: bilinear's halo before its output, freed after the program
+        return [(ALLOC, "halo", halo)] + alloc_outs + [(PROGRAM, cbs), (FREE, "halo")]
+    if op == "pad" and pl.inputs and pl.inputs[0].layout == "tile":
+        # measured: a TILE input is untilized, padded in ROW_MAJOR, tilized back into the
+        # output; both row-major copies are freed after it (ops/pad/layer.py)
+        rm = [(ALLOC, "rm_in", _row_major_bank_bytes(pl, graph, pl.node.inputs[0], banks)),
+              (ALLOC, "rm_pad", _row_major_bank_bytes(pl, graph, pl.name, banks))]
+        return rm + alloc_outs + [(PROGRAM, cbs), (FREE, "rm_in"), (FREE, "rm_pad")]
+    if halo and not sliced and op in ("conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d"):
         pre = []
         if op == "conv2d" and pl.inputs and pl.inputs[0].memory.buffer == "dram":
             # the stem: its DRAM input is first copied into L1 shards beside a halo pass
@@ -150,6 +169,15 @@ def op_events(pl, graph, banks: int = WORMHOLE_B0.l1_banks) -> list[tuple]:
     if op == "conv2d" and getattr(pl.config, "deallocate_activation", False):
         return alloc_outs + [(PROGRAM, cbs), (FREE, "in:0")]    # measured: after its output
     return alloc_outs + [(PROGRAM, cbs)]
+
+
+def _row_major_bank_bytes(pl, graph, name: str, banks: int) -> int:
+    """Per bank: tensor ``name`` in ROW_MAJOR bfloat16 in the memory of ``pl``'s input (pad's
+    row-major copies; a block-float input has no row-major form, so bfloat16)."""
+    from dataclasses import replace
+    x = pl.inputs[0]
+    t = replace(x, layout="row_major", dtype="float32" if x.dtype == "float32" else "bfloat16")
+    return bank_bytes(t, *lv.tensor_rows_c(graph, name), banks=banks)
 
 
 def slice_input_copy(pl) -> int:
@@ -200,12 +228,20 @@ def freeing_input(pl):
     return replace(pl, config=cfg, l1_bytes_per_core=total)
 
 
+def allocator(arch_name: str, l1_small_size: int = 32768) -> l1_alloc.L1Allocator:
+    """An empty model of ttnn's L1 allocator for chip ``arch_name``: its L1 range and the size
+    it rounds every buffer to (``Arch.l1_alignment``: 32 B on Wormhole, 64 B on Blackhole)."""
+    base, top = l1_region(arch_name, l1_small_size)
+    return l1_alloc.L1Allocator(base, top, alignment=get_arch(arch_name).l1_alignment)
+
+
 def simulate(plan, *, l1_small_size: int = 32768) -> list[StepAddr]:
     """Every executor step of ``plan`` by address (module docstring), in ``plan_walk``'s order."""
     g = plan.graph
-    base, top = l1_region(getattr(plan, "arch", "wormhole_b0"), l1_small_size)
+    arch_name = getattr(plan, "arch", "wormhole_b0")
+    base, top = l1_region(arch_name, l1_small_size)
     banks = plan.l1_banks
-    w = _Walk(l1_alloc.L1Allocator(base, top))
+    w = _Walk(allocator(arch_name, l1_small_size))
     nodes = [pl.node for pl in plan.layers]
 
     def key(buf) -> object:
@@ -213,6 +249,8 @@ def simulate(plan, *, l1_small_size: int = 32768) -> list[StepAddr]:
         return f"t:{buf}" if isinstance(buf, str) else buf
 
     # graph inputs (DRAM) and constants (small, L1) before the first layer
+    for name, size in lv.resident_constant_buffers(g, banks):
+        w.allocate(name, size)          # built with the model, before the run (liveness)
     for name, lay in plan.constant_layouts.items():
         if any(name in n.inputs for n in nodes):
             w.allocate(key(name), tensor_bank_bytes(g, name, lay, banks))

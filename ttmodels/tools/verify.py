@@ -403,7 +403,7 @@ def _hold_model_against(report: VerifyReport, timeline, plan, tt, dev, before) -
         # another device option, or buffers alive before the run (a shared device): the
         # capture does not hold the whole allocator state, so addresses are not compared
         return
-    model = l1_alloc.L1Allocator(base, top)
+    model = plan_alloc.allocator(getattr(plan, "arch", "wormhole_b0"), report.l1_small_size)
     match: dict[int, bool] = {}
     for what, addr, size, step in timeline.l1_events:
         if what == "free":

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...planning.layout import WIDTH, TensorLayout
+from ...language.graph import TILE
+from ...planning.layout import ROW_MAJOR, TILE_LAYOUT, WIDTH, TensorLayout
 from ...planning.rules import CallArgs, OutputQuery, Rule, Violation, _v, reads
 from .sharding import concat_shard_misalignment
 
@@ -24,9 +25,11 @@ RULE_LIST = (
          "same dtypes.', 0.81.1 wheel: line 157)"),
     Rule("concat.same_layout", "concat",
          "sharded inputs share one layout (TILE or ROW_MAJOR); interleaved ones may mix (the "
-         "wrapper converts them)",
+         "wrapper converts them: to TILE when the first is TILE and all are tile aligned, else "
+         "to ROW_MAJOR, refusing a TILE input whose channels are not a multiple of 32)",
          f"{_CAT}: ConcatDeviceOperation::validate_on_program_cache_miss ('All Tensors should have "
-         "same layouts.', 0.81.1 wheel: line 156; measured on the mock device)"),
+         "same layouts.', 0.81.1 wheel: line 156; measured on the mock device); concat.cpp:117 "
+         "('input_tensor.layout() == ttnn::TILE_LAYOUT', measured: TILE 48 channels + ROW_MAJOR)"),
     Rule("concat.shard_align", "concat",
          "a channel concat of HEIGHT-sharded inputs needs every input's channel count a multiple "
          "of 16 (TILE or ROW_MAJOR alike); of BLOCK-sharded inputs, every input's first channel "
@@ -58,6 +61,13 @@ def _c_concat(inputs, args: ConcatArgs, output, shapes):
     if any(sharded) and len({t.layout for t in ts}) > 1:
         vs.append(_v("concat.same_layout", f"sharded concat inputs have layouts "
                      f"{[t.layout for t in ts]}"))
+    elif len({t.layout for t in ts}) > 1 and len(shapes) == len(ts) and \
+            mixed_output_layout(ts, shapes) == ROW_MAJOR and \
+            any(t.layout == TILE_LAYOUT and s is not None and s[3] % TILE
+                for t, s in zip(ts, shapes)):
+        # the wrapper untilizes the TILE inputs, and refuses one whose channels pad a tile
+        vs.append(_v("concat.same_layout", "interleaved TILE and ROW_MAJOR concat inputs where "
+                     "a TILE input's channels are not a multiple of 32"))
     if all(sharded) and ts and args.dim in (-1, 3):
         channels = [s[3] for s in shapes if s is not None]
         if len(channels) == len(ts):
@@ -87,7 +97,24 @@ def _concat_shard_align(ts: list[TensorLayout], channels: list[int]) -> list[Vio
     return [_v("concat.shard_align", why)] if why else []
 
 
+def mixed_output_layout(inputs: list[TensorLayout], shapes) -> str:
+    """The layout of a concat of interleaved TILE and ROW_MAJOR inputs (concat.cpp's wrapper,
+    measured on the 0.81.1 mock): TILE when the first input is TILE and every input is tile
+    aligned ([.., rows, C] with rows and C multiples of 32; the ROW_MAJOR ones are tilized),
+    else ROW_MAJOR (the TILE ones are untilized: 784 rows of TILE + ROW_MAJOR give ROW_MAJOR,
+    DeepLabV3's ASPP concat at 224x224)."""
+    layouts = {t.layout for t in inputs if t is not None}
+    first = inputs[0].layout
+    if len(layouts) < 2:
+        return first
+    aligned = all(s is not None and s[2] % TILE == 0 and s[3] % TILE == 0 for s in shapes)
+    return TILE_LAYOUT if first == TILE_LAYOUT and aligned else ROW_MAJOR
+
+
 def _out_concat(q: OutputQuery) -> TensorLayout:
     x = q.x
-    mem = q.requested if q.requested is not None else q.fit(x.memory, x.layout)
-    return TensorLayout(mem, x.layout, q.dtype_in)
+    layout = x.layout
+    if not x.memory.sharded and q.shapes and len(q.shapes) == len(q.inputs):
+        layout = mixed_output_layout(list(q.inputs), q.shapes)
+    mem = q.requested if q.requested is not None else q.fit(x.memory, layout)
+    return TensorLayout(mem, layout, q.dtype_in)

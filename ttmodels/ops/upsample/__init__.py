@@ -67,6 +67,8 @@ class UpsamplePlan(PlanConfig):
     out_shape: tuple[int, int, int, int] | None = None
     lowering: str = "upsample"
     in_w: int | None = optional()
+    pad_c: int | None = optional()           # bilinear of channels % 32: padded to (plan.py)
+    memory_config: MemSpec | None = optional()
 
     @classmethod
     def from_attrs(cls, d, *, layer=None):
@@ -91,6 +93,7 @@ class GridSamplePlan(PlanConfig):
     grid_batch: int | None = None
     out_shape: tuple[int, int, int, int] | None = None
     memory_config: MemSpec | None = None
+    pad_c: int | None = optional()           # channels % 32: padded to (plan.plan_grid_sample)
 
 
 register(OpDef(
@@ -98,7 +101,8 @@ register(OpDef(
     fields=(Field("scale", "pair"), Field("size_of", "tensor"), Field("mode", "choice"),
             Field("align_corners", "bool")),
     attrs=UpsampleAttrs, arity=1, parse=parse, reference=reference, rules=_c_upsample, output=_out_upsample,
-    sim_ops=("upsample", "grid_sample", "prepare_grid_sample_grid", "reshape"),
+    sim_ops=("upsample", "grid_sample", "prepare_grid_sample_grid", "reshape", "pad", "slice",
+             "deallocate"),
     rule_op=rule_op, config=UpsamplePlan, follows_input="upsample's output keeps its input's memory config",
     doc="nearest / bilinear upsample by an integer factor",
     attrs_doc="scale (sh, sw) ints, mode ('nearest' | 'bilinear'), align_corners (True; only "

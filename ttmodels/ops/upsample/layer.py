@@ -54,7 +54,8 @@ class Upsample(Layer):
         tt = self.tt
         s, o = self.input_shape(0), self.out_shape
         grid = tt.from_torch(align_corners_grid(s.n, o.h, o.w), dtype=tt.float32)
-        pre = tt.prepare_grid_sample_grid(grid, [s.n, s.h, s.w, s.c], mode="bilinear",
+        c = self.config.pad_c or s.c
+        pre = tt.prepare_grid_sample_grid(grid, [s.n, s.h, s.w, c], mode="bilinear",
                                           padding_mode="zeros", align_corners=True,
                                           output_dtype=tt.bfloat16)
         self.grid = tt.to_device(pre, self.device,
@@ -66,9 +67,32 @@ class Upsample(Layer):
         x = tt.reshape(inputs[0], (s.n, s.h, s.w, s.c))
         mc = self.requested_memory_config()
         if self.lowering == "grid_sample":
+            pad_c = self.config.pad_c
+            if pad_c:       # channels % 32 (plan.plan_grid_sample): pad in DRAM, slice back
+                x = tt.pad(x, [(0, 0), (0, 0), (0, 0), (0, pad_c - s.c)], 0.0,
+                           memory_config=tt.DRAM_MEMORY_CONFIG)
             y = tt.grid_sample(x, self.grid, mode="bilinear", padding_mode="zeros",
                                align_corners=True, use_precomputed_grid=True,
                                memory_config=self.output_memory_config())
+            if pad_c:
+                tt.deallocate(x)
+                o = self.out_shape
+                z = tt.slice(y, [0, 0, 0, 0], [o.n, o.h, o.w, o.c],
+                             memory_config=self.output_memory_config())
+                tt.deallocate(y)
+                y = z
+        elif self.config.pad_c:
+            # bilinear needs channels % 32 (plan.plan_padded_bilinear): pad in DRAM, upsample
+            # (ttnn shards it), slice the channels back into the planned interleaved output
+            x = tt.pad(x, [(0, 0), (0, 0), (0, 0), (0, self.config.pad_c - s.c)], 0.0,
+                       memory_config=tt.DRAM_MEMORY_CONFIG)
+            y = tt.upsample(x, self.scale, mode=self.mode,
+                            compute_kernel_config=self.get_compute_config())
+            tt.deallocate(x)
+            o = self.out_shape
+            z = tt.slice(y, [0, 0, 0, 0], [o.n, o.h, o.w, o.c], memory_config=mc)
+            tt.deallocate(y)
+            y = z
         else:
             kwargs = dict(mode=self.mode)
             if mc is not None:

@@ -21,6 +21,8 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
         return plan_grid_sample(ctx, node)
     x = ctx.layouts[node.inputs[0]]
     mode = node.attrs.get("mode", "nearest")
+    if mode == "bilinear" and ctx.rc(node.inputs[0])[1] % TILE:
+        return plan_padded_bilinear(ctx, node, x)
     if ctx.with_adapters:
         if mode == "bilinear":
             rows, c = ctx.rc(node.inputs[0])
@@ -41,7 +43,68 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
     out = R.output_layout("upsample", [x], attrs, None, [ctx.flat[node.inputs[0]]])
     rows, c = ctx.rc(node.inputs[0])
     est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=node.shape.rows, c=c)
+    if mode == "bilinear" and x.memory.sharded and x.memory.shard_shape:
+        # bilinear's halo step (measured: allocated before the output, freed after the program)
+        halo = bilinear_halo_bytes(x.memory.shard_shape[0], ctx.g.shape_of(node.inputs[0]).w, c)
+        est = l1m.L1Estimate(est.total + halo, {**est.parts, "halo": halo})
     return PlannedLayer(node, [x], out, est.total, UpsamplePlan(**attrs, l1_parts=est.parts))
+
+
+def plan_padded_bilinear(ctx: PlanContext, node: Node, x: TensorLayout) -> PlannedLayer:
+    """A bilinear upsample of channels not a multiple of 32 (a segmentation head's 21 classes):
+    ttnn's bilinear kernel refuses them (rule ``upsample.channels``), so the layer pads an
+    interleaved ROW_MAJOR bfloat16 input to ``pad_c`` channels in DRAM, upsamples that (ttnn
+    height-shards it itself: ``bilinear_upsample_memspec``) and slices the ``c`` channels back
+    into an interleaved output (DRAM unless the policy says ``interleaved l1``). Measured on
+    the mock n150: 21 -> 32 channels at 28x28 x8 and 1 -> 32 at 28x28 x4 run."""
+    src = node.inputs[0]
+    rows, c = ctx.rc(src)
+    pad_c = -(-c // TILE) * TILE
+    if ctx.with_adapters:
+        reason = f"a bilinear upsample of {c} channels pads an interleaved ROW_MAJOR input"
+        if x.dtype != "bfloat16":
+            x = ctx.adapt(node, 0, x, "typecast", replace(x, dtype="bfloat16"), reason)
+        if x.memory.sharded:
+            x = ctx.to_interleaved(node, 0, x, reason)
+        if x.layout != ROW_MAJOR:
+            x = ctx.to_row_major(node, 0, x, reason)
+    p = node.layout
+    if p.kind in (HEIGHT, WIDTH, BLOCK):
+        raise LayoutError(f"policy {p.kind}: a bilinear upsample of {c} channels (not a "
+                          "multiple of 32) writes an interleaved output (use interleaved "
+                          "[dram|l1] or auto)", layer=node.name, rule="upsample.channels")
+    out_mem = MemSpec(INTERLEAVED, (p.buffer or "dram") if p.kind == INTERLEAVED else "dram")
+    attrs = {"mode": "bilinear", "out_shape": node.shape.flat, "lowering": "upsample",
+             "in_w": ctx.g.shape_of(src).w, "pad_c": pad_c, "memory_config": out_mem}
+    out = R.output_layout("upsample", [x], attrs, out_mem, [ctx.flat[src]])
+    est = padded_bilinear_l1(x, rows, c, pad_c, node.shape.rows, out, ctx.grid,
+                             ctx.g.shape_of(src).w)
+    return PlannedLayer(node, [x], out, est.total, UpsamplePlan(**attrs, l1_parts=est.parts))
+
+
+def bilinear_halo_bytes(shard_rows: int, w: int, c: int) -> int:
+    """Per core: bilinear upsample's haloed input (bfloat16 row major): the image rows its shard
+    touches and one row above and below, each padded by a pixel at both ends. Measured on the
+    mock n150 (0.81.1): 32-pixel shards of a 32-wide map 3 x 34 pixels (64 channels 13,056 B,
+    32 channels 6,528 B); 13-pixel shards of a 28-wide map 3 x 30 (32 channels 5,760 B)."""
+    return (-(-shard_rows // w) + 2) * (w + 2) * c * 2
+
+
+def padded_bilinear_l1(x: TensorLayout, rows: int, c: int, pad_c: int, out_rows: int,
+                       out: TensorLayout, grid: tuple[int, int], w: int) -> l1m.L1Estimate:
+    """Per core: the interleaved input, ttnn's height-sharded copy of the padded input (the
+    pad itself goes to DRAM), its halo, the padded sharded upsample output (``upsample_phase``:
+    a buffer, freed in the step: ``plan_alloc.op_events``), the sliced output (interleaved)
+    and the eltwise CBs."""
+    base = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=out_rows, c=c)
+    shards = bilinear_upsample_memspec(rows, pad_c, grid)
+    n = shards.num_cores
+    row_b = pad_c * 2
+    copy = shards.shard_shape[0] * row_b
+    halo = bilinear_halo_bytes(shards.shard_shape[0], w, pad_c)
+    up_out = -(-out_rows // n) * row_b
+    parts = {**base.parts, "input_copy": copy, "halo": halo, "upsample_phase": up_out}
+    return l1m.L1Estimate(sum(parts.values()), parts)
 
 
 def to_row_major_height(ctx: PlanContext, node: Node, idx: int, x: TensorLayout, want: MemSpec,
@@ -78,7 +141,8 @@ def plan_grid_sample(ctx: PlanContext, node: Node) -> PlannedLayer:
             x = ctx.adapt(node, 0, x, "typecast", replace(x, dtype="bfloat16"),
                           "grid_sample takes bfloat16 or float32")
         if x.memory.memory_layout not in (INTERLEAVED, HEIGHT) or (
-                x.memory.sharded and x.layout == TILE_LAYOUT and c % TILE):
+                x.memory.sharded and c % TILE):
+            # channels % 32 run padded from an interleaved input (below)
             x = ctx.to_interleaved(node, 0, x,
                                    "grid_sample takes interleaved or height-sharded input")
         if x.layout != ROW_MAJOR:
@@ -96,6 +160,11 @@ def plan_grid_sample(ctx: PlanContext, node: Node) -> PlannedLayer:
              "grid_memory": grid.memory, "grid_shape": (n, node.shape.h, node.shape.w, 6),
              "batch": n, "grid_batch": n, "out_shape": node.shape.flat,
              "memory_config": out_mem}
+    if c % TILE:
+        # grid_sample needs channels % 32 (rule grid_sample.input): the layer pads them in
+        # DRAM and slices the result back (smp DeepLabV3Plus's 1-class head; measured on the
+        # mock n150: 1 -> 32 channels run)
+        attrs["pad_c"] = -(-c // TILE) * TILE
     out = R.output_layout("grid_sample", [x], attrs, out_mem, [ctx.flat[src]])
     est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=node.shape.rows, c=c)
     return PlannedLayer(node, [x], out, est.total, GridSamplePlan(**attrs, l1_parts=est.parts))

@@ -33,6 +33,15 @@ RULE_LIST = (
          "tile-aligned (no padding difference)', 0.81.1 wheel: line 73; 'Unsupported upsample "
          "configuration:' line 83; 'Bilinear upsample requires BFLOAT16 input'); "
          f"{_UP_API}: compute_bilinear_autoshard_memory_config (the planner's bilinear shards)"),
+    Rule("upsample.channels", "upsample",
+         "bilinear upsample needs channels a multiple of 32 (and its ROW_MAJOR shards L1-aligned "
+         "pages): other channel counts run padded (``pad_c``: the layer pads an interleaved "
+         "ROW_MAJOR input to pad_c channels, upsamples, and slices the result back into an "
+         "interleaved output)",
+         "ttnn/cpp/ttnn/operations/pool/upsample/device/upsample_bilinear_program_factory_"
+         "multicore.cpp:67 ('in_channels % 32 == 0', measured on 0.81.1: 21 and 24 refused, 32 "
+         "runs); interleaved_to_sharded_op.cpp:115 ('Shard page size must currently have L1 "
+         "aligned page size': a 21-channel bfloat16 row is 42 B)"),
     # --- grid_sample (bilinear upsample with align_corners=True, docs/spec.md) ---------------
     Rule("grid_sample.input", "grid_sample",
          "the input is a 4D NHWC tensor, bfloat16 or float32, ROW_MAJOR, INTERLEAVED or "
@@ -63,6 +72,7 @@ RULE_LIST = (
 class UpsampleArgs(CallArgs):
     mode: str | None = "nearest"
     in_w: int | None = None                  # the input's W: TILE alignment of its NHWC view
+    pad_c: int | None = None                 # bilinear: channels the layer pads to (multiple of 32)
 
 
 @dataclass(frozen=True)
@@ -76,6 +86,7 @@ class GridSampleArgs(CallArgs):
     batch: int | None = None
     grid_batch: int | None = None
     device_grid: tuple[int, int] = DEFAULT_GRID
+    pad_c: int | None = None                 # channels the layer pads to (multiple of 32)
 
 
 @reads(UpsampleArgs)
@@ -85,6 +96,24 @@ def _c_upsample(inputs, args: UpsampleArgs, output, shapes):
     if x is None:
         return [_v("upsample.memory", "upsample input is missing")]
     mode = args.mode
+    c_in = shapes[0][3] if shapes and shapes[0] is not None else None
+    if mode == "bilinear" and args.pad_c is not None:
+        # the padded form: pad (interleaved ROW_MAJOR only), upsample, slice back (rules above)
+        if args.pad_c % TILE or (c_in is not None and args.pad_c < c_in):
+            vs.append(_v("upsample.channels", f"pad_c {args.pad_c} is not a multiple of 32 at "
+                         f"least the input's {c_in} channels"))
+        if x.memory.sharded or x.layout != ROW_MAJOR:
+            vs.append(_v("upsample.channels", "a channel-padded bilinear upsample takes an "
+                         f"interleaved ROW_MAJOR input, got {x.memory.short()} {x.layout}"))
+        if output is not None and output.sharded:
+            vs.append(_v("upsample.channels", "a channel-padded bilinear upsample writes an "
+                         f"interleaved output, got {output.short()}"))
+        if x.dtype != "bfloat16":
+            vs.append(_v("upsample.layout", f"bilinear upsample needs a bfloat16 input, got {x.dtype}"))
+        return vs
+    if mode == "bilinear" and c_in is not None and c_in % TILE:
+        vs.append(_v("upsample.channels", f"bilinear upsample of {c_in} channels (not a multiple "
+                     "of 32) without channel padding"))
     if mode == "bilinear" and x.memory.memory_layout in (WIDTH, BLOCK):
         vs.append(_v("upsample.memory", f"bilinear upsample of a {x.memory.memory_layout} input"))
     if x.layout == TILE_LAYOUT:
@@ -123,7 +152,16 @@ def _c_grid_sample(inputs, args: GridSampleArgs, output, shapes):
     if x.memory.memory_layout not in (INTERLEAVED, HEIGHT):
         vs.append(_v("grid_sample.input", "grid_sample input must be interleaved or height sharded, "
                      f"got {x.memory.short()}"))
-    if xs is not None and xs[3] % TILE:
+    if args.pad_c is not None:
+        # the padded form (plan.plan_grid_sample): the layer pads an interleaved input's
+        # channels in DRAM, samples, slices them back
+        if args.pad_c % TILE or (xs is not None and args.pad_c < xs[3]):
+            vs.append(_v("grid_sample.input", f"pad_c {args.pad_c} is not a multiple of 32 at "
+                         "least the input's channels"))
+        if x.memory.sharded:
+            vs.append(_v("grid_sample.input", "a channel-padded grid_sample takes an interleaved "
+                         f"input, got {x.memory.short()}"))
+    elif xs is not None and xs[3] % TILE:
         vs.append(_v("grid_sample.input", f"grid_sample input channels {xs[3]} are not a multiple of 32"))
     mode = args.mode
     pre = bool(args.use_precomputed_grid)
