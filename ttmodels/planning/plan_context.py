@@ -134,8 +134,11 @@ def per_channel_constant(ctx: PlanContext, node: Node, why: str):
     if ctx.with_adapters and x.layout != TILE_LAYOUT:
         x = ctx.to_tile(node, 0, x, why)
     rows, c = ctx.rc(node.inputs[0])
-    const = TensorLayout(MemSpec(INTERLEAVED, "l1"), TILE_LAYOUT, "bfloat16")
     dtype = node.precision.activations if ctx.with_adapters else x.dtype
+    # float32 activations get float32 constants: bfloat16 ones rounded every scale and shift
+    # (densenet121's float32 self-check lost most at its standalone BNs)
+    const = TensorLayout(MemSpec(INTERLEAVED, "l1"), TILE_LAYOUT,
+                         "float32" if dtype == "float32" else "bfloat16")
     out = R.output_layout(node.op, [x, const], R.CallArgs(dtype=dtype, out_shape=node.shape.flat),
                           None, [ctx.flat[node.inputs[0]], (1, 1, 1, c)])
     est = l1m.eltwise_l1(inputs=[(x, rows, c), (const, 1, c)], out_layout=out, out_rows=rows,
