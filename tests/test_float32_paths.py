@@ -76,3 +76,20 @@ def test_a_float32_batch_norm_has_float32_constants_and_is_exact_on_the_sim():
                         profile="float32", cache=False) as m:
         out = m(x)
     assert float((out.reshape(ref.shape) - ref).abs().max()) < 1e-4 * float(ref.abs().max())
+
+
+def test_the_self_check_names_the_pools_ttnn_runs_in_bfloat16():
+    """ttnn 0.81.1's pool2d reads bfloat16 only: the float32 profile typecasts a max pool's
+    input, and the importer's self-check says so when its PCC is short (googlenet's 13 max
+    pools: 0.99972 on BN-calibrated weights, 1.000000 were they float32)."""
+    from dataclasses import replace
+
+    from ttmodels.tools import importer
+    module = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.MaxPool2d(2),
+                                 torch.nn.Conv2d(8, 8, 1)).eval()
+    x = torch.randn(1, 3, 32, 32, generator=torch.Generator().manual_seed(4))
+    text = importer.import_module(module, x, name="pooled", check=False)
+    res = importer.check_spec(text, module, importer.trace(module, x), x)
+    assert len(res.bfloat16_pools) == 1
+    assert "bfloat16" not in res.summary() or res.pcc < importer.PCC_MIN
+    assert "pool2d reads and writes bfloat16 only" in replace(res, pcc=0.9998).summary()
