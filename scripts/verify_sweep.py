@@ -4,6 +4,7 @@
     python scripts/verify_sweep.py                      # every shipped model at 1, 2, 4, 8, 16, 32
     python scripts/verify_sweep.py resnet50:1,16,20 mobilenet_v2:10
     python scripts/verify_sweep.py --out sweep.jsonl    # also append each row (JSON) to a file
+    python scripts/verify_sweep.py --out sweep.jsonl --fresh  # re-run rows the file already has
     python scripts/verify_sweep.py --table sweep.jsonl  # the README's table from such a file
 
 Each configuration runs in its own process (tt-metal holds one mock system per process): it is
@@ -14,6 +15,11 @@ it did not, the first step ttnn rejected and why. The promise it measures (issue
 configuration either runs for real or `plan` refuses it with the reason; none that `plan` calls
 placed and confirmed fails the real run (exit 1 if one does).
 Detection and segmentation models run at their spec's (native) input size.
+
+The full sweep is hours on a shared machine, so `--out` also resumes: a configuration whose row
+the file already has is not run again (its row counts in the summary), and a stopped sweep
+continues where it stopped. Each row records the commit it ran on. Configurations run batch by
+batch (every model at 1, then every model at 2, ...), so a partial sweep covers every model.
 """
 from __future__ import annotations
 
@@ -27,6 +33,14 @@ REPO = Path(__file__).resolve().parent.parent
 BATCHES = (1, 2, 4, 8, 16, 32)
 SIZES = {"bevdet_r50_encoder": (256, 704)}
 ALLOCATOR = ("Out of Memory", "clash with L1 buffers")
+TIMEOUT_S = 3600  # one configuration; a hung child must not stop the sweep
+
+
+def commit() -> str:
+    """The commit the rows are made on (with '+' when the work tree differs from it)."""
+    def git(*a: str) -> str:
+        return subprocess.run(["git", *a], capture_output=True, text=True, cwd=REPO).stdout.strip()
+    return git("rev-parse", "--short", "HEAD") + ("+" if git("status", "--porcelain", "-uno") else "")
 
 
 def shipped() -> list[str]:
@@ -35,18 +49,25 @@ def shipped() -> list[str]:
     return list(ttmodels.list_models())
 
 
-def parse(args: list[str]) -> dict[str, tuple[int, ...]]:
+def parse(args: list[str]) -> list[tuple[str, int]]:
+    """The configurations to run, batch by batch (smallest first), models in the given order."""
     if not args:
-        return {m: BATCHES for m in shipped()}
-    out = {}
-    for a in args:
-        model, _, batches = a.partition(":")
-        out[model] = tuple(int(b) for b in batches.split(",")) if batches else (1,)
-    return out
+        want = {m: BATCHES for m in shipped()}
+    else:
+        want = {}
+        for a in args:
+            model, _, batches = a.partition(":")
+            want[model] = tuple(int(b) for b in batches.split(",")) if batches else (1,)
+    order = sorted({b for bs in want.values() for b in bs})
+    return [(m, b) for b in order for m, bs in want.items() if b in bs]
 
 
 def one(model: str, batch: int) -> dict:
     """Plan and run one configuration in this process (the child's side)."""
+    import os
+    # ttnn's answers come slowly on a loaded machine: an oracle that times out leaves the rest
+    # of the plan unconfirmed (the row's `oracle` says so), so the sweep waits longer than 120 s
+    os.environ.setdefault("TTMODELS_TTNN_ORACLE_TIMEOUT", "900")
     from ttmodels.backends import mock_device
     mock_device.prepare("n150")
     from ttmodels.errors import LayoutError, SpecError
@@ -62,7 +83,8 @@ def one(model: str, batch: int) -> dict:
         row.update(plan="refused", reason=str(e)[:300])
         return row
     rec = plan.ttnn
-    row.update(plan="ok", steps=len(rec.steps), confirmed=len(rec.steps) - len(rec.unconfirmed),
+    row.update(plan="ok", oracle=rec.oracle, steps=len(rec.steps),
+               confirmed=len(rec.steps) - len(rec.unconfirmed),
                not_confirmed=[f"{s.name}: {s.status}" for s in rec.unconfirmed][:5])
     rep = verify(model, batch_size=batch, input_size=size, plan=plan, diagnostics=False)
     bad = [s for s in rep.steps if not s.ok]
@@ -75,8 +97,12 @@ def one(model: str, batch: int) -> dict:
 
 def run(model: str, batch: int) -> dict:
     t0 = time.time()
-    p = subprocess.run([sys.executable, __file__, "--one", model, str(batch)],
-                       capture_output=True, text=True, cwd=REPO)
+    try:
+        p = subprocess.run([sys.executable, __file__, "--one", model, str(batch)],
+                           capture_output=True, text=True, cwd=REPO, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return {"model": model, "batch": batch, "plan": "crashed", "commit": commit(),
+                "reason": f"no answer in {TIMEOUT_S} s", "seconds": round(time.time() - t0)}
     last = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else ""
     try:
         row = json.loads(last)
@@ -85,6 +111,7 @@ def run(model: str, batch: int) -> dict:
         row = {"model": model, "batch": batch, "plan": "crashed",
                "reason": (err[-1] if err else f"exit {p.returncode}")[:300]}
     row["seconds"] = round(time.time() - t0)
+    row["commit"] = commit()
     return row
 
 
@@ -128,21 +155,35 @@ def main(argv: list[str]) -> int:
         print(json.dumps(one(argv[1], int(argv[2]))))
         return 0
     if argv[:1] == ["--table"]:
-        rows = [json.loads(x) for x in Path(argv[1]).read_text().splitlines() if x.strip()]
-        print(table(rows))
+        last = {}
+        for x in Path(argv[1]).read_text().splitlines():
+            if x.strip():
+                r = json.loads(x)
+                last[(r["model"], r["batch"])] = r
+        print(table(list(last.values())))
         return 0
     out = None
     if argv[:1] == ["--out"]:
         out, argv = Path(argv[1]), argv[2:]
+    fresh = "--fresh" in argv
+    argv = [a for a in argv if a != "--fresh"]
+    done: dict[tuple[str, int], dict] = {}
+    if out is not None and out.exists() and not fresh:
+        for x in out.read_text().splitlines():
+            if x.strip():
+                r = json.loads(x)
+                done[(r["model"], r["batch"])] = r  # the last row of a configuration wins
     rows = []
-    for model, batches in parse(argv).items():
-        for b in batches:
-            row = run(model, b)
-            rows.append(row)
-            if out is not None:
-                with out.open("a") as f:
-                    f.write(json.dumps(row) + "\n")
-            print(f"{model:24s} {b:3d}  {row['seconds']:4d} s  {verdict(row)}", flush=True)
+    for model, b in parse(argv):
+        if (model, b) in done:
+            rows.append(done[(model, b)])
+            continue
+        row = run(model, b)
+        rows.append(row)
+        if out is not None:
+            with out.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+        print(f"{model:24s} {b:3d}  {row['seconds']:4d} s  {verdict(row)}", flush=True)
     planned = [r for r in rows if r.get("plan") == "ok"]
     ran = [r for r in planned if r.get("ok")]
     bad = [r for r in rows if broken(r)]

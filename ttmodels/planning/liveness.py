@@ -71,7 +71,13 @@ def tensor_rows_c(graph: Graph, name: str) -> tuple[int, int]:
 #: is built ([1, 1, 1, C] TILE in L1: ``plan_context.per_channel_constant``), so they hold L1 for
 #: the whole run, before the first step: how many each op makes, and their layout
 RESIDENT_CONSTANTS = {"batch_norm": 2, "layer_scale": 1}
-PER_CHANNEL_CONSTANT = TensorLayout(MemSpec(INTERLEAVED, "l1"), TILE_LAYOUT, "bfloat16")
+def per_channel_constant(dtype: str) -> TensorLayout:
+    """Their layout: float32 constants for float32 activations (bfloat16 ones rounded every
+    scale and shift: densenet121's float32 self-check lost most at its standalone BNs)."""
+    return TensorLayout(MemSpec(INTERLEAVED, "l1"), TILE_LAYOUT,
+                        "float32" if dtype == "float32" else "bfloat16")
+
+
 RESIDENT = "(per-channel constants)"
 
 _resident_cache: dict[int, tuple[Graph, int, int]] = {}
@@ -84,7 +90,8 @@ def resident_constant_buffers(graph: Graph, banks: int) -> list[tuple[str, int]]
     out = []
     for n in graph.nodes:
         k = RESIDENT_CONSTANTS.get(n.op, 0)
-        b = bank_bytes(PER_CHANNEL_CONSTANT, 1, n.shape.c, banks=banks) if k else 0
+        b = bank_bytes(per_channel_constant(n.precision.activations), 1, n.shape.c,
+                       banks=banks) if k else 0
         out += [(f"const:{n.name}:{j}", b) for j in range(k)]
     return out
 
@@ -126,7 +133,7 @@ def others_alive(i: int, node: Node, held: Mapping[str, TensorLayout], last: Map
             out[name] = b
     # the node's own constants are its operands (its estimate counts them)
     resident = resident_constant_bytes(graph, banks) - RESIDENT_CONSTANTS.get(node.op, 0) * \
-        bank_bytes(PER_CHANNEL_CONSTANT, 1, node.shape.c, banks=banks)
+        bank_bytes(per_channel_constant(node.precision.activations), 1, node.shape.c, banks=banks)
     if resident:
         out[RESIDENT] = resident
     return out

@@ -35,7 +35,7 @@ from .layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, 
                      TensorLayout)
 from ..ops.conv2d import Conv2dPlan
 from .plans import PlannedLayer
-from .liveness import PER_CHANNEL_CONSTANT
+from .liveness import per_channel_constant as per_channel_constant_layout
 from ..ops.conv2d.l1 import conv_l1
 from ..ops.conv2d.sharding import conv_input_parallel_config, conv_memspec, conv_output_memspec, conv_reshards_input, determine_parallel_config, folded_output_parallel_config, is_matmul_conv, kernel_stride_fold, parallel_config_of
 from ..ops.conv_transpose2d.l1 import conv_transpose_geometry
@@ -135,8 +135,8 @@ def per_channel_constant(ctx: PlanContext, node: Node, why: str):
     if ctx.with_adapters and x.layout != TILE_LAYOUT:
         x = ctx.to_tile(node, 0, x, why)
     rows, c = ctx.rc(node.inputs[0])
-    const = PER_CHANNEL_CONSTANT        # liveness counts them resident from the build on
     dtype = node.precision.activations if ctx.with_adapters else x.dtype
+    const = per_channel_constant_layout(dtype)  # liveness counts them resident from the build on
     out = R.output_layout(node.op, [x, const], R.CallArgs(dtype=dtype, out_shape=node.shape.flat),
                           None, [ctx.flat[node.inputs[0]], (1, 1, 1, c)])
     est = l1m.eltwise_l1(inputs=[(x, rows, c), (const, 1, c)], out_layout=out, out_rows=rows,

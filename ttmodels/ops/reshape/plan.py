@@ -12,9 +12,14 @@ from ...planning.plans import PlannedLayer
 
 def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
     """flatten / reshape / permute / channel_shuffle: ttnn.reshape and ttnn.permute on an
-    interleaved bfloat16 TILE input (rule reshape.interleaved); the output in its memory."""
+    interleaved bfloat16 or float32 TILE input (rule reshape.interleaved); the output in its
+    memory."""
+    x0 = ctx.layouts[node.inputs[0]]
+    # a float32 tensor stays float32 (a typecast to bfloat16 here was the float32 profile's
+    # largest loss on shufflenet_v2: every channel_shuffle rounded its block's output); only
+    # the block floats, whose shared exponents a re-tiling changes, become bfloat16
     x = interleaved_tile_input(ctx, node, f"{node.op} runs on interleaved tensors",
-                               "bfloat16")
+                               "float32" if x0.dtype == "float32" else "bfloat16")
     rows, c = ctx.rc(node.inputs[0])
     out = R.output_layout(node.op, [x], {}, None, [ctx.flat[node.inputs[0]]])
     est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=node.shape.rows,
