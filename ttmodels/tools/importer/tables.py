@@ -244,11 +244,25 @@ def _f_binary(op):
             if isinstance(t, _Val) and t.kind == "tensor" and not isinstance(n, (_Val, bool)) \
                     and isinstance(n, (int, float)) and n == neutral:
                 return t
+        if isinstance(a, _Val) and isinstance(b, _Val) and "param" in (a.kind, b.kind) and \
+                _numel(b if b.kind == "param" else a) == 1 and (op != "subtract" or
+                                                                 b.kind == "param"):
+            # a learned scalar (hgnetv2's ``scale * x + bias``): a spec constant from its key
+            return cx.scalar_param(node, op, *((b, a) if a.kind == "param" else (a, b)))
         if op == "multiply" and isinstance(a, _Val) and isinstance(b, _Val) and \
                 "param" in (a.kind, b.kind):
             return cx.layer_scale(node, *((a, b) if a.kind == "param" else (b, a)))
         return cx.binary(node, op, a, b)
     return row
+
+
+def _numel(v: _Val) -> int | None:
+    if v.shape is None:
+        return None
+    n = 1
+    for d in v.shape:
+        n *= int(d)
+    return n
 
 
 def _f_act(name):

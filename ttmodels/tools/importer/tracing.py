@@ -50,6 +50,7 @@ class _Ctx:
         self.taken: set[str] = set()
         self._renamed: dict[str, str] = {}     # an add renamed after its activation module
         self.called: set[str] = set()          # modules with weights already made a layer
+        self.constants: dict[str, tuple[int, ...]] = {}   # learned scalars: key -> shape
 
     # -- names
     def _unique(self, name: str) -> str:
@@ -293,6 +294,19 @@ class _Ctx:
         return self.layer(node, "layer_norm", {"eps": float(eps), "affine": weight is not None},
                           [x])
 
+    def scalar_param(self, node, op, x, p):
+        """``x * s`` / ``x + b`` / ``x - b`` with a learned one-value parameter (hgnetv2's
+        LearnableAffineBlock): a binary layer reading a spec constant loaded from that key."""
+        if x.kind != "tensor" or len(x.shape or ()) != 4:
+            _unsupported(f"{op} of a {x.kind} {list(x.shape or ())} value by the scalar "
+                         f"parameter {p.const} (only of an NCHW map)")
+        key = str(p.const)
+        if key in self.constants:
+            _unsupported(f"the parameter {key} read twice")
+        self.constants[key] = tuple(int(v) for v in (p.shape or (1,))) or (1,)
+        self.taken.add(key)
+        return self.layer(node, op, {"act": None}, [x, _Val("tensor", key)])
+
     def layer_scale(self, node, p, x):
         """``param * x`` with a per-channel parameter: [C, 1, 1] on NCHW, [C] on channels-last."""
         s, ps = tuple(x.shape or ()), tuple(p.shape or ())
@@ -521,7 +535,7 @@ def trace(module, example_input, *, partial: bool = False) -> Traced:
             continue
         env[node.name] = v if isinstance(v, _Val) else _Val("const", const=v)
 
-    unused = _unused_prefixes(module, cx.layers)
+    unused = _unused_prefixes(module, cx.layers, cx.constants)
     # tensor renames (an add named after its activation module) in later layers' inputs
     ren = cx._renamed
     if ren:
@@ -542,7 +556,7 @@ def trace(module, example_input, *, partial: bool = False) -> Traced:
             n in taken and n != t for n, t in zip(out_names, outputs)) else ()
     return Traced(cx.layers, input_name or "input", tuple(example_input.shape), outputs, out_fx,
                   bad, f"{type(module).__module__}.{type(module).__qualname__}", unused, stop, gm,
-                  names)
+                  names, dict(cx.constants))
 
 
 def _drop_dead(graph) -> None:
@@ -648,10 +662,10 @@ def _concrete_tracer(base, example_input):
     return Concrete
 
 
-def _unused_prefixes(module, layers: list[Layer]) -> tuple[str, ...]:
+def _unused_prefixes(module, layers: list[Layer], constants=()) -> tuple[str, ...]:
     """Key prefixes of the modules holding parameters that no layer reads (GoogLeNet's aux
     heads, everything after a --partial stop): the highest such module of each subtree."""
-    used = set()
+    used = {k.rpartition(".")[0] for k in constants}     # learned scalars' owners
     for lay in layers:
         if lay.op in ("conv2d", "conv_transpose2d", "linear", "batch_norm", "layer_norm",
                       "layer_scale"):
