@@ -41,6 +41,15 @@ def _m_conv2d(cx, node, mod, x):
         "bias": mod.bias is not None, "bn": None, "act": None}, [x])
 
 
+def _m_conv1d(cx, node, mod, x):
+    """Refused with what it is: the spec's convs are 2-D over NCHW maps, and a Conv1d's [O, I, k]
+    weight is no conv2d key (ECA's conv over the pooled channel vector would be a 1 x k conv2d
+    on the vector laid out as a row, but its key would not load)."""
+    _unsupported(f"Conv1d (kernel {mod.kernel_size[0]}, {mod.in_channels} -> {mod.out_channels}"
+                 " channels): the spec has no 1-D convolution (e.g. ECA attention's conv over "
+                 "the pooled channels)")
+
+
 def _m_conv_transpose2d(cx, node, mod, x, *rest):
     if rest:
         _unsupported("an output_size argument")
@@ -186,6 +195,7 @@ def _m_upsample(cx, node, mod, x):
 MODULE_OPS: dict[str, Callable] = {
     "Conv2d": _m_conv2d,
     "ConvTranspose2d": _m_conv_transpose2d,
+    "Conv1d": _m_conv1d,
     "BatchNorm2d": _m_batch_norm,
     "Linear": _m_linear,
     **{k: _m_act for k in _ACT_MODULES},
