@@ -383,8 +383,21 @@ def _f_stack(cx, node, xs, dim=0):
     return _Val("stack", items=list(xs.items), shape=_shape_of(node))
 
 
+def _f_softmax(cx, node, x, dim=None, *rest, **kw):
+    """Refused with what it is: the radix softmax of split attention (ResNeSt's ``rSoftMax``,
+    SKNet's selective kernel) runs across a reshaped attention vector, which the spec's
+    channel-wise softmax is not."""
+    dim = kw.get("dim", dim)
+    _unsupported(f"softmax over dim {dim} of a {list(getattr(x, 'shape', None) or [])} tensor "
+                 "(a split attention's softmax across its radix, ResNeSt / SKNet: no spec form "
+                 "yet)")
+
+
 def _m_sum(cx, node, x, dim=None, keepdim=False, **kw):
     dim = kw.get("dim", dim)
+    if x.kind == "shuffle":
+        _unsupported(f"sum over dim {dim} of a {list(x.shape or [])} view (a split attention's "
+                     "sum over its radix, ResNeSt: no spec form yet)")
     if x.kind != "stack" or dim not in (0, (0,), [0]) or keepdim:
         _unsupported("sum other than of a stack of maps over its dim 0")
     acc = x.items[0]
@@ -474,7 +487,7 @@ FUNCTION_OPS: dict[str, Callable] = {
     "eq": _f_compare, "ne": _f_compare, "lt": _f_compare, "le": _f_compare, "gt": _f_compare,
     "ge": _f_compare,
     "reshape": _f_view, "transpose": _f_transpose, "channel_shuffle": _f_channel_shuffle,
-    "permute": _f_permute,
+    "permute": _f_permute, "softmax": _f_softmax,
     # enrolled when the spec language has them (h23ops): "softmax", ...
 }
 
@@ -485,7 +498,7 @@ METHOD_OPS: dict[str, Callable] = {
     "relu": _f_act("relu"), "relu_": _f_act("relu"), "sigmoid": _f_act("sigmoid"),
     "tanh": _f_act("tanh"),
     "flatten": _f_flatten,
-    "chunk": _f_chunk, "split": _f_split, "sum": _m_sum,
+    "chunk": _f_chunk, "split": _f_split, "sum": _m_sum, "softmax": _f_softmax,
     "mean": _f_mean,
     "contiguous": _f_dropout,
     "view": _f_view, "reshape": _f_view, "transpose": _f_transpose, "permute": _f_permute,
