@@ -184,3 +184,25 @@ def test_split_attention_is_refused_by_what_it_is():
     assert "sum over dim 1 of a [1, 2, 4, 8, 8] view (a split attention's sum over its radix" \
         in msg
     assert "softmax over dim 1 of a [1, 2, 1, 4] tensor (a split attention's softmax" in msg
+
+
+class NestedOutputs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(3, 4, 1)
+
+    def forward(self, x):
+        return [self.c(x), {"a": x}]
+
+
+def test_a_nested_output_is_refused_not_dropped():
+    """Before: the spec's outputs were {out0: c}, the dict silently gone (exit 0)."""
+    with pytest.raises(importer.UnsupportedError, match=r"an output that is a dict \(only a map"):
+        importer.import_module(NestedOutputs().eval(), torch.randn(1, 3, 8, 8))
+
+
+def test_unreadable_arguments_name_the_reference(tmp_path, capsys):
+    f = tmp_path / "nets.py"
+    f.write_text(NETS)
+    rc, _, err = _cli(capsys, f"{f}:ok(1+)", "-o", str(tmp_path / "o.yaml"))
+    assert rc == 2 and f"module reference '{f}:ok(1+)': cannot read the arguments (1+)" in err

@@ -228,7 +228,10 @@ def resolve_module_ref(ref: str):
         if not hasattr(obj, part):
             raise ImportError_(f"module reference {ref!r}: {mod_name} has no {fn_name}")
         obj = getattr(obj, part)
-    a, kw = _parse_args(args)
+    try:
+        a, kw = _parse_args(args)
+    except ImportError_ as e:
+        raise ImportError_(f"module reference {ref!r}: {e}") from None
     if callable(obj) and not _is_module(obj):
         try:
             module = obj(*a, **kw)

@@ -464,6 +464,11 @@ def trace(module, example_input, *, partial: bool = False) -> Traced:
                     bad.append(Unsupported("output", key or "(output)", _source_of(node),
                                            f"an output that is a {getattr(v, 'kind', 'value')}, "
                                            "not a map", node.name))
+                elif stop is None and r is not None and not isinstance(r, fx.Node):
+                    # a nested list / dict or a Python value: never dropped in silence
+                    bad.append(Unsupported("output", key or "(output)", _source_of(node),
+                                           f"an output that is a {_what(r)} (only a "
+                                           "map, or one dict / tuple of maps)", node.name))
             continue
         kind = _kind(node, mods)
         if node.op == "call_module":
@@ -660,6 +665,14 @@ def _concrete_tracer(base, example_input):
                 p._value = value
             return p
     return Concrete
+
+
+def _what(r) -> str:
+    """A Python value's kind, as the user wrote it (fx keeps dicts / lists as immutable_*)."""
+    for base in (dict, list, tuple):
+        if isinstance(r, base):
+            return base.__name__
+    return type(r).__name__
 
 
 def _unused_prefixes(module, layers: list[Layer], constants=()) -> tuple[str, ...]:
