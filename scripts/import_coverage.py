@@ -101,7 +101,7 @@ def build_module(name: str):
 
 
 def one(name: str, size: int, batch: int, do_verify: bool, import_only: bool = False,
-        default_pcc: bool = True, pcc: bool = True) -> dict:
+        default_pcc: bool = True, run_pcc: bool = True) -> dict:
     """Every step for one model; the row as a dict (a step that fails ends the row)."""
     import warnings
     warnings.filterwarnings("ignore")
@@ -163,7 +163,7 @@ def one(name: str, size: int, batch: int, do_verify: bool, import_only: bool = F
             row["verify_ok"] = False
             row["verify_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
         row["t_verify"] = round(time.time() - t, 1)
-    if not pcc:                    # --no-pcc: import, plan and verify only
+    if not run_pcc:                # --no-pcc: import, plan and verify only
         row["stage"] = "verified" if row.get("verify_ok", True) else "verify"
         return row
 
