@@ -160,32 +160,6 @@ def test_a_conv1d_is_refused_by_what_it_is():
     assert "    conv  " in msg                       # the module's path
 
 
-class RadixAttention(nn.Module):
-    """ResNeSt's split attention at radix 2 (timm's SplitAttn + RadixSoftmax), in small."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv = nn.Conv2d(3, 8, 1)
-        self.fc = nn.Conv2d(4, 8, 1)
-
-    def forward(self, x):
-        x = self.conv(x)
-        b, rc, h, w = x.shape
-        x5 = x.reshape((b, 2, rc // 2, h, w))
-        a = self.fc(x5.sum(dim=1).mean((2, 3), keepdim=True))
-        a = F.softmax(a.view(b, 1, 2, -1).transpose(1, 2), dim=1).reshape(b, -1)
-        return (x5 * a.view(b, -1, 1, 1).reshape((b, 2, rc // 2, 1, 1))).sum(dim=1)
-
-
-def test_split_attention_is_refused_by_what_it_is():
-    with pytest.raises(importer.UnsupportedError) as e:
-        importer.import_module(RadixAttention().eval(), torch.randn(1, 3, 8, 8))
-    msg = str(e.value)
-    assert "sum over dim 1 of a [1, 2, 4, 8, 8] view (a split attention's sum over its radix" \
-        in msg
-    assert "softmax over dim 1 of a [1, 2, 1, 4] tensor (a split attention's softmax" in msg
-
-
 class NestedOutputs(nn.Module):
     def __init__(self):
         super().__init__()

@@ -254,6 +254,9 @@ def _f_binary(op):
             if isinstance(t, _Val) and t.kind == "tensor" and not isinstance(n, (_Val, bool)) \
                     and isinstance(n, (int, float)) and n == neutral:
                 return t
+        if op == "multiply" and isinstance(a, _Val) and isinstance(b, _Val) and \
+                {a.kind, b.kind} == {"shuffle", "radix_attn"}:
+            return cx.radix_multiply(node, *((a, b) if a.kind == "shuffle" else (b, a)))
         if isinstance(a, _Val) and isinstance(b, _Val) and "param" in (a.kind, b.kind) and \
                 _numel(b if b.kind == "param" else a) == 1 and (op != "subtract" or
                                                                  b.kind == "param"):
@@ -388,6 +391,8 @@ def _f_softmax(cx, node, x, dim=None, *rest, **kw):
     SKNet's selective kernel) runs across a reshaped attention vector, which the spec's
     channel-wise softmax is not."""
     dim = kw.get("dim", dim)
+    if isinstance(x, _Val) and x.kind == "radix":
+        return cx.radix_softmax(node, x, dim)
     _unsupported(f"softmax over dim {dim} of a {list(getattr(x, 'shape', None) or [])} tensor "
                  "(a split attention's softmax across its radix, ResNeSt / SKNet: no spec form "
                  "yet)")
@@ -395,9 +400,8 @@ def _f_softmax(cx, node, x, dim=None, *rest, **kw):
 
 def _m_sum(cx, node, x, dim=None, keepdim=False, **kw):
     dim = kw.get("dim", dim)
-    if x.kind == "shuffle":
-        _unsupported(f"sum over dim {dim} of a {list(x.shape or [])} view (a split attention's "
-                     "sum over its radix, ResNeSt: no spec form yet)")
+    if x.kind in ("shuffle", "radix_prod"):
+        return cx.radix_sum(node, x, dim)
     if x.kind != "stack" or dim not in (0, (0,), [0]) or keepdim:
         _unsupported("sum other than of a stack of maps over its dim 0")
     acc = x.items[0]

@@ -51,6 +51,7 @@ class _Ctx:
         self._renamed: dict[str, str] = {}     # an add renamed after its activation module
         self.called: set[str] = set()          # modules with weights already made a layer
         self.constants: dict[str, tuple[int, ...]] = {}   # learned scalars: key -> shape
+        self._radix_split: dict[str, list] = {}  # a map split into its radix groups, once
 
     # -- names
     def _unique(self, name: str) -> str:
@@ -253,6 +254,12 @@ class _Ctx:
             return _Val("shuffle", shape=out, const=(x, False, out[1]))
         if x.kind == "tensor" and out == s:
             return x
+        if x.kind == "tensor" and len(s) == 4 and s[2:] == (1, 1) and out is not None and \
+                len(out) == 4 and out[0] == s[0] and out[1] == 1 and out[2] * out[3] == s[1]:
+            # split attention's attention vector viewed as [N, cardinality 1, radix, C/radix]
+            return _Val("radix", shape=out, const=(x, out[2], False))
+        if x.kind == "radix_attn" and out is not None:
+            return _Val("radix_attn", items=x.items, shape=out)   # reshape / view: the same
         if x.kind == "tensor" and len(s) == 4 and out is not None and len(out) == 2 and \
                 out == (s[0], s[1] * s[2] * s[3]):
             return self.flatten(node, 1, -1, x)          # x.view(x.size(0), -1)
@@ -260,6 +267,8 @@ class _Ctx:
                      "channel shuffle's: [N, C, H, W] to [N, g, C/g, H, W], transpose(1, 2), back)")
 
     def transpose(self, node, x, d0, d1):
+        if x.kind == "radix" and not x.const[2] and sorted((d0 % 4, d1 % 4)) == [1, 2]:
+            return _Val("radix", shape=_shape(node), const=(x.const[0], x.const[1], True))
         if x.kind == "shuffle" and not x.const[1] and sorted((d0 % 5, d1 % 5)) == [1, 2]:
             return _Val("shuffle", shape=_shape(node), const=(x.const[0], True, x.const[2]))
         _unsupported(f"transpose of dims {d0}, {d1} of a {list(x.shape or ())} tensor (only dims "
@@ -293,6 +302,65 @@ class _Ctx:
             _unsupported("a layer norm with a weight but no bias")
         return self.layer(node, "layer_norm", {"eps": float(eps), "affine": weight is not None},
                           [x])
+
+    # -- split attention (ResNeSt's SplitAttn + RadixSoftmax, cardinality 1, radix 2): the map
+    # viewed [N, r, C/r, H, W] is a "shuffle" value (as the channel shuffle's first view), its
+    # sum over dim 1 the adds of its r channel groups; the attention vector viewed [N, 1, r,
+    # C/r] and transposed is a "radix" value, whose softmax over the radix is, at r = 2,
+    # sigmoid(z0 - z1) and sigmoid(z1 - z0): a "radix_attn" value of r per-group vectors; the
+    # map times it is r multiplies ("radix_prod"), summed over dim 1 by adds.
+    def _groups(self, node, x5):
+        src, swapped, r = x5.const
+        if swapped:
+            _unsupported("a split attention over a transposed view")
+        if src.tensor not in self._radix_split:
+            c = src.shape[1]
+            items = self.split(node, [c // r] * r, src).items
+            self.producer_of(items[0]).fx = ""      # no module value is this split
+            self._radix_split[src.tensor] = items
+        return self._radix_split[src.tensor]
+
+    def producer_of(self, v: _Val) -> Layer:
+        return next(l for l in reversed(self.layers) if l.outputs and v.tensor in l.outputs)
+
+    def radix_sum(self, node, x, dim):
+        if dim not in (1, -4) or x.kind not in ("shuffle", "radix_prod"):
+            _unsupported(f"sum over dim {dim} of a {list(x.shape or [])} view (only a split "
+                         "attention's sum over its radix, dim 1)")
+        items = self._groups(node, x) if x.kind == "shuffle" else x.items
+        acc = items[0]
+        for i, item in enumerate(items[1:], 1):
+            if acc.layer is not None:
+                acc.layer.fx = ""                # a partial sum: no module value
+            acc = self.binary(node, "add", acc, item, name=self.name_for(node, "add"))
+        return acc
+
+    def radix_softmax(self, node, x, dim):
+        z, r, swapped = x.const
+        if not swapped or dim % 4 != 1 or r != 2:
+            _unsupported(f"softmax over dim {dim} of a {list(x.shape or [])} tensor (only a split "
+                         "attention's softmax across a radix of 2, ResNeSt)")
+        c = z.shape[1]
+        z0, z1 = self.split(node, [c // 2, c // 2], z).items
+        self.producer_of(z0).fx = ""
+        out = []
+        for a, b in ((z0, z1), (z1, z0)):        # softmax of two: sigmoid of the difference
+            v = self.layer(node, "subtract", {"act": "sigmoid"}, [a, b],
+                           name=self.name_for(node, "softmax"))
+            v.layer.fx, v.shape = "", a.shape
+            v.layer.parts = ["softmax() over a radix of 2: sigmoid(z_i - z_j)"]
+            out.append(v)
+        return _Val("radix_attn", items=out, shape=_shape(node))
+
+    def radix_multiply(self, node, x5, attn):
+        if len(attn.items) != x5.const[2]:
+            _unsupported("a split attention whose radix differs from its map's view")
+        prods = []
+        for g, a in zip(self._groups(node, x5), attn.items):
+            v = self.binary(node, "multiply", g, a, name=self.name_for(node, "mul"))
+            v.layer.fx, v.shape = "", g.shape
+            prods.append(v)
+        return _Val("radix_prod", items=prods, shape=_shape(node))
 
     def scalar_param(self, node, op, x, p):
         """``x * s`` / ``x + b`` / ``x - b`` with a learned one-value parameter (hgnetv2's
