@@ -48,3 +48,32 @@ def test_a_radix_of_3_is_refused_by_what_it_is():
         importer.import_module(RadixAttention(3).eval(), torch.randn(1, 3, 8, 8))
     assert "softmax over dim 1 of a [1, 3, 1, 4] tensor (only a split attention's softmax " \
         "across a radix of 2" in str(e.value)
+
+
+class SelectiveKernel(nn.Module):
+    """timm's SelectiveKernel in small: two paths stacked on dim 1, SelectiveKernelAttn (sum
+    over the paths, pool, fc, logits viewed [N, 2, C, 1, 1], softmax over dim 1), weighted sum."""
+
+    def __init__(self):
+        super().__init__()
+        self.paths = nn.ModuleList([nn.Conv2d(3, 4, 3, padding=1),
+                                    nn.Conv2d(3, 4, 3, padding=2, dilation=2)])
+        self.fc = nn.Conv2d(4, 8, 1)
+
+    def forward(self, x):
+        x = torch.stack([p(x) for p in self.paths], dim=1)
+        a = self.fc(x.sum(1).mean((2, 3), keepdim=True))
+        b, c, h, w = a.shape
+        a = torch.softmax(a.view(b, 2, c // 2, h, w), dim=1)
+        return torch.sum(x * a, dim=1)
+
+
+def test_selective_kernel_attention():
+    torch.manual_seed(0)
+    text = importer.import_module(SelectiveKernel().eval(), torch.randn(1, 3, 8, 8))
+    body = text.split("layers:")[1]
+    assert "op: add, in: [paths.0, paths.1]" in body                  # the sum over the paths
+    assert "op: subtract, in: [softmax.c0, softmax.c1], act: sigmoid" in body
+    assert "op: multiply, in: [paths.0, softmax_1]" in body
+    assert "op: multiply, in: [paths.1, softmax_2]" in body
+    assert text.pcc >= importer.PCC_MIN

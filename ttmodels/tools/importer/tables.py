@@ -255,8 +255,8 @@ def _f_binary(op):
                     and isinstance(n, (int, float)) and n == neutral:
                 return t
         if op == "multiply" and isinstance(a, _Val) and isinstance(b, _Val) and \
-                {a.kind, b.kind} == {"shuffle", "radix_attn"}:
-            return cx.radix_multiply(node, *((a, b) if a.kind == "shuffle" else (b, a)))
+                {a.kind, b.kind} in ({"shuffle", "radix_attn"}, {"radix_maps", "radix_attn"}):
+            return cx.radix_multiply(node, *((a, b) if b.kind == "radix_attn" else (b, a)))
         if isinstance(a, _Val) and isinstance(b, _Val) and "param" in (a.kind, b.kind) and \
                 _numel(b if b.kind == "param" else a) == 1 and (op != "subtract" or
                                                                  b.kind == "param"):
@@ -381,6 +381,11 @@ def _f_pad(cx, node, x, pad, mode="constant", value=None):
 
 def _f_stack(cx, node, xs, dim=0):
     """``torch.stack(maps)`` read only by ``.sum(0)`` (smp FPN's merge): the sum, as adds."""
+    if xs.kind == "tuple" and dim == 1 and len(xs.items) > 1 and all(
+            isinstance(v, _Val) and v.kind == "tensor" and len(v.shape or ()) == 4 and
+            v.shape == xs.items[0].shape for v in xs.items):
+        # SKNet's paths stacked on a new dim 1, summed or weighted over it (split attention)
+        return _Val("radix_maps", items=list(xs.items), shape=_shape_of(node))
     if xs.kind != "tuple" or dim != 0:
         _unsupported("stack other than of maps along a new dim 0 summed at once")
     return _Val("stack", items=list(xs.items), shape=_shape_of(node))
@@ -391,7 +396,7 @@ def _f_softmax(cx, node, x, dim=None, *rest, **kw):
     SKNet's selective kernel) runs across a reshaped attention vector, which the spec's
     channel-wise softmax is not."""
     dim = kw.get("dim", dim)
-    if isinstance(x, _Val) and x.kind == "radix":
+    if isinstance(x, _Val) and x.kind in ("radix", "shuffle"):
         return cx.radix_softmax(node, x, dim)
     _unsupported(f"softmax over dim {dim} of a {list(getattr(x, 'shape', None) or [])} tensor "
                  "(a split attention's softmax across its radix, ResNeSt / SKNet: no spec form "
@@ -400,7 +405,7 @@ def _f_softmax(cx, node, x, dim=None, *rest, **kw):
 
 def _m_sum(cx, node, x, dim=None, keepdim=False, **kw):
     dim = kw.get("dim", dim)
-    if x.kind in ("shuffle", "radix_prod"):
+    if x.kind in ("shuffle", "radix_prod", "radix_maps"):
         return cx.radix_sum(node, x, dim)
     if x.kind != "stack" or dim not in (0, (0,), [0]) or keepdim:
         _unsupported("sum other than of a stack of maps over its dim 0")
@@ -485,7 +490,7 @@ FUNCTION_OPS: dict[str, Callable] = {
     "getitem": _f_getitem,
     "dropout": _f_dropout,
     "chunk": _f_chunk, "split": _f_split, "pad": _f_pad, "stack": _f_stack,
-    "mean": _f_mean,
+    "mean": _f_mean, "sum": _m_sum,
     "getattr": _shape_op, "floordiv": _shape_op,
     "batch_norm": _f_batch_norm, "_assert": _f_assert, "conv2d": _f_conv2d,
     "eq": _f_compare, "ne": _f_compare, "lt": _f_compare, "le": _f_compare, "gt": _f_compare,

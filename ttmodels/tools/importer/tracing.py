@@ -310,6 +310,8 @@ class _Ctx:
     # sigmoid(z0 - z1) and sigmoid(z1 - z0): a "radix_attn" value of r per-group vectors; the
     # map times it is r multiplies ("radix_prod"), summed over dim 1 by adds.
     def _groups(self, node, x5):
+        if x5.kind == "radix_maps":              # SKNet's torch.stack(paths, dim=1)
+            return x5.items
         src, swapped, r = x5.const
         if swapped:
             _unsupported("a split attention over a transposed view")
@@ -324,7 +326,7 @@ class _Ctx:
         return next(l for l in reversed(self.layers) if l.outputs and v.tensor in l.outputs)
 
     def radix_sum(self, node, x, dim):
-        if dim not in (1, -4) or x.kind not in ("shuffle", "radix_prod"):
+        if dim not in (1, -4) or x.kind not in ("shuffle", "radix_prod", "radix_maps"):
             _unsupported(f"sum over dim {dim} of a {list(x.shape or [])} view (only a split "
                          "attention's sum over its radix, dim 1)")
         items = self._groups(node, x) if x.kind == "shuffle" else x.items
@@ -336,8 +338,14 @@ class _Ctx:
         return acc
 
     def radix_softmax(self, node, x, dim):
-        z, r, swapped = x.const
-        if not swapped or dim % 4 != 1 or r != 2:
+        if x.kind == "shuffle":                  # SKNet: the logits viewed [N, r, C/r, 1, 1]
+            z, vec, r = x.const
+            ok = not vec and tuple(z.shape[2:]) == (1, 1) and dim % 5 == 1
+            swapped = True
+        else:
+            z, r, swapped = x.const
+            ok = dim % 4 == 1
+        if not (swapped and ok) or r != 2:
             _unsupported(f"softmax over dim {dim} of a {list(x.shape or [])} tensor (only a split "
                          "attention's softmax across a radix of 2, ResNeSt)")
         c = z.shape[1]
@@ -353,7 +361,7 @@ class _Ctx:
         return _Val("radix_attn", items=out, shape=_shape(node))
 
     def radix_multiply(self, node, x5, attn):
-        if len(attn.items) != x5.const[2]:
+        if len(attn.items) != (len(x5.items) if x5.kind == "radix_maps" else x5.const[2]):
             _unsupported("a split attention whose radix differs from its map's view")
         prods = []
         for g, a in zip(self._groups(node, x5), attn.items):
