@@ -223,7 +223,8 @@ def run_children(names, size, batch, do_verify, timeout, import_only=False, defa
     todo = list(names)
     while todo:
         cmd = [sys.executable, str(Path(__file__).resolve()), "--many", ",".join(todo),
-               "--size", str(size), "--batch", str(batch)] + ([] if do_verify else ["--no-verify"]) \
+               "--size", str(size), "--batch", str(batch)] \
+            + ([] if do_verify else ["--no-verify"]) \
             + (["--import-only"] if import_only else []) \
             + ([] if default_pcc else ["--no-default-pcc"]) + ([] if pcc else ["--no-pcc"])
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
