@@ -40,7 +40,7 @@ def test_learned_scalars_are_constants_from_their_keys():
     text = importer.import_module(m, torch.randn(1, 3, 16, 16))
     consts = text.split("constants:")[1].split("layers:")[0]
     for k in ("lab.scale", "lab.bias", "lab2.scale", "lab2.bias", "shift"):
-        assert f"  {k}: {{shape: [1], weights: {k}}}" in consts
+        assert f"  {k}: {{shape: [1], weights: {k}, dtype: float32}}" in consts
     body = text.split("layers:")[1]
     assert "op: multiply, in: [conv, lab.scale]" in body
     assert "op: add, in: [lab.mul, lab.bias], act: relu" in body

@@ -118,7 +118,7 @@ class _Spec:
                 "fp32_accum: true}"]
         if tr.constants:       # learned scalars (hgnetv2's affine), loaded from their own keys
             out.append("constants:")
-            out += [f"  {k}: {{shape: {_yaml_scalar(list(v))}, weights: {k}}}"
+            out += [f"  {k}: {{shape: {_yaml_scalar(list(v))}, weights: {k}, dtype: float32}}"
                     for k, v in tr.constants.items()]
         if any(not b.library for b in self.em.blocks.values()) and not self.flat:
             out.append("blocks:")
