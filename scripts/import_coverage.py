@@ -335,6 +335,7 @@ def main(argv=None) -> int:
     ap.add_argument("--many", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.many:
+        commit = git_commit()     # the code this process loaded (later commits do not change it)
         for name in a.many.split(","):
             try:
                 row = one(name, a.size, a.batch, not a.no_verify, a.import_only,
@@ -342,6 +343,7 @@ def main(argv=None) -> int:
             except Exception as e:      # noqa: BLE001 (one row says what; the others go on)
                 row = {"model": name, "stage": "crash",
                        "error": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"}
+            row["commit"] = commit
             print(json.dumps(row), flush=True)
         return 0
     names = a.models or (sum(SECTIONS.values(), []) if a.section == "all" else
@@ -359,7 +361,8 @@ def main(argv=None) -> int:
                           not a.no_verify, None, a.import_only, not a.no_default_pcc,
                           not a.no_pcc):
         name = r["model"]
-        r.update(commit=git_commit(), import_only=a.import_only, size=a.size, batch=a.batch)
+        r.setdefault("commit", git_commit())   # a crash row: the parent's view
+        r.update(import_only=a.import_only, size=a.size, batch=a.batch)
         new[name] = r
         print(f"{name:22} {verdict(r)}  [{r.get('t_total', '?')} s]", flush=True)
         if a.results:
