@@ -7,6 +7,13 @@ segmentation_models_pytorch's Unet, FPN, Linknet, DeepLabV3Plus on resnet18), ra
     python scripts/import_coverage.py --section timm --size 128
     python scripts/import_coverage.py resnet18 timm:dla34 smp:Unet --size 96
     python scripts/import_coverage.py --json coverage.json --markdown coverage.md
+    python scripts/import_coverage.py --section timm --size 96 --results timm.jsonl  # resumable
+
+`--results FILE` appends each row as it completes (one JSON line, with the commit it ran on) and
+reuses the rows already there for the same model, size and batch, so a run that is stopped
+loses nothing and a second run picks up where it stopped (`--rerun-failed` runs the rows that
+did not pass again, `--rerun` all). `--import-only` stops each row after the import (seconds a
+model: a quick classification of import failures).
 
 A name is a torchvision classifier (`resnet18`), `timm:<model>`, `tvseg:<builder>` or
 `smp:<architecture>`.
@@ -93,7 +100,8 @@ def build_module(name: str):
     return getattr(torchvision.models, arch)()
 
 
-def one(name: str, size: int, batch: int, do_verify: bool) -> dict:
+def one(name: str, size: int, batch: int, do_verify: bool, import_only: bool = False,
+        default_pcc: bool = True, run_pcc: bool = True) -> dict:
     """Every step for one model; the row as a dict (a step that fails ends the row)."""
     import warnings
     warnings.filterwarnings("ignore")
@@ -125,6 +133,9 @@ def one(name: str, size: int, batch: int, do_verify: bool) -> dict:
     row["layers"] = text.layers
     row["blocks"] = len(text.blocks)
     row["t_import"] = round(time.time() - t0, 1)
+    if import_only:
+        row["stage"] = "imported"
+        return row
     ignore = list(text.ignored_prefixes) or None
 
     t = time.time()
@@ -152,6 +163,9 @@ def one(name: str, size: int, batch: int, do_verify: bool) -> dict:
             row["verify_ok"] = False
             row["verify_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
         row["t_verify"] = round(time.time() - t, 1)
+    if not run_pcc:                # --no-pcc: import, plan and verify only
+        row["stage"] = "verified" if row.get("verify_ok", True) else "verify"
+        return row
 
     t = time.time()
     graph = load_graph(text, batch_size=batch, input_size=(size, size))
@@ -179,6 +193,12 @@ def one(name: str, size: int, batch: int, do_verify: bool) -> dict:
     row["pcc_float32"], row["max_abs_float32"] = res.pcc, res.max_abs
     if res.first_bad:
         row["first_bad"] = res.first_bad
+    if not default_pcc:            # --no-default-pcc: issue 34's bar is float32 + verify
+        row["t_pcc"] = round(time.time() - t, 1)
+        ok = row["pcc_float32"] >= PCC_F32
+        row["stage"] = "done" if ok and row.get("verify_ok", True) else (
+            "verify" if not row.get("verify_ok", True) else "pcc")
+        return row
     with torch.no_grad():
         ref = module(x)
     try:
@@ -196,13 +216,17 @@ def one(name: str, size: int, batch: int, do_verify: bool) -> dict:
     return row
 
 
-def run_children(names, size, batch, do_verify, timeout):
+def run_children(names, size, batch, do_verify, timeout, import_only=False, default_pcc=True,
+                 pcc=True):
     """Rows of ``names``, several models per child process (its imports cost ~10-60 s); a
     child that crashes or hangs costs its current model's row, the next child goes on."""
     todo = list(names)
     while todo:
         cmd = [sys.executable, str(Path(__file__).resolve()), "--many", ",".join(todo),
-               "--size", str(size), "--batch", str(batch)] + ([] if do_verify else ["--no-verify"])
+               "--size", str(size), "--batch", str(batch)] \
+            + ([] if do_verify else ["--no-verify"]) \
+            + (["--import-only"] if import_only else []) \
+            + ([] if default_pcc else ["--no-default-pcc"]) + ([] if pcc else ["--no-pcc"])
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              cwd=REPO)
         t = time.time()
@@ -223,6 +247,10 @@ def run_children(names, size, batch, do_verify, timeout):
 def verdict(r: dict) -> str:
     if r.get("stage") == "done":
         return "ok"
+    if r.get("stage") == "imported":
+        return "imports (import-only run)"
+    if r.get("stage") == "verified":
+        return "imports, plans, verifies (PCC not run)"
     if r.get("stage") in ("import", "plan", "weights", "timeout", "crash", "float32", "default",
                           "not run"):
         return f"{r['stage']}: {r.get('error', '')}"
@@ -238,7 +266,8 @@ def verdict(r: dict) -> str:
 
 
 def markdown(rows: list[dict]) -> str:
-    imported = sum(1 for r in rows if r.get("stage") not in ("import", "crash", "timeout"))
+    imported = sum(1 for r in rows if r.get("stage") not in ("import", "crash", "timeout",
+                                                               "not run"))
     verified = sum(1 for r in rows if r.get("verify_ok"))
     passing = sum(1 for r in rows if r.get("stage") == "done")
     out = [f"imported {imported} / verified {verified} / total {len(rows)} "
@@ -254,6 +283,34 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+def cached_rows(path: Path, size: int, batch: int, import_only: bool) -> dict[str, dict]:
+    """The last row per model in ``path`` at this size and batch (a full run's rows serve an
+    import-only run too, not the other way round)."""
+    rows: dict[str, dict] = {}
+    if not path.exists():
+        return rows
+    for line in path.read_text().splitlines():
+        try:
+            r = json.loads(line)
+        except ValueError:         # a line cut by a stopped run
+            continue
+        if (r.get("size"), r.get("batch")) != (size, batch):
+            continue
+        if r.get("import_only") and not import_only:
+            continue
+        rows[r["model"]] = r
+    return rows
+
+
+def git_commit() -> str:
+    """The commit the rows ran on (+ "-dirty" with uncommitted changes), for mixed tables."""
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True).stdout
+    head = git("rev-parse", "--short", "HEAD").strip() or "?"
+    return head + ("-dirty" if git("status", "--porcelain", "--untracked-files=no").strip()
+                   else "")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("models", nargs="*", help="model names (default: the section's list)")
@@ -264,26 +321,57 @@ def main(argv=None) -> int:
     ap.add_argument("--no-verify", action="store_true")
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--markdown", help="write the table here")
+    ap.add_argument("--import-only", action="store_true", help="stop each row after the import")
+    ap.add_argument("--no-pcc", action="store_true",
+                    help="import, plan and verify only (the PCCs cost most of a row's time)")
+    ap.add_argument("--no-default-pcc", action="store_true",
+                    help="skip the default profile's PCC (about half the sim time); a row passes "
+                    "on verify and the float32 PCC")
+    ap.add_argument("--results", help="JSON-lines file: rows are appended as they complete and "
+                    "rows already there (same model, size, batch) are reused")
+    ap.add_argument("--rerun-failed", action="store_true",
+                    help="with --results: run again the rows that did not pass")
+    ap.add_argument("--rerun", action="store_true", help="with --results: run every row again")
     ap.add_argument("--many", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.many:
+        commit = git_commit()     # the code this process loaded (later commits do not change it)
         for name in a.many.split(","):
             try:
-                row = one(name, a.size, a.batch, not a.no_verify)
+                row = one(name, a.size, a.batch, not a.no_verify, a.import_only,
+                          not a.no_default_pcc, not a.no_pcc)
             except Exception as e:      # noqa: BLE001 (one row says what; the others go on)
                 row = {"model": name, "stage": "crash",
                        "error": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"}
+            row["commit"] = commit
             print(json.dumps(row), flush=True)
         return 0
-    rows = []
     names = a.models or (sum(SECTIONS.values(), []) if a.section == "all" else
                          SECTIONS[a.section])
-    for r in run_children(names, a.size, a.batch, not a.no_verify, None):
+    done = {} if a.rerun or not a.results else cached_rows(Path(a.results), a.size, a.batch,
+                                                             a.import_only)
+    if a.rerun_failed:
+        done = {k: r for k, r in done.items() if r.get("stage") in ("done", "imported")}
+    for name in names:
+        if name in done:
+            print(f"{name:22} {verdict(done[name])}  [cached, {done[name].get('commit', '?')}]",
+                  flush=True)
+    new = {}
+    for r in run_children([n for n in names if n not in done], a.size, a.batch,
+                          not a.no_verify, None, a.import_only, not a.no_default_pcc,
+                          not a.no_pcc):
         name = r["model"]
-        rows.append(r)
+        r.setdefault("commit", git_commit())   # a crash row: the parent's view
+        r.update(import_only=a.import_only, size=a.size, batch=a.batch)
+        new[name] = r
         print(f"{name:22} {verdict(r)}  [{r.get('t_total', '?')} s]", flush=True)
+        if a.results:
+            with open(a.results, "a") as f:
+                f.write(json.dumps(r) + "\n")
         if a.json:
-            Path(a.json).write_text(json.dumps(rows, indent=1))
+            Path(a.json).write_text(json.dumps([new.get(n) or done[n] for n in names
+                                                if n in new or n in done], indent=1))
+    rows = [new.get(n) or done[n] for n in names]
     md = markdown(rows)
     print(md)
     if a.markdown:

@@ -102,3 +102,81 @@ def test_interpolate_to_a_size_read_off_the_input():
     text = importer.import_module(SegHead(), torch.randn(1, 3, 32, 32))
     assert "op: upsample, scale: 4, mode: bilinear" in text
     assert text.pcc >= importer.PCC_MIN
+
+
+def _scripted():
+    return torch.jit.script(nn.Sequential(nn.Conv2d(3, 4, 1), nn.ReLU()))
+
+
+def _on_meta():
+    return nn.Sequential(nn.Conv2d(3, 4, 1)).to("meta")
+
+
+@pytest.mark.parametrize("make, what", [
+    (_scripted, r"TorchScript module .* import the nn.Module it was made from"),
+    (lambda: nn.Conv2d(3, 4, 1), r"a single Conv2d itself; .* nn.Sequential\(module\)"),
+    (_on_meta, r"weights are on the meta device \(0.weight: no values\)"),
+])
+def test_modules_the_tracer_cannot_take(make, what):
+    """Before: TorchScript failed inside torch.fx (an AssertionError about `traced_func_name`),
+    a bare Conv2d was "conv2d on parameters weight, bias" at "(top level) ?", and meta weights
+    wrote a spec (exit 0) whose self-check said the float32 profile "does not plan"."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        module = make()
+    with pytest.raises(importer.ImportError_, match=what) as e:
+        importer.import_module(module, torch.randn(1, 3, 8, 8))
+    assert "\n" not in str(e.value)
+
+
+def test_a_file_reference_names_its_classes_after_the_file(tmp_path, capsys):
+    f = tmp_path / "mynets.py"
+    f.write_text("import torch\nclass Net(torch.nn.Module):\n"
+                 "    def forward(self, x):\n        raise ValueError('nope')\n")
+    rc, _, err = _cli(capsys, f"{f}:Net", "-o", str(tmp_path / "o.yaml"))
+    assert rc == 2 and "mynets.Net does not run" in err and "_ttmodels_import_" not in err
+
+
+class ECA(nn.Module):
+    """ECA attention (timm's EcaModule): a Conv1d over the pooled channel vector."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv0 = nn.Conv2d(3, 8, 1)
+        self.conv = nn.Conv1d(1, 1, kernel_size=3, padding=1, bias=False)
+
+    def forward(self, x):
+        x = self.conv0(x)
+        y = self.conv(x.mean((2, 3)).view(x.shape[0], 1, -1))
+        return x * torch.sigmoid(y.view(x.shape[0], -1, 1, 1))
+
+
+def test_a_conv1d_is_refused_by_what_it_is():
+    with pytest.raises(importer.UnsupportedError) as e:
+        importer.import_module(ECA().eval(), torch.randn(1, 3, 8, 8))
+    msg = str(e.value)
+    assert "Conv1d (kernel 3, 1 -> 1 channels): the spec has no 1-D convolution" in msg
+    assert "    conv  " in msg                       # the module's path
+
+
+class NestedOutputs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(3, 4, 1)
+
+    def forward(self, x):
+        return [self.c(x), {"a": x}]
+
+
+def test_a_nested_output_is_refused_not_dropped():
+    """Before: the spec's outputs were {out0: c}, the dict silently gone (exit 0)."""
+    with pytest.raises(importer.UnsupportedError, match=r"an output that is a dict \(only a map"):
+        importer.import_module(NestedOutputs().eval(), torch.randn(1, 3, 8, 8))
+
+
+def test_unreadable_arguments_name_the_reference(tmp_path, capsys):
+    f = tmp_path / "nets.py"
+    f.write_text(NETS)
+    rc, _, err = _cli(capsys, f"{f}:ok(1+)", "-o", str(tmp_path / "o.yaml"))
+    assert rc == 2 and f"module reference '{f}:ok(1+)': cannot read the arguments (1+)" in err

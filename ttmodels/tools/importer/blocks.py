@@ -102,6 +102,8 @@ class _Emitter:
         idx = [self.index[id(l)] for l in ls]
         if idx != list(range(idx[0], idx[0] + len(idx))):
             return False
+        if any(t in self.tr.constants for l in ls for t in l.inputs):
+            return False      # a learned scalar's constant is one instance's key, no parameter
         inside = {t for l in ls for t in (l.outputs or [l.name])}
         for l in ls:
             if _rel(l.name, path) is None:

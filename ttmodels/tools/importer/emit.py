@@ -117,6 +117,10 @@ class _Spec:
                 "  tt-perf: {activations: bfloat8_b, weights: bfloat8_b, math_fidelity: LoFi}",
                 "  float32: {activations: float32, weights: float32, math_fidelity: HiFi4, "
                 "fp32_accum: true}"]
+        if tr.constants:       # learned scalars (hgnetv2's affine), loaded from their own keys
+            out.append("constants:")
+            out += [f"  {k}: {{shape: {_yaml_scalar(list(v))}, weights: {k}, dtype: float32}}"
+                    for k, v in tr.constants.items()]
         if any(not b.library for b in self.em.blocks.values()) and not self.flat:
             out.append("blocks:")
             for bd in self.em.blocks.values():

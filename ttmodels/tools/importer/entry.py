@@ -112,6 +112,15 @@ def _check_runs(module, x) -> None:
 
     import torch
     cls = f"{type(module).__module__}.{type(module).__qualname__}"
+    if isinstance(module, torch.jit.ScriptModule):
+        raise ImportError_(f"{cls}: a TorchScript module (torch.jit.script / trace) has no "
+                           "Python forward to trace: import the nn.Module it was made from")
+    meta = next((k for k, t in [*module.named_parameters(), *module.named_buffers()]
+                 if t.device.type == "meta"), None)
+    if meta is not None:
+        raise ImportError_(f"{cls}: its weights are on the meta device ({meta}: no values); "
+                           "materialise them first (e.g. to_empty(device='cpu') and load a "
+                           "state dict)")
     if x.dtype != torch.float32 or x.is_complex() or x.device.type == "meta":
         raise ImportError_(f"{cls}: the example input is a {x.dtype} tensor on {x.device.type}; "
                            "use a float32 CPU tensor (the spec's float32 profile is the most it "
@@ -141,6 +150,13 @@ def _check_runs(module, x) -> None:
                            f": {type(e).__name__}: {_first_line(e)}{_user_frame(e)}") from None
     finally:
         module.train(was)
+    from .tables import module_row
+    row = module_row(module)
+    if row is not None:
+        # its keys are `weight`, `bias`: no module path to name a layer after
+        raise ImportError_(f"{cls}: the module is a single {row[0]} itself; `ttmodels import` "
+                           "names layers by module path: wrap it, e.g. nn.Sequential(module) "
+                           "(its keys then start with `0.`)")
 
 
 _REF = re.compile(r"^(?P<mod>[^:]+):(?P<fn>[A-Za-z_][A-Za-z0-9_.]*)(?:\((?P<args>.*)\))?$")
@@ -180,7 +196,12 @@ def resolve_module_ref(ref: str):
     if mod_name.endswith(".py"):
         if not os.path.isfile(mod_name):
             raise ImportError_(f"module reference {ref!r}: no file {mod_name}")
+        # named after the file (errors and the spec's header say `nets.Net`), unless that
+        # name is taken by a loaded module (then a private one: never replace sys.modules')
+        stem = os.path.basename(mod_name)[:-3]
+        import sys
         spec = importlib.util.spec_from_file_location(
+            stem if stem.isidentifier() and stem not in sys.modules else
             f"_ttmodels_import_{abs(hash(os.path.abspath(mod_name)))}", mod_name)
         mod = importlib.util.module_from_spec(spec)
         try:
@@ -207,7 +228,10 @@ def resolve_module_ref(ref: str):
         if not hasattr(obj, part):
             raise ImportError_(f"module reference {ref!r}: {mod_name} has no {fn_name}")
         obj = getattr(obj, part)
-    a, kw = _parse_args(args)
+    try:
+        a, kw = _parse_args(args)
+    except ImportError_ as e:
+        raise ImportError_(f"module reference {ref!r}: {e}") from None
     if callable(obj) and not _is_module(obj):
         try:
             module = obj(*a, **kw)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import Error
@@ -75,6 +75,7 @@ class Traced:
     partial_stop: Unsupported | None = None
     gm: Any = None
     output_names: tuple[str, ...] = ()   # a dict's keys (tuple: out0, out1, ...); () = one value
+    constants: dict = field(default_factory=dict)   # learned scalars: state-dict key -> shape
 
 
 class _Skip(Exception):

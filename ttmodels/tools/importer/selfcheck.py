@@ -12,7 +12,8 @@ def _graph_key(g) -> list:
     # an add of two equal shapes is the same either way round (the library's
     # inverted_residual adds [conv, x], torchvision x + conv)
     def ins(n):
-        if n.op == "add" and len({str(g.shape_of(i)) for i in n.inputs}) == 1:
+        if n.op == "add" and not any(i in g.constants for i in n.inputs) and \
+                len({str(g.shape_of(i)) for i in n.inputs}) == 1:
             return tuple(sorted(n.inputs))
         return tuple(n.inputs)
     return [(n.name, n.op, ins(n), repr(sorted(n.attrs.items())), n.weights, n.bn,

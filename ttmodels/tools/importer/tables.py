@@ -41,6 +41,15 @@ def _m_conv2d(cx, node, mod, x):
         "bias": mod.bias is not None, "bn": None, "act": None}, [x])
 
 
+def _m_conv1d(cx, node, mod, x):
+    """Refused with what it is: the spec's convs are 2-D over NCHW maps, and a Conv1d's [O, I, k]
+    weight is no conv2d key (ECA's conv over the pooled channel vector would be a 1 x k conv2d
+    on the vector laid out as a row, but its key would not load)."""
+    _unsupported(f"Conv1d (kernel {mod.kernel_size[0]}, {mod.in_channels} -> {mod.out_channels}"
+                 " channels): the spec has no 1-D convolution (e.g. ECA attention's conv over "
+                 "the pooled channels)")
+
+
 def _m_conv_transpose2d(cx, node, mod, x, *rest):
     if rest:
         _unsupported("an output_size argument")
@@ -203,6 +212,7 @@ def _m_upsample(cx, node, mod, x):
 MODULE_OPS: dict[str, Callable] = {
     "Conv2d": _m_conv2d,
     "ConvTranspose2d": _m_conv_transpose2d,
+    "Conv1d": _m_conv1d,
     "BatchNorm2d": _m_batch_norm,
     "Linear": _m_linear,
     **{k: _m_act for k in _ACT_MODULES},
@@ -265,10 +275,27 @@ def _f_binary(op):
                     and isinstance(n, (int, float)) and n == neutral:
                 return t
         if op == "multiply" and isinstance(a, _Val) and isinstance(b, _Val) and \
+                {a.kind, b.kind} in ({"shuffle", "radix_attn"}, {"radix_maps", "radix_attn"}):
+            return cx.radix_multiply(node, *((a, b) if b.kind == "radix_attn" else (b, a)))
+        if isinstance(a, _Val) and isinstance(b, _Val) and "param" in (a.kind, b.kind) and \
+                _numel(b if b.kind == "param" else a) == 1 and (op != "subtract" or
+                                                                 b.kind == "param"):
+            # a learned scalar (hgnetv2's ``scale * x + bias``): a spec constant from its key
+            return cx.scalar_param(node, op, *((b, a) if a.kind == "param" else (a, b)))
+        if op == "multiply" and isinstance(a, _Val) and isinstance(b, _Val) and \
                 "param" in (a.kind, b.kind):
             return cx.layer_scale(node, *((a, b) if a.kind == "param" else (b, a)))
         return cx.binary(node, op, a, b)
     return row
+
+
+def _numel(v: _Val) -> int | None:
+    if v.shape is None:
+        return None
+    n = 1
+    for d in v.shape:
+        n *= int(d)
+    return n
 
 
 def _f_act(name):
@@ -374,13 +401,32 @@ def _f_pad(cx, node, x, pad, mode="constant", value=None):
 
 def _f_stack(cx, node, xs, dim=0):
     """``torch.stack(maps)`` read only by ``.sum(0)`` (smp FPN's merge): the sum, as adds."""
+    if xs.kind == "tuple" and dim == 1 and len(xs.items) > 1 and all(
+            isinstance(v, _Val) and v.kind == "tensor" and len(v.shape or ()) == 4 and
+            v.shape == xs.items[0].shape for v in xs.items):
+        # SKNet's paths stacked on a new dim 1, summed or weighted over it (split attention)
+        return _Val("radix_maps", items=list(xs.items), shape=_shape_of(node))
     if xs.kind != "tuple" or dim != 0:
         _unsupported("stack other than of maps along a new dim 0 summed at once")
     return _Val("stack", items=list(xs.items), shape=_shape_of(node))
 
 
+def _f_softmax(cx, node, x, dim=None, *rest, **kw):
+    """Refused with what it is: the radix softmax of split attention (ResNeSt's ``rSoftMax``,
+    SKNet's selective kernel) runs across a reshaped attention vector, which the spec's
+    channel-wise softmax is not."""
+    dim = kw.get("dim", dim)
+    if isinstance(x, _Val) and x.kind in ("radix", "shuffle"):
+        return cx.radix_softmax(node, x, dim)
+    _unsupported(f"softmax over dim {dim} of a {list(getattr(x, 'shape', None) or [])} tensor "
+                 "(a split attention's softmax across its radix, ResNeSt / SKNet: no spec form "
+                 "yet)")
+
+
 def _m_sum(cx, node, x, dim=None, keepdim=False, **kw):
     dim = kw.get("dim", dim)
+    if x.kind in ("shuffle", "radix_prod", "radix_maps"):
+        return cx.radix_sum(node, x, dim)
     if x.kind != "stack" or dim not in (0, (0,), [0]) or keepdim:
         _unsupported("sum other than of a stack of maps over its dim 0")
     acc = x.items[0]
@@ -464,13 +510,13 @@ FUNCTION_OPS: dict[str, Callable] = {
     "getitem": _f_getitem,
     "dropout": _f_dropout,
     "chunk": _f_chunk, "split": _f_split, "pad": _f_pad, "stack": _f_stack,
-    "mean": _f_mean,
+    "mean": _f_mean, "sum": _m_sum,
     "getattr": _shape_op, "floordiv": _shape_op,
     "batch_norm": _f_batch_norm, "_assert": _f_assert, "conv2d": _f_conv2d,
     "eq": _f_compare, "ne": _f_compare, "lt": _f_compare, "le": _f_compare, "gt": _f_compare,
     "ge": _f_compare,
     "reshape": _f_view, "transpose": _f_transpose, "channel_shuffle": _f_channel_shuffle,
-    "permute": _f_permute,
+    "permute": _f_permute, "softmax": _f_softmax,
     # enrolled when the spec language has them (h23ops): "softmax", ...
 }
 
@@ -481,7 +527,7 @@ METHOD_OPS: dict[str, Callable] = {
     "relu": _f_act("relu"), "relu_": _f_act("relu"), "sigmoid": _f_act("sigmoid"),
     "tanh": _f_act("tanh"),
     "flatten": _f_flatten,
-    "chunk": _f_chunk, "split": _f_split, "sum": _m_sum,
+    "chunk": _f_chunk, "split": _f_split, "sum": _m_sum, "softmax": _f_softmax,
     "mean": _f_mean,
     "contiguous": _f_dropout,
     "view": _f_view, "reshape": _f_view, "transpose": _f_transpose, "permute": _f_permute,

@@ -50,6 +50,8 @@ class _Ctx:
         self.taken: set[str] = set()
         self._renamed: dict[str, str] = {}     # an add renamed after its activation module
         self.called: set[str] = set()          # modules with weights already made a layer
+        self.constants: dict[str, tuple[int, ...]] = {}   # learned scalars: key -> shape
+        self._radix_split: dict[str, list] = {}  # a map split into its radix groups, once
 
     # -- names
     def _unique(self, name: str) -> str:
@@ -252,6 +254,12 @@ class _Ctx:
             return _Val("shuffle", shape=out, const=(x, False, out[1]))
         if x.kind == "tensor" and out == s:
             return x
+        if x.kind == "tensor" and len(s) == 4 and s[2:] == (1, 1) and out is not None and \
+                len(out) == 4 and out[0] == s[0] and out[1] == 1 and out[2] * out[3] == s[1]:
+            # split attention's attention vector viewed as [N, cardinality 1, radix, C/radix]
+            return _Val("radix", shape=out, const=(x, out[2], False))
+        if x.kind == "radix_attn" and out is not None:
+            return _Val("radix_attn", items=x.items, shape=out)   # reshape / view: the same
         if x.kind == "tensor" and len(s) == 4 and out is not None and len(out) == 2 and \
                 out == (s[0], s[1] * s[2] * s[3]):
             return self.flatten(node, 1, -1, x)          # x.view(x.size(0), -1)
@@ -259,6 +267,8 @@ class _Ctx:
                      "channel shuffle's: [N, C, H, W] to [N, g, C/g, H, W], transpose(1, 2), back)")
 
     def transpose(self, node, x, d0, d1):
+        if x.kind == "radix" and not x.const[2] and sorted((d0 % 4, d1 % 4)) == [1, 2]:
+            return _Val("radix", shape=_shape(node), const=(x.const[0], x.const[1], True))
         if x.kind == "shuffle" and not x.const[1] and sorted((d0 % 5, d1 % 5)) == [1, 2]:
             return _Val("shuffle", shape=_shape(node), const=(x.const[0], True, x.const[2]))
         _unsupported(f"transpose of dims {d0}, {d1} of a {list(x.shape or ())} tensor (only dims "
@@ -292,6 +302,86 @@ class _Ctx:
             _unsupported("a layer norm with a weight but no bias")
         return self.layer(node, "layer_norm", {"eps": float(eps), "affine": weight is not None},
                           [x])
+
+    # -- split attention (ResNeSt's SplitAttn + RadixSoftmax, cardinality 1, radix 2): the map
+    # viewed [N, r, C/r, H, W] is a "shuffle" value (as the channel shuffle's first view), its
+    # sum over dim 1 the adds of its r channel groups; the attention vector viewed [N, 1, r,
+    # C/r] and transposed is a "radix" value, whose softmax over the radix is, at r = 2,
+    # sigmoid(z0 - z1) and sigmoid(z1 - z0): a "radix_attn" value of r per-group vectors; the
+    # map times it is r multiplies ("radix_prod"), summed over dim 1 by adds.
+    def _groups(self, node, x5):
+        if x5.kind == "radix_maps":              # SKNet's torch.stack(paths, dim=1)
+            return x5.items
+        src, swapped, r = x5.const
+        if swapped:
+            _unsupported("a split attention over a transposed view")
+        if src.tensor not in self._radix_split:
+            c = src.shape[1]
+            items = self.split(node, [c // r] * r, src).items
+            self.producer_of(items[0]).fx = ""      # no module value is this split
+            self._radix_split[src.tensor] = items
+        return self._radix_split[src.tensor]
+
+    def producer_of(self, v: _Val) -> Layer:
+        return next(l for l in reversed(self.layers) if l.outputs and v.tensor in l.outputs)
+
+    def radix_sum(self, node, x, dim):
+        if dim not in (1, -4) or x.kind not in ("shuffle", "radix_prod", "radix_maps"):
+            _unsupported(f"sum over dim {dim} of a {list(x.shape or [])} view (only a split "
+                         "attention's sum over its radix, dim 1)")
+        items = self._groups(node, x) if x.kind == "shuffle" else x.items
+        acc = items[0]
+        for i, item in enumerate(items[1:], 1):
+            if acc.layer is not None:
+                acc.layer.fx = ""                # a partial sum: no module value
+            acc = self.binary(node, "add", acc, item, name=self.name_for(node, "add"))
+        return acc
+
+    def radix_softmax(self, node, x, dim):
+        if x.kind == "shuffle":                  # SKNet: the logits viewed [N, r, C/r, 1, 1]
+            z, vec, r = x.const
+            ok = not vec and tuple(z.shape[2:]) == (1, 1) and dim % 5 == 1
+            swapped = True
+        else:
+            z, r, swapped = x.const
+            ok = dim % 4 == 1
+        if not (swapped and ok) or r != 2:
+            _unsupported(f"softmax over dim {dim} of a {list(x.shape or [])} tensor (only a split "
+                         "attention's softmax across a radix of 2, ResNeSt)")
+        c = z.shape[1]
+        z0, z1 = self.split(node, [c // 2, c // 2], z).items
+        self.producer_of(z0).fx = ""
+        out = []
+        for a, b in ((z0, z1), (z1, z0)):        # softmax of two: sigmoid of the difference
+            v = self.layer(node, "subtract", {"act": "sigmoid"}, [a, b],
+                           name=self.name_for(node, "softmax"))
+            v.layer.fx, v.shape = "", a.shape
+            v.layer.parts = ["softmax() over a radix of 2: sigmoid(z_i - z_j)"]
+            out.append(v)
+        return _Val("radix_attn", items=out, shape=_shape(node))
+
+    def radix_multiply(self, node, x5, attn):
+        if len(attn.items) != (len(x5.items) if x5.kind == "radix_maps" else x5.const[2]):
+            _unsupported("a split attention whose radix differs from its map's view")
+        prods = []
+        for g, a in zip(self._groups(node, x5), attn.items):
+            v = self.binary(node, "multiply", g, a, name=self.name_for(node, "mul"))
+            v.layer.fx, v.shape = "", g.shape
+            prods.append(v)
+        return _Val("radix_prod", items=prods, shape=_shape(node))
+
+    def scalar_param(self, node, op, x, p):
+        """``x * s`` / ``x + b`` / ``x - b`` with a learned one-value parameter (hgnetv2's
+        LearnableAffineBlock): a binary layer reading a spec constant loaded from that key."""
+        if x.kind != "tensor" or len(x.shape or ()) != 4:
+            _unsupported(f"{op} of a {x.kind} {list(x.shape or ())} value by the scalar "
+                         f"parameter {p.const} (only of an NCHW map)")
+        key = str(p.const)
+        if key in self.constants:
+            _unsupported(f"the parameter {key} read twice")
+        self.constants[key] = tuple(int(v) for v in (p.shape or (1,))) or (1,)
+        self.taken.add(key)
+        return self.layer(node, op, {"act": None}, [x, _Val("tensor", key)])
 
     def layer_scale(self, node, p, x):
         """``param * x`` with a per-channel parameter: [C, 1, 1] on NCHW, [C] on channels-last."""
@@ -450,6 +540,11 @@ def trace(module, example_input, *, partial: bool = False) -> Traced:
                     bad.append(Unsupported("output", key or "(output)", _source_of(node),
                                            f"an output that is a {getattr(v, 'kind', 'value')}, "
                                            "not a map", node.name))
+                elif stop is None and r is not None and not isinstance(r, fx.Node):
+                    # a nested list / dict or a Python value: never dropped in silence
+                    bad.append(Unsupported("output", key or "(output)", _source_of(node),
+                                           f"an output that is a {_what(r)} (only a "
+                                           "map, or one dict / tuple of maps)", node.name))
             continue
         kind = _kind(node, mods)
         if node.op == "call_module":
@@ -521,7 +616,7 @@ def trace(module, example_input, *, partial: bool = False) -> Traced:
             continue
         env[node.name] = v if isinstance(v, _Val) else _Val("const", const=v)
 
-    unused = _unused_prefixes(module, cx.layers)
+    unused = _unused_prefixes(module, cx.layers, cx.constants)
     # tensor renames (an add named after its activation module) in later layers' inputs
     ren = cx._renamed
     if ren:
@@ -542,7 +637,7 @@ def trace(module, example_input, *, partial: bool = False) -> Traced:
             n in taken and n != t for n, t in zip(out_names, outputs)) else ()
     return Traced(cx.layers, input_name or "input", tuple(example_input.shape), outputs, out_fx,
                   bad, f"{type(module).__module__}.{type(module).__qualname__}", unused, stop, gm,
-                  names)
+                  names, dict(cx.constants))
 
 
 def _drop_dead(graph) -> None:
@@ -648,10 +743,18 @@ def _concrete_tracer(base, example_input):
     return Concrete
 
 
-def _unused_prefixes(module, layers: list[Layer]) -> tuple[str, ...]:
+def _what(r) -> str:
+    """A Python value's kind, as the user wrote it (fx keeps dicts / lists as immutable_*)."""
+    for base in (dict, list, tuple):
+        if isinstance(r, base):
+            return base.__name__
+    return type(r).__name__
+
+
+def _unused_prefixes(module, layers: list[Layer], constants=()) -> tuple[str, ...]:
     """Key prefixes of the modules holding parameters that no layer reads (GoogLeNet's aux
     heads, everything after a --partial stop): the highest such module of each subtree."""
-    used = set()
+    used = {k.rpartition(".")[0] for k in constants}     # learned scalars' owners
     for lay in layers:
         if lay.op in ("conv2d", "conv_transpose2d", "linear", "batch_norm", "layer_norm",
                       "group_norm", "grn", "layer_scale"):
