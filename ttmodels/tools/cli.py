@@ -100,6 +100,27 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--device", type=device_name, metavar="NAME",
                    help="plan for this system's chip (n150 or p150; the sim runs the plan)")
 
+    p = sub.add_parser("precision", help="resolve 'precision: auto': the cheapest precision per "
+                       "layer that keeps the outputs at a PCC target (docs/spec.md)")
+    p.add_argument("spec", help=SPEC_HELP)
+    _add_shape_args(p)
+    p.add_argument("--weights", default="random",
+                   help="random | pretrained | FILE (default: %(default)s)")
+    p.add_argument("--ignore", action="append", metavar="PREFIX",
+                   help="drop the weights' keys under PREFIX; repeatable")
+    p.add_argument("--input", metavar="NPY",
+                   help="calibration input (.npy, float, NCHW or CHW) instead of seeded "
+                        "synthetic images")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the synthetic calibration images (default: %(default)s)")
+    p.add_argument("--pcc", type=_threshold, default=None,
+                   help="the outputs' PCC target (default: the spec's auto pcc, else 0.99)")
+    p.add_argument("-o", "--output", metavar="YAML",
+                   help="write the spec with its resolved_precision: section here (the spec "
+                        "itself is never changed)")
+    p.add_argument("--device", type=device_name, metavar="NAME",
+                   help="cost the precisions on this system's chip (n150 or p150)")
+
     p = sub.add_parser("verify", help="run the plan for real through the installed ttnn on a mock "
                        "device (no card): ttnn's own validation, allocator (addresses, "
                        "fragmentation, CB placement), memory configs and L1 figures per step")
@@ -277,6 +298,12 @@ def _run(args) -> int:
                            image=args.image, weights=args.weights, threshold=args.threshold,
                            plot=args.plot, ignore=args.ignore, key_map=args.key_map,
                            input_npy=args.input, device=args.device)
+    if args.cmd == "precision":
+        from .precision import run_precision
+        return run_precision(args.spec, weights=args.weights, batch_size=args.batch,
+                             input_size=size, profile=args.profile, target=args.pcc,
+                             input_npy=args.input, seed=args.seed, output=args.output,
+                             ignore=args.ignore, device=args.device)
     if args.cmd == "verify":
         from .verify import verify
         from ..runtime.mesh import resolve_target
