@@ -156,6 +156,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--name", help="the spec's name (default: the callable's)")
     p.add_argument("--partial", action="store_true",
                    help="write the spec up to the first unsupported node (named as its output)")
+    p.add_argument("--no-precision", action="store_true",
+                   help="leave 'precision: auto' unresolved (HiFi4, bfloat16 weights) instead of "
+                        "resolving it on the module's weights (slow on big models)")
     p.add_argument("--no-check", action="store_true",
                    help="skip the float32 self-check against the module")
     p.add_argument("--force", action="store_true",
@@ -337,7 +340,8 @@ def _run(args) -> int:
         from .importer import run_import
         return run_import(args.module, args.output, batch=args.batch, input_size=args.input_size,
                           channels=args.channels, name=args.name, partial=args.partial,
-                          check=not args.no_check, force=args.force)
+                          check=not args.no_check, force=args.force,
+                          resolve_precision=not args.no_precision)
     if args.cmd == "probe-1x1":
         from .probe import run_probe
         return run_probe(args.spec, batch_size=args.batch, input_size=size, profile=args.profile,

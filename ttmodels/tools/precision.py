@@ -221,10 +221,10 @@ def _rank(p: Precision) -> tuple:
 SECTION = "resolved_precision"
 
 
-def section_text(res: Resolution, how: str) -> str:
+def section_text(res: Resolution, how: str, by: str = "ttmodels precision") -> str:
     """The ``resolved_precision:`` section for ``res``, with the measured PCC in its comment."""
     pcc = ", ".join(f"{k} {v:.4f}" for k, v in res.pcc.items())
-    lines = [f"# precision: auto, resolved by `ttmodels precision` ({how}): target PCC "
+    lines = [f"# precision: auto, resolved by `{by}` ({how}): target PCC "
              f"{res.target}, measured {pcc}{'' if res.met else ' (TARGET NOT MET)'};",
              f"# estimated {res.us:,.1f} µs for these layers (all HiFi4 / bfloat16 weights: "
              f"{res.us_max:,.1f} µs). Where HiFi2 or LoFi stays, its measured PCC above is why.",
@@ -299,3 +299,17 @@ def run_precision(spec, *, weights="random", batch_size=1, input_size=None, prof
         Path(output).write_text(write_section(src.read_text(), section_text(res, how)))
         print(f"wrote {output}")
     return 0 if res.met else 1
+
+
+def resolve_text(text: str, weights, x, *, ignore=None, how: str = "") -> tuple[str, Resolution]:
+    """A spec's YAML ``text`` with its auto precision resolved on input ``x`` (NCHW; its batch
+    and size are the graph's) with ``weights`` (any ``load_state_dict`` source, e.g. the module
+    an import came from): the text with its ``resolved_precision:`` section, and the result."""
+    from ..language.spec import load_graph
+    from ..weights import load_state_dict
+    n, _, h, w = x.shape
+    graph = load_graph(text, batch_size=n, input_size=(h, w))
+    sd = load_state_dict(weights, graph, ignore=ignore)
+    res = resolve_graph(graph, sd, x)
+    how = how or f"the input it was imported on, {h}x{w}, batch {n}"
+    return write_section(text, section_text(res, how, by="ttmodels import")), res

@@ -178,13 +178,12 @@ class Reason:
     output: float         # the rest: the output's rounding to its dtype (and the op's own)
 
     def main(self, inherited: float) -> str:
-        """The cause to show: the largest share of the local error, or "inherited" when the
-        layer's inputs carried more error than the layer itself added."""
-        if inherited > self.local:
-            return "inherited"
+        """The cause to show: the largest share of the local error, after "inherited; own:"
+        when the layer's inputs carried more error than the layer itself added."""
         shares = {"fidelity": self.fidelity, "weight format": self.weights,
                   "Dest rounding": self.dest, "output rounding": self.output}
-        return max(shares, key=shares.get)
+        own = max(shares, key=shares.get)
+        return f"inherited; own: {own}" if inherited > self.local else own
 
 
 def attribute(errs: LocalErrors, graph: Graph) -> dict[str, Reason]:

@@ -42,6 +42,9 @@ def warn_precision(graph: Graph) -> None:
                 "to the precision for float32", names[0], where, more)
 
 
+_WARNED: set[str] = set()
+
+
 def warn_unresolved_auto(graph: Graph) -> None:
     """One warning per graph when layers under ``precision: auto`` have no resolved choice: they
     run at HiFi4 with bfloat16 weights until ``ttmodels precision`` writes one."""
@@ -49,6 +52,9 @@ def warn_unresolved_auto(graph: Graph) -> None:
     if not todo:
         return
     where = todo[0].auto.loc or graph.source
+    if str(where) in _WARNED:           # once per declaration and process, not per load
+        return
+    _WARNED.add(str(where))
     log.warning("%s: 'precision: auto' is not resolved for %d layer(s) (first: %s): they run at "
                 "HiFi4 with bfloat16 weights; `ttmodels precision SPEC --weights W -o OUT.yaml` "
                 "picks the cheapest precision per layer that holds PCC %.4g", where, len(todo),
