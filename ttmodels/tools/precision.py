@@ -275,11 +275,14 @@ def run_precision(spec, *, weights="random", batch_size=1, input_size=None, prof
         if problem:
             print(f"error: -o {output}: {problem}", file=sys.stderr)
             return 2
-    graph = load_graph(spec, batch_size=batch_size, input_size=input_size, profile=profile)
-    (iname, s), = graph.inputs.items() if len(graph.inputs) == 1 else ((None, None),)
+    x = None
     if input_npy is not None:
         x = read_input(input_npy, batch_size)
-    else:
+        if input_size is None:
+            input_size = tuple(x.shape[-2:])
+    graph = load_graph(spec, batch_size=batch_size, input_size=input_size, profile=profile)
+    (iname, s), = graph.inputs.items() if len(graph.inputs) == 1 else ((None, None),)
+    if x is None:
         x = synthetic_images(s.n, s.c, s.h, s.w, seed=seed)
     sd = load_state_dict(weights, graph, ignore=ignore)
     res = resolve_graph(graph, sd, x, target=target, arch=resolve_target(device).arch,

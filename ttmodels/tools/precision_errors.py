@@ -44,7 +44,7 @@ def nmse_of_pcc(p: float) -> float:
 def has_fused_act(node: Node) -> bool:
     """A fused activation reads the Dest register: only then does ``fp32_accum`` change what
     the sim computes (its float32 SFPU forms instead of the 16-bit Dest's)."""
-    return node.attrs.get("act") is not None
+    return node.attrs.get("activation") is not None
 
 
 def candidates(node: Node) -> list[Precision]:
