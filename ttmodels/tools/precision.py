@@ -245,9 +245,12 @@ def write_section(text: str, section: str) -> str:
         end = start + 1
         while end < len(lines) and (not lines[end].strip() or lines[end][0] in " \t#"):
             end += 1
-        while start > 0 and lines[start - 1].startswith("# precision: auto, resolved") or \
-                start > 0 and lines[start - 1].startswith("# estimated "):
-            start -= 1
+        top = start                 # the section's own comment: from its first line
+        while top > 0 and lines[top - 1].startswith("#"):
+            top -= 1
+            if lines[top].startswith("# precision: auto, resolved"):
+                start = top
+                break
         lines[start:end] = []
     body = "".join(lines)
     if body and not body.endswith("\n"):
