@@ -56,7 +56,11 @@ def test_config_loads_with_unique_names_and_weights(name, profile):
     assert all(n.weights is None for n in g.nodes if n.op not in ops.PARAMETRIC)
     want = Precision("bfloat8_b", "bfloat8_b", "LoFi") if profile else \
         Precision("bfloat8_b", "bfloat16", "HiFi2")
-    if name.startswith("yolov8") and not profile:
+    if name == "yolov8s" and not profile:
+        # HiFi3 (HiFi2's truncated activation bit costs PCC on others' weights; issue 33);
+        # precision: auto is yolov8n's (yolov8s's resolution did not finish in time)
+        want = Precision("bfloat16", "bfloat16", "HiFi3")
+    elif name.startswith("yolov8") and not profile:
         # precision: auto, resolved in the spec on Ultralytics-initialised weights (issue 33):
         # every matmul layer has its choice; the activations stay bfloat16
         from ttmodels.language.graph import AUTO_OPS
