@@ -111,6 +111,7 @@ class _Compiler(_Sections, _Expansion):
         if name is None:
             name = Path(self.source).stem if not self.source.startswith("<") else "model"
         input_precision = Precision(**{k: v for k, v in ctx.precision.items() if k != "auto"})
+        self.apply_resolved(self.nodes)
         self.check_resolved()
         ignore_weights = self.parse_ignore_weights(top.get("ignore_weights"), tm)
         graph = Graph(name=name, inputs=self.inputs, nodes=self.nodes, constants=self.constants,

@@ -3,6 +3,7 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
@@ -187,19 +188,25 @@ class _Sections:
 
     def node_precision(self, prec: dict, name: str, op: str) -> tuple[Precision, AutoPrecision | None]:
         """A layer's ``Precision`` from its merged fields, and its ``AutoPrecision`` when it is a
-        matmul op under ``precision: auto``: the ``resolved_precision`` entry's choice, else
-        (unresolved) HiFi4 with bfloat16 weights, the most any choice gives."""
+        matmul op under ``precision: auto``; unresolved (until ``apply_resolved``) it runs at
+        HiFi4 with bfloat16 weights, the most any choice gives."""
         fields = {k: v for k, v in prec.items() if k != "auto"}
         auto = prec.get("auto")
         if auto is None or op not in AUTO_OPS:
             return Precision(**fields), None
-        hit = self.resolved.get(name)
-        if hit is not None:
-            self.resolved_used.add(name)
-            fields.update(hit[0])
-            return Precision(**fields), AutoPrecision(auto.pcc, auto.loc, resolved=True)
         fields.update(math_fidelity="HiFi4", weights="bfloat16")
         return Precision(**fields), auto
+
+    def apply_resolved(self, nodes) -> None:
+        """Give each auto layer its ``resolved_precision`` entry, by its final name (after the
+        outputs' renames, which is how ``ttmodels precision`` writes them)."""
+        for n in nodes:
+            hit = self.resolved.get(n.name)
+            if n.auto is None or hit is None:
+                continue
+            self.resolved_used.add(n.name)
+            n.precision = dataclasses.replace(n.precision, **hit[0])
+            n.auto = dataclasses.replace(n.auto, resolved=True)
 
     def parse_layout(self, v, m, key, layer, ctx: _Ctx) -> LayoutPolicy:
         v = self.ev(ctx, v, m, key, layer)
