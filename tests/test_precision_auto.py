@@ -63,6 +63,16 @@ resolved_precision:
     assert {n.precision.math_fidelity for n in fast.nodes if n.name != "c4"} == {"LoFi"}
 
 
+def test_resolved_entries_name_layers_after_the_outputs_renames():
+    """``ttmodels precision`` writes the graph's names, so an output renamed by ``outputs:``
+    (yolov8n's heads) is found under its new name."""
+    g = load_graph(SMALL + "outputs: {logits: fc}\nresolved_precision:\n"
+                           "  logits: {math_fidelity: LoFi, weights: bfloat8_b}\n")
+    n = g.node("logits")
+    assert n.auto.resolved and n.precision.math_fidelity == "LoFi"
+    assert not g.node("c1").auto.resolved
+
+
 @pytest.mark.parametrize("edit, line, words", [
     (("auto: true", "auto: {pcc: 1.5}"), 5, "between 0 and 1"),
     (("auto: true", "auto: {pcc: 0.99, margin: 2}"), 5, "unknown field 'margin'"),
