@@ -69,12 +69,16 @@ def import_module(module, example_input, *, name: str | None = None, partial: bo
             raise ImportError_(f"{tr.module_class}: the imported spec does not reproduce the "
                                f"module: {res.summary()}")
     if resolve_precision and not tr.partial_stop:
+        from ...errors import Error
         from ..precision import resolve_text
-        text, res = resolve_text(text, module, example_input,
-                                 ignore=list(tr.unused_prefixes) or None)
+        try:
+            text, res = resolve_text(text, module, example_input,
+                                     ignore=list(tr.unused_prefixes) or None)
+            said = res.summary()
+        except Error as e:      # no conv / linear, or it does not plan: stays unresolved
+            said = f"left unresolved (HiFi4, bfloat16 weights): {_first_line(e)}"
         out = _replace_text(out, text)
-        out.report = (out.report + "\n" if out.report else "") + "precision: auto: " + \
-            res.summary()
+        out.report = (out.report + "\n" if out.report else "") + "precision: auto: " + said
     return out
 
 
