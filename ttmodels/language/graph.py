@@ -139,6 +139,23 @@ class Precision:
     fp32_accum: bool = False          # fp32_dest_acc_en in the compute kernel config
 
 
+# ``precision: auto`` (docs/spec.md "Precision planning"): the ops whose precision the resolver
+# picks (the matmul ops: their math fidelity and weights dtype are what the FPU multiplies), and
+# the PCC target of the model's outputs when the spec gives none.
+AUTO_OPS = ("conv2d", "linear", "conv_transpose2d")
+AUTO_PCC = 0.99
+
+
+@dataclass(frozen=True)
+class AutoPrecision:
+    """A layer under ``precision: auto``: the outputs' PCC target, where the auto was declared,
+    and whether the spec's ``resolved_precision:`` gave this layer its precision (unresolved, it
+    runs at HiFi4 with bfloat16 weights: the most any auto choice could give)."""
+    pcc: float = AUTO_PCC
+    loc: "SourceLoc | None" = None
+    resolved: bool = False
+
+
 @dataclass(frozen=True)
 class LayoutPolicy:
     """What the spec asks for a layer's output memory: a kind, a buffer, and optionally a grid."""
@@ -171,6 +188,8 @@ class Node:
     # Named outputs (``split``): full tensor name (``csp1.a``) -> its shape, in order. Empty for
     # single-output ops, whose one tensor is the node's name; ``shape`` is then the whole input.
     outputs: dict[str, TensorShape] = field(default_factory=dict)
+    # ``precision: auto`` on this layer (a matmul op under an auto scope), else None
+    auto: AutoPrecision | None = None
 
     def __post_init__(self):
         typed = ATTRS.get(self.op)

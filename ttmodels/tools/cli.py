@@ -101,6 +101,27 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--device", type=device_name, metavar="NAME",
                    help="plan for this system's chip (n150 or p150; the sim runs the plan)")
 
+    p = sub.add_parser("precision", help="resolve 'precision: auto': the cheapest precision per "
+                       "layer that keeps the outputs at a PCC target (docs/spec.md)")
+    p.add_argument("spec", help=SPEC_HELP)
+    _add_shape_args(p)
+    p.add_argument("--weights", default="random",
+                   help="random | pretrained | FILE (default: %(default)s)")
+    p.add_argument("--ignore", action="append", metavar="PREFIX",
+                   help="drop the weights' keys under PREFIX; repeatable")
+    p.add_argument("--input", metavar="NPY",
+                   help="calibration input (.npy, float, NCHW or CHW) instead of seeded "
+                        "synthetic images")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the synthetic calibration images (default: %(default)s)")
+    p.add_argument("--pcc", type=_threshold, default=None,
+                   help="the outputs' PCC target (default: the spec's auto pcc, else 0.99)")
+    p.add_argument("-o", "--output", metavar="YAML",
+                   help="write the spec with its resolved_precision: section here (the spec "
+                        "itself is never changed)")
+    p.add_argument("--device", type=device_name, metavar="NAME",
+                   help="cost the precisions on this system's chip (n150 or p150)")
+
     p = sub.add_parser("verify", help="run the plan for real through the installed ttnn on a mock "
                        "device (no card): ttnn's own validation, allocator (addresses, "
                        "fragmentation, CB placement), memory configs and L1 figures per step")
@@ -136,6 +157,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--name", help="the spec's name (default: the callable's)")
     p.add_argument("--partial", action="store_true",
                    help="write the spec up to the first unsupported node (named as its output)")
+    p.add_argument("--no-precision", action="store_true",
+                   help="leave 'precision: auto' unresolved (HiFi4, bfloat16 weights) instead of "
+                        "resolving it on the module's weights (slow on big models)")
     p.add_argument("--no-check", action="store_true",
                    help="skip the float32 self-check against the module")
     p.add_argument("--force", action="store_true",
@@ -281,6 +305,12 @@ def _run(args) -> int:
                            image=args.image, weights=args.weights, threshold=args.threshold,
                            plot=args.plot, ignore=args.ignore, key_map=args.key_map,
                            input_npy=args.input, device=args.device)
+    if args.cmd == "precision":
+        from .precision import run_precision
+        return run_precision(args.spec, weights=args.weights, batch_size=args.batch,
+                             input_size=size, profile=args.profile, target=args.pcc,
+                             input_npy=args.input, seed=args.seed, output=args.output,
+                             ignore=args.ignore, device=args.device)
     if args.cmd == "verify":
         from .verify import verify
         from ..runtime.mesh import resolve_target
@@ -314,7 +344,8 @@ def _run(args) -> int:
         from .importer import run_import
         return run_import(args.module, args.output, batch=args.batch, input_size=args.input_size,
                           channels=args.channels, name=args.name, partial=args.partial,
-                          check=not args.no_check, force=args.force)
+                          check=not args.no_check, force=args.force,
+                          resolve_precision=not args.no_precision)
     if args.cmd == "probe-1x1":
         from .probe import run_probe
         return run_probe(args.spec, batch_size=args.batch, input_size=size, profile=args.profile,

@@ -2,6 +2,9 @@
 
 ``ttmodels compare SPEC`` runs both side by side on one input and prints each layer's PCC and max
 abs error, marking the first layer whose PCC falls below the threshold (where the error starts).
+On the sim it also gives each layer's local PCC (its inputs exact) and the largest cause of what
+the layer loses: its math fidelity, its weights' format, the 16-bit Dest's rounding, the output's
+rounding, or "inherited" from its inputs (``precision_errors``).
 """
 from __future__ import annotations
 
@@ -21,6 +24,11 @@ class LayerDiff:
     # no correlation to measure, so the row is judged by ``max_abs`` against ``ref_abs``
     ref_constant: bool = False
     ref_abs: float = 0.0            # the reference's largest magnitude
+    # the layer's own PCC with exact inputs (its inputs the reference's), and the main cause of
+    # what it loses (``precision_errors.Reason.main``): "fidelity", "weight format", "Dest
+    # rounding", "output rounding", or "inherited" (its inputs carried more than it added)
+    local_pcc: float | None = None
+    reason: str = ""
 
     def tolerance(self, threshold: float) -> float:
         """A constant reference's allowed max abs error: the share of its magnitude (at least
@@ -71,7 +79,8 @@ def compare_layers(spec, *, weights="random", image=None, batch_size=1, input_si
     plan = plan_graph(graph, arch=resolve_target(device).arch)
     be = open_backend(backend)
     try:
-        ex = Executor(plan, prepare_parameters(graph, sd), be, keep_params=True)
+        params = prepare_parameters(graph, sd)
+        ex = Executor(plan, params, be, keep_params=True)
         got = ex.run({name: x}, keep_all=True)
         rows = []
         for pl in plan.layers:
@@ -84,9 +93,29 @@ def compare_layers(spec, *, weights="random", image=None, batch_size=1, input_si
                                       float((r - out).abs().max()), float(r.std()),
                                       ref_constant=bool((r == r.flatten()[0]).all()),
                                       ref_abs=float(r.abs().max())))
+        if backend == "sim":
+            _attribute(rows, plan, params, ref, be)
         return rows
     finally:
         be.close()
+
+
+def _attribute(rows: list[LayerDiff], plan, params, ref, be) -> None:
+    """Each row's local PCC and the cause of its drop, from one sim run whose layers read the
+    reference's inputs, each matmul layer also at HiFi4, then bfloat16 weights, then fp32_accum
+    (``precision_errors``)."""
+    from .precision_errors import (attribute, attribution_variants, local_errors, nmse_of_pcc,
+                                   pcc_of_nmse)
+    errs = local_errors(plan, params, ref, be, variants=attribution_variants)
+    why = attribute(errs, plan.graph)
+    owner = {t: n.name for n in plan.graph.nodes for t in n.tensors}
+    for r in rows:
+        w = why.get(owner.get(r.name, r.name))
+        if w is None or r.ref_constant:
+            continue
+        r.local_pcc = pcc_of_nmse(w.local)
+        full = nmse_of_pcc(r.pcc) if r.pcc > 0 else float("inf")
+        r.reason = w.main(max(0.0, full - w.local))
 
 
 def _image_batch(image, shape):
@@ -113,8 +142,9 @@ def _image_batch(image, shape):
 def format_table(rows: list[LayerDiff], threshold: float) -> str:
     first_bad = next((i for i, r in enumerate(rows) if not r.passes(threshold)), None)
     w = max([len(r.name) for r in rows] + [5])
+    why = any(r.reason for r in rows)
     lines = [f"{'layer':<{w}}  {'op':<15} {'shape NHWC':<20} {'PCC':>9} {'max abs err':>12} "
-             f"{'ref std':>9}"]
+             f"{'ref std':>9}" + (f" {'local PCC':>9}  {'why (largest cause)':<30}" if why else "")]
     for i, r in enumerate(rows):
         mark = "  <-- first below %.4g" % threshold if i == first_bad else (
             "  *" if not r.passes(threshold) else "")
@@ -122,8 +152,10 @@ def format_table(rows: list[LayerDiff], threshold: float) -> str:
             mark = (mark or "  ") + f" (constant reference: max abs err <= " \
                 f"{r.tolerance(threshold):.3g} decides)"
         pcc = f"{'const':>9}" if r.ref_constant else f"{r.pcc:9.6f}"
+        local = "" if not why else (f" {r.local_pcc:9.6f}  {r.reason:<30}" if r.reason
+                                    else f" {'':9}  {'':<30}")
         lines.append(f"{r.name:<{w}}  {r.op:<15} {r.shape:<20} {pcc} {r.max_abs:12.5g} "
-                     f"{r.ref_std:9.4g}{mark}")
+                     f"{r.ref_std:9.4g}{local}{mark}")
     varied = [r for r in rows if not r.ref_constant]
     lowest = "" if not varied else "lowest PCC {0.pcc:.6f} at {0.name}; ".format(
         min(varied, key=lambda r: r.pcc))

@@ -11,11 +11,11 @@ from .._yaml import YList, YMap
 from ...errors import SpecError
 from ... import ops
 from ...ops import BINARY
-from ..graph import Constant, Graph, LayoutPolicy, Node, Precision, SourceLoc, TensorShape
+from ..graph import AUTO_OPS, Constant, Graph, LayoutPolicy, Node, Precision, SourceLoc, TensorShape
 from .documents import _BlockDef, _Documents
 from .expansion import _Expansion
 from .fields import _Ctx, _Fields, _OpInput
-from .precision_notes import warn_precision
+from .precision_notes import warn_precision, warn_unresolved_auto
 from .schema import MAX_DIM, MAX_GRAPH_NODES, _err, _is_int, _suggest, _typename, _where
 from .sections import _Sections
 
@@ -95,6 +95,8 @@ class _Compiler(_Sections, _Expansion):
         ctx = _Ctx(prefix="", params={}, layout=LayoutPolicy(), precision={}, top=True)
         ctx.params = self.parse_params(ctx, top.get("params"), tm)
         self.parse_precision_defaults(ctx, top, tm)
+        self.resolved = self.parse_resolved_precision(top.get("resolved_precision"), tm, ctx)
+        self.resolved_used: set[str] = set()
         self.parse_inputs(top.get("inputs"), tm)
         self.parse_constants(ctx, top.get("constants"), tm)
         layers = top.get("layers")
@@ -108,13 +110,29 @@ class _Compiler(_Sections, _Expansion):
             raise _err("'name' must be a string", tm, "name")
         if name is None:
             name = Path(self.source).stem if not self.source.startswith("<") else "model"
-        input_precision = Precision(**ctx.precision)
+        input_precision = Precision(**{k: v for k, v in ctx.precision.items() if k != "auto"})
+        self.apply_resolved(self.nodes)
+        self.check_resolved()
         ignore_weights = self.parse_ignore_weights(top.get("ignore_weights"), tm)
         graph = Graph(name=name, inputs=self.inputs, nodes=self.nodes, constants=self.constants,
                       outputs=outputs, source=self.source, input_precision=input_precision,
                       ignore_weights=ignore_weights, batch=batch)
         warn_precision(graph)
+        warn_unresolved_auto(graph)
         return graph
+
+    def check_resolved(self) -> None:
+        """Every ``resolved_precision`` entry names a layer of the graph (an entry for a layer
+        that is not under ``precision: auto`` in this profile is not applied)."""
+        names = {n.name: n for n in self.nodes}
+        for name, (_, m) in self.resolved.items():
+            n = names.get(name)
+            if n is None:
+                raise _err(f"resolved_precision: no layer '{name}' in this spec"
+                           f"{_suggest(name, list(names))}", m, name)
+            if name not in self.resolved_used and n.op not in AUTO_OPS:
+                raise _err(f"resolved_precision: layer '{name}' is a {n.op}; precision planning "
+                           f"chooses for {', '.join(AUTO_OPS)} only", m, name)
 
     # ---- names ----------------------------------------------------------------------------
     def define(self, full: str, tensor: str, m, key, layer, chain, unique=False) -> None:
@@ -201,9 +219,10 @@ class _Compiler(_Sections, _Expansion):
         if f.has("precision"):
             prec = self.precision_update(prec, f.src["precision"]["precision"], f.src["precision"],
                                          "precision", full, ctx)
+        precision, auto = self.node_precision(prec, full, op)
         node = Node(name=full, op=op, inputs=list(ins), attrs=attrs, shape=shape, layout=layout,
-                    precision=Precision(**prec), loc=SourceLoc(f.m.file, f.m.line),
-                    weights=weights, bn=bn, block=ctx.instance)
+                    precision=precision, loc=SourceLoc(f.m.file, f.m.line),
+                    weights=weights, bn=bn, block=ctx.instance, auto=auto)
         self.define(full, full, f.m, "name", full, ctx.chain, unique=True)
         if parsed.outputs:
             # named outputs (split): each is a tensor of its own, ``<layer>.<output>`` in this

@@ -40,3 +40,22 @@ def warn_precision(graph: Graph) -> None:
     log.warning("layer %s (%s)%s: float32 activations without fp32_accum compute at bfloat16 "
                 "precision (a 16-bit Dest rounds every sum to bfloat16); add 'fp32_accum: true' "
                 "to the precision for float32", names[0], where, more)
+
+
+_WARNED: set[str] = set()
+
+
+def warn_unresolved_auto(graph: Graph) -> None:
+    """One warning per graph when layers under ``precision: auto`` have no resolved choice: they
+    run at HiFi4 with bfloat16 weights until ``ttmodels precision`` writes one."""
+    todo = [n for n in graph.nodes if n.auto is not None and not n.auto.resolved]
+    if not todo:
+        return
+    where = todo[0].auto.loc or graph.source
+    if str(where) in _WARNED:           # once per declaration and process, not per load
+        return
+    _WARNED.add(str(where))
+    log.warning("%s: 'precision: auto' is not resolved for %d layer(s) (first: %s): they run at "
+                "HiFi4 with bfloat16 weights; `ttmodels precision SPEC --weights W -o OUT.yaml` "
+                "picks the cheapest precision per layer that holds PCC %.4g", where, len(todo),
+                todo[0].name, todo[0].auto.pcc)

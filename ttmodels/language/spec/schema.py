@@ -21,13 +21,14 @@ REQUIRED = "required"       # block parameter default meaning "must be given"
 _NAME_RE = re.compile(r"^[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)*$")
 
 TOP_FIELDS = ("name", "doc", "extends", "imports", "params", "inputs", "constants", "defaults",
-              "profiles", "blocks", "layers", "outputs", "ignore_weights", "batch")
+              "profiles", "blocks", "layers", "outputs", "ignore_weights", "batch",
+              "resolved_precision")
 IMPORTED_FIELDS = ("name", "doc", "imports", "blocks")
 BLOCK_FIELDS = ("doc", "params", "inputs", "layers", "outputs")
 INPUT_FIELDS = ("channels", "size", "divisible_by", "doc")
 CONSTANT_FIELDS = ("shape", "value", "weights", "dtype", "doc")
 DEFAULT_FIELDS = ("layout", "precision")
-PRECISION_FIELDS = ("weights", "activations", "math_fidelity", "fp32_accum")
+PRECISION_FIELDS = ("weights", "activations", "math_fidelity", "fp32_accum", "auto")
 LAYOUT_FIELDS = ("kind", "buffer", "grid")
 
 # Fields every layer may have; ``first`` may override all but the structural ones.

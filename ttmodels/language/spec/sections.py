@@ -3,17 +3,18 @@
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
 from .._yaml import YList, YMap
 from ...errors import SpecError
-from ..graph import (BUFFERS, DTYPES, LAYOUT_KINDS, MATH_FIDELITIES, Constant, LayoutPolicy,
-                     SourceLoc, TensorShape)
+from ..graph import (AUTO_OPS, AUTO_PCC, BUFFERS, DTYPES, LAYOUT_KINDS, MATH_FIDELITIES,
+                     AutoPrecision, Constant, LayoutPolicy, Precision, SourceLoc, TensorShape)
 from .fields import _Ctx, _Fields
 from .schema import (CONSTANT_FIELDS, DEFAULT_FIELDS, INPUT_FIELDS, LAYOUT_FIELDS, MAX_DIM,
                      MAX_GRID, PRECISION_FIELDS, _NAME_RE, _check_keys, _err, _is_int, _suggest,
-                     _typename)
+                     _typename, _where)
 
 
 class _Sections:
@@ -75,6 +76,9 @@ class _Sections:
             raise _err("'profiles' must be a mapping name -> precision", tm, "profiles")
         self.profiles: YMap = profiles if profiles is not None else YMap(file=tm.file)
         for pname, p in self.profiles.items():
+            if pname == "auto":
+                raise _err("a profile cannot be named 'auto' (`precision: auto` is precision "
+                           "planning)", self.profiles, pname)
             self.precision_update({}, p, self.profiles, pname, None, ctx, allow_profile=False)
         defaults = top.get("defaults")
         prec: dict = {}
@@ -98,25 +102,38 @@ class _Sections:
                                          self.profile, None, ctx, allow_profile=False)
         ctx.precision, ctx.layout = prec, layout
 
-    def precision_update(self, base: dict, v, m, key, layer, ctx: _Ctx, allow_profile=True) -> dict:
+    def precision_update(self, base: dict, v, m, key, layer, ctx: _Ctx, allow_profile=True,
+                         allow_auto=True) -> dict:
+        """``base`` (the inherited precision fields) updated by the spec value ``v``: a mapping
+        of precision fields, a profile name, or ``auto`` (``{auto: true}``). An ``auto`` entry
+        is an ``AutoPrecision`` under the key "auto"; a precision given without it replaces an
+        inherited auto (later wins)."""
         v = self.ev(ctx, v, m, key, layer)
         if v is None:
             return base
+        if v == "auto" and allow_auto:
+            out = dict(base)
+            out["auto"] = AutoPrecision(loc=SourceLoc(*_where(m, key)))
+            return out
         if isinstance(v, str) and allow_profile:
             if v not in self.profiles:
-                raise _err(f"unknown precision profile '{v}'{_suggest(v, list(self.profiles))}",
+                raise _err(f"unknown precision profile '{v}'{_suggest(v, list(self.profiles))}"
+                           + ("" if not allow_auto else "; or 'auto' (precision planning)"),
                            m, key, layer, ctx.chain)
             return self.precision_update(base, self.profiles[v], self.profiles, v, layer, ctx,
-                                         allow_profile=False)
+                                         allow_profile=False, allow_auto=allow_auto)
         if not isinstance(v, YMap):
             raise _err(f"'precision' must be a mapping ({', '.join(PRECISION_FIELDS)})"
-                       f"{' or a profile name' if allow_profile else ''}, got {_typename(v)}",
+                       f"{' or a profile name' if allow_profile else ''}"
+                       f"{' or auto' if allow_auto else ''}, got {_typename(v)}",
                        m, key, layer, ctx.chain)
         out = dict(base)
+        out.pop("auto", None)
         for k, x in v.items():
-            if k not in PRECISION_FIELDS:
-                raise _err(f"unknown precision field '{k}'{_suggest(k, PRECISION_FIELDS)}; "
-                           f"allowed: {', '.join(PRECISION_FIELDS)}", v, k, layer, ctx.chain)
+            if k not in PRECISION_FIELDS or (k == "auto" and not allow_auto):
+                allowed = [f for f in PRECISION_FIELDS if f != "auto" or allow_auto]
+                raise _err(f"unknown precision field '{k}'{_suggest(k, allowed)}; "
+                           f"allowed: {', '.join(allowed)}", v, k, layer, ctx.chain)
             if k in ("weights", "activations"):
                 if x not in DTYPES:
                     raise _err(f"invalid dtype {x!r}{_suggest(x, DTYPES)}; expected one of "
@@ -128,10 +145,68 @@ class _Sections:
                                f"expected one of {', '.join(MATH_FIDELITIES)}", v, k, layer,
                                ctx.chain)
                 x = fix[x.lower()]
+            elif k == "auto":
+                x = self.parse_auto(x, v, layer, ctx)
+                if x is None:
+                    continue
             elif not isinstance(x, bool):
                 raise _err(f"'fp32_accum' must be true or false, got {x!r}", v, k, layer, ctx.chain)
             out[k] = x
         return out
+
+    def parse_auto(self, x, v: YMap, layer, ctx: _Ctx) -> AutoPrecision | None:
+        """``auto: true`` (PCC target 0.99), ``auto: false`` (None: not auto), or ``auto: {pcc:
+        0.995}``: the outputs' PCC target, in (0, 1)."""
+        loc = SourceLoc(*_where(v, "auto"))
+        if isinstance(x, bool):
+            return AutoPrecision(loc=loc) if x else None
+        if not isinstance(x, YMap):
+            raise _err(f"'auto' must be true, false or {{pcc: TARGET}}, got {_typename(x)}",
+                       v, "auto", layer, ctx.chain)
+        _check_keys(x, ("pcc",), "'auto'", layer, ctx.chain)
+        pcc = x.get("pcc", AUTO_PCC)
+        if isinstance(pcc, bool) or not isinstance(pcc, (int, float)) or not 0 < pcc < 1:
+            raise _err(f"'pcc' (the outputs' PCC target) must be a number between 0 and 1, e.g. "
+                       f"0.99, got {pcc!r}", x, "pcc", layer, ctx.chain)
+        return AutoPrecision(pcc=float(pcc), loc=loc)
+
+    def parse_resolved_precision(self, value, tm: YMap, ctx: _Ctx) -> dict:
+        """``resolved_precision:`` (written by ``ttmodels precision``): full layer name ->
+        precision fields, applied to the layers that are under ``precision: auto``. Returns
+        name -> (fields, the entry's YMap) for the check after expansion."""
+        if value is None:
+            return {}
+        if not isinstance(value, YMap):
+            raise _err("'resolved_precision' must be a mapping layer name -> precision "
+                       "(written by `ttmodels precision`)", tm, "resolved_precision")
+        out = {}
+        for name, p in value.items():
+            fields = self.precision_update({}, p, value, name, name, ctx, allow_profile=False,
+                                           allow_auto=False)
+            out[name] = (fields, value)
+        return out
+
+    def node_precision(self, prec: dict, name: str, op: str) -> tuple[Precision, AutoPrecision | None]:
+        """A layer's ``Precision`` from its merged fields, and its ``AutoPrecision`` when it is a
+        matmul op under ``precision: auto``; unresolved (until ``apply_resolved``) it runs at
+        HiFi4 with bfloat16 weights, the most any choice gives."""
+        fields = {k: v for k, v in prec.items() if k != "auto"}
+        auto = prec.get("auto")
+        if auto is None or op not in AUTO_OPS:
+            return Precision(**fields), None
+        fields.update(math_fidelity="HiFi4", weights="bfloat16")
+        return Precision(**fields), auto
+
+    def apply_resolved(self, nodes) -> None:
+        """Give each auto layer its ``resolved_precision`` entry, by its final name (after the
+        outputs' renames, which is how ``ttmodels precision`` writes them)."""
+        for n in nodes:
+            hit = self.resolved.get(n.name)
+            if n.auto is None or hit is None:
+                continue
+            self.resolved_used.add(n.name)
+            n.precision = dataclasses.replace(n.precision, **hit[0])
+            n.auto = dataclasses.replace(n.auto, resolved=True)
 
     def parse_layout(self, v, m, key, layer, ctx: _Ctx) -> LayoutPolicy:
         v = self.ev(ctx, v, m, key, layer)

@@ -112,7 +112,9 @@ class _Spec:
                 f"  {tr.input_name}: {{channels: {c}, size: [{h}, {w}]}}",
                 "defaults:",
                 "  layout: auto",
-                "  precision: {activations: bfloat16, weights: bfloat8_b, math_fidelity: HiFi2}",
+                # precision planning (docs/spec.md): `ttmodels import` resolves it on the
+                # module's weights and writes the choice per layer (resolved_precision:)
+                "  precision: {activations: bfloat16, auto: true}",
                 "profiles:",
                 "  tt-perf: {activations: bfloat8_b, weights: bfloat8_b, math_fidelity: LoFi}",
                 "  float32: {activations: float32, weights: float32, math_fidelity: HiFi4, "

@@ -15,13 +15,15 @@ from .where import _first_line, _user_frame
 
 
 def import_module(module, example_input, *, name: str | None = None, partial: bool = False,
-                  check: bool = True) -> ImportedSpec:
+                  check: bool = True, resolve_precision: bool = False) -> ImportedSpec:
     """The spec (YAML text) of ``module`` traced on ``example_input`` (an NCHW tensor).
 
     Raises ``UnsupportedError`` listing every node the spec language has no op for (``partial``:
     the spec stops before the first one, which it names). With ``check`` the spec is built in
     the float32 profile on the sim with the module's weights and compared with the module;
-    below ``PCC_MIN`` that is an ``ImportError_`` naming the first layer that differs."""
+    below ``PCC_MIN`` that is an ``ImportError_`` naming the first layer that differs. With
+    ``resolve_precision`` the spec's ``precision: auto`` is resolved on the module's weights and
+    ``example_input`` (``tools/precision.py``) and written into it (``resolved_precision:``)."""
     import torch
     if not isinstance(example_input, torch.Tensor) or example_input.dim() != 4:
         raise ImportError_("example_input must be an NCHW tensor (one image input)")
@@ -66,7 +68,25 @@ def import_module(module, example_input, *, name: str | None = None, partial: bo
         if res.pcc < PCC_MIN:
             raise ImportError_(f"{tr.module_class}: the imported spec does not reproduce the "
                                f"module: {res.summary()}")
+    if resolve_precision and not tr.partial_stop:
+        from ...errors import Error
+        from ..precision import resolve_text
+        try:
+            text, res = resolve_text(text, module, example_input,
+                                     ignore=list(tr.unused_prefixes) or None)
+            said = res.summary()
+        except Error as e:      # no conv / linear, or it does not plan: stays unresolved
+            said = f"left unresolved (HiFi4, bfloat16 weights): {_first_line(e)}"
+        out = _replace_text(out, text)
+        out.report = (out.report + "\n" if out.report else "") + "precision: auto: " + said
     return out
+
+
+def _replace_text(old: ImportedSpec, text: str) -> ImportedSpec:
+    """``old``'s report fields on the new ``text``."""
+    new = ImportedSpec(text)
+    new.__dict__.update(old.__dict__)
+    return new
 
 
 def _diff(text: str, flat: str, n: int, hw) -> str | None:
@@ -274,7 +294,7 @@ def _module_files(ref: str, module) -> set[str]:
 
 def run_import(ref: str, output: str, *, batch: int = 1, input_size=(224, 224), channels: int = 3,
                name: str | None = None, partial: bool = False, check: bool = True,
-               force: bool = False) -> int:
+               force: bool = False, resolve_precision: bool = True) -> int:
     """``ttmodels import``: write the spec, print what was imported and the self-check. An
     existing ``output`` is kept unless ``force``; the module's own source never is written."""
     import sys
@@ -301,7 +321,8 @@ def run_import(ref: str, output: str, *, batch: int = 1, input_size=(224, 224), 
     h, w = input_size
     x = synthetic_images(batch, channels, h, w, seed=0)
     try:
-        text = import_module(module, x, name=name or default, partial=partial, check=check)
+        text = import_module(module, x, name=name or default, partial=partial, check=check,
+                             resolve_precision=resolve_precision)
     except UnsupportedError as e:
         print(f"error: {ref}: {e}", file=sys.stderr)
         return 2
