@@ -106,11 +106,7 @@ def op_events(pl, graph, banks: int = WORMHOLE_B0.l1_banks) -> list[tuple]:
         # freed at the slice's end. Every slice leaves L1 as it found it, so one slice of the
         # largest figures stands for all (the estimate's parts are the largest slice's)
         out = int(raw.get("output", 0))
-        # ttnn's figure over the estimate (planner.with_ttnn_figure) is the halo's here:
-        # resnet50 b32 layer2.0.downsample.0, halo 442,304 B per bank where the estimate
-        # says 387,008 (the per-slice parallel config is not reproduced)
-        extra = int(raw.get("ttnn_extra_cb", 0))
-        halo, cbs = halo + extra, cbs - extra
+        halo, out, cbs = _slice_parts_as_ttnn(raw, halo, out, cbs)
         return [(ALLOC, "in_copy", slice_input_copy(pl)), (ALLOC, "halo0", halo),
                 (FREE, "in_copy"), (FREE, "halo0"), (ALLOC, "halo", halo),
                 (ALLOC, "slice_out", out), (PROGRAM, cbs), (FREE, "halo"),
@@ -169,6 +165,36 @@ def op_events(pl, graph, banks: int = WORMHOLE_B0.l1_banks) -> list[tuple]:
     if op == "conv2d" and getattr(pl.config, "deallocate_activation", False):
         return alloc_outs + [(PROGRAM, cbs), (FREE, "in:0")]    # measured: after its output
     return alloc_outs + [(PROGRAM, cbs)]
+
+
+# a sliced conv's parts that grow with its per-core output rows (``ops/conv2d/l1.py``): the
+# act block is the whole shard height when no act_block_h is set, and so are the partials
+_SLICE_ROW_CBS = ("act_cb", "tilized_act_cb", "partials_cb")
+
+
+def _slice_parts_as_ttnn(raw: dict, halo: int, out: int, cbs: int) -> tuple[int, int, int]:
+    """(halo, output slice, CBs) of a DRAM slice as ttnn places them, where ttnn's figure
+    exceeds the estimate (``ttnn_extra_cb``, planner.with_ttnn_figure; else the estimate's).
+
+    ttnn picks each slice's shard height itself (the per-slice parallel config is not
+    reproduced) and it can be taller than the estimate's; the halo, the output slice and the
+    act-block CBs all grow with it, by one ratio. Measured (mock n150, 0.81.1): bevdet_r50_encoder
+    b8 256x704 img_backbone.layer2.0.downsample.0 (2 height slices, block sharded): estimate
+    shard 1408 rows, ttnn's 1536: halo 349,120 -> 380,864, output 180,224 -> 196,608, CBs
+    184,640 -> 201,024 (ttnn's figure 778,576 = the estimate 713,984 + 64,592). So the excess is
+    spread over those parts by that ratio (here 1.091 for 1536/1408 = 1.0909), not put all on
+    the halo: the CBs' share is what ran them into the slice's output (a 11,936 B clash the
+    model did not see). resnet50 b32 layer2.0.downsample.0: halo 387,008 -> 448,453 by the
+    ratio, ttnn's out-of-memory message said 442,304 (the ratio errs on the large side there)."""
+    extra = int(raw.get("ttnn_extra_cb", 0))
+    cbs -= extra            # layer_parts counts the excess as CBs
+    row_cbs = sum(int(raw.get(k, 0)) for k in _SLICE_ROW_CBS)
+    rows = halo + out + row_cbs
+    if extra <= 0 or rows <= 0:
+        return halo, out, cbs
+    def grow(v: int) -> int:
+        return -(-v * (rows + extra) // rows)
+    return grow(halo), grow(out), cbs - row_cbs + grow(row_cbs)
 
 
 def _row_major_bank_bytes(pl, graph, name: str, banks: int) -> int:
