@@ -326,3 +326,16 @@ def test_align_corners_upsample_of_one_channel_plans_channel_padded(producer):
     assert up.config.lowering == "grid_sample" and up.config.pad_c == 32
     assert up.inputs[0].memory.memory_layout == INTERLEAVED
     assert check_plan(plan) == [] and edge_mismatches(plan) == []
+
+
+@pytest.mark.parametrize("producer", ["height_sharded l1", "block_sharded l1", "auto"])
+def test_nearest_upsample_of_16_channels_from_tile_shards(producer):
+    # timm hrnet_w18_small's fuse layers: a 1x1 conv to 16 channels, then a nearest x2. The TILE
+    # shards are a tile wide; their ROW_MAJOR copy would be 16 wide, which no shard spec tiles,
+    # so the planner must leave the shards first (it raised an internal adapter error)
+    plan = plan_graph(load_graph(_spec(producer, mode="nearest", c=16, size=24)))
+    x = plan.layer("up").inputs[0]
+    assert x.layout == ROW_MAJOR
+    assert check_plan(plan) == [] and edge_mismatches(plan) == []
+    y, _ = _run(_spec(producer, mode="nearest", c=16, size=24), torch.randn(1, 16, 24, 24))
+    assert y["up"].shape == (1, 16, 48, 48)

@@ -30,9 +30,14 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
                 ctx, node, 0, x, bilinear_upsample_memspec(rows, c, ctx.grid), "bfloat16",
                 "bilinear upsample needs bfloat16 ROW_MAJOR height shards (ttnn's autoshard)")
         else:
+            in_shape = ctx.g.shape_of(node.inputs[0])
             if x.memory.memory_layout == WIDTH:
                 x = ctx.to_interleaved(node, 0, x, "upsample takes no width-sharded input")
-            in_shape = ctx.g.shape_of(node.inputs[0])
+            elif x.memory.sharded and x.layout == TILE_LAYOUT and in_shape.c % TILE:
+                # a TILE shard of 16 channels is a tile wide; its ROW_MAJOR copy would be 16
+                # wide, which the shard spec cannot describe (timm hrnet_w18_small's fuse layers)
+                x = ctx.to_interleaved(node, 0, x, "a sharded TILE input whose channels are "
+                                       "not whole tiles leaves its shards before ROW_MAJOR")
             if x.layout != ROW_MAJOR and (x.memory.sharded or in_shape.w % TILE or
                                           in_shape.c % TILE):
                 x = ctx.to_row_major(node, 0, x, "sharded upsample needs ROW_MAJOR" if
