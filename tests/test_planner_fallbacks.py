@@ -225,3 +225,14 @@ def test_a_layer_ttnn_rejects_is_refused_with_ttnns_reason(tmp_path):
     with pytest.raises(LayoutError) as e:
         plan_graph(load_graph(SE_POOL_FROM_DRAM), oracle=o)
     assert e.value.layer == "gap" and why in str(e.value)
+
+
+def test_the_se_pool_over_a_dram_map_runs_for_real(real_run):
+    """The real run on the mock n150 (ttnn's own allocator and validation): the pool from L1
+    shards runs where the pool from DRAM was "DRAM Auto slice could not find valid slice
+    configuration"."""
+    plan, report = real_run(SE_POOL_FROM_DRAM)
+    assert plan.layer("dw").output.memory.buffer == "dram"
+    assert report.real and report.completed, report
+    bad = [(s.name, s.error) for s in report.steps if not s.ok]
+    assert not bad and {s.name for s in report.steps} >= {"dw", "gap"}
