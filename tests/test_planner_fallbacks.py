@@ -236,3 +236,24 @@ def test_the_se_pool_over_a_dram_map_runs_for_real(real_run):
     assert report.real and report.completed, report
     bad = [(s.name, s.error) for s in report.steps if not s.ok]
     assert not bad and {s.name for s in report.steps} >= {"dw", "gap"}
+
+
+def test_a_conv_whose_every_candidate_ttnn_rejects_is_refused(tmp_path):
+    """Before, the table's first candidate was kept and the plan returned with the step
+    rejected; now ``plan`` refuses the conv with ttnn's message."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_plan_ttnn_figures import SMALL, Scripted
+    from ttmodels.tools import ttnn_oracle as O
+
+    class RejectsEvery3x3(Scripted):
+        def _run_batch(self, batch):
+            return [O.Answer(False, error="Scripted: no 3x3") if s.kind == "layer" and
+                    s.op == "conv2d" and s.attrs["kernel"] == (3, 3) else a
+                    for s, a in zip(batch, super()._run_batch(batch))]
+
+    with pytest.raises(LayoutError) as e:
+        plan_graph(load_graph(SMALL), oracle=RejectsEvery3x3(tmp_path, lambda s: 1000))
+    assert e.value.layer == "c1"
+    assert "ttnn rejects conv2d as planned: Scripted: no 3x3" in str(e.value)
