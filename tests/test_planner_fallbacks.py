@@ -5,6 +5,7 @@ import pytest
 from ttmodels.errors import LayoutError
 from ttmodels.language.spec import load_graph
 from ttmodels.planning import rules as R
+from ttmodels.planning.layout import HEIGHT
 from ttmodels.planning.planner import plan_graph
 
 F32 = {"activations": "float32", "weights": "float32", "math_fidelity": "HiFi4",
@@ -177,3 +178,82 @@ def test_a_matmul_conv_ttnn_sizes_over_its_estimate_carries_ttnns_figure(tmp_pat
     c1 = plan.layer("c1")
     assert c1.l1_bytes_per_core == base.l1_bytes_per_core + 86_016
     assert lv.layer_cbs(c1) - lv.layer_cbs(base) == 86_016
+
+
+# efficientnet_b0 at batch 16: features.2.0.block.2.avgpool, the SE block's global pool over
+# the DRAM output of a DRAM-sliced depthwise conv (16x56x56x96). ttnn 0.81.1's pool2d slices a
+# DRAM input by output rows, and a whole-map window has one: "DRAM Auto slice could not find
+# valid slice configuration" (the real run; ttnn's verdict "rejected")
+SE_POOL_FROM_DRAM = {"name": "se_pool_dram", "batch": 16,
+                     "inputs": {"x": {"channels": 96, "size": [56, 56]}},
+                     "layers": [{"name": "dw", "op": "conv2d", "out": 96, "kernel": 3,
+                                 "padding": 1, "groups": 96, "layout": "interleaved dram"},
+                                {"name": "gap", "op": "global_avg_pool"}]}
+
+
+def test_a_global_pool_reads_a_dram_input_from_l1_height_shards():
+    plan = plan_graph(load_graph(SE_POOL_FROM_DRAM), oracle=False)
+    assert plan.layer("dw").output.memory.buffer == "dram"
+    (a,) = [a for a in plan.adapters if a.dst == "gap"]
+    mem = a.after.memory
+    assert a.kind == "interleaved_to_sharded" and mem.buffer == "l1"
+    assert mem.memory_layout == HEIGHT and mem.num_cores <= 64
+    # whole tile rows on every core, none empty: the rows are the shards exactly
+    assert mem.shard_shape[0] % 32 == 0 and mem.shard_shape[0] * mem.num_cores == 16 * 56 * 56
+    assert plan.layer("gap").inputs[0].memory == mem
+    assert plan.layer("gap").l1_bytes_per_core <= plan.l1_bank_bytes
+    _every_sharded_tensor_is_valid(plan)
+
+
+def test_a_layer_ttnn_rejects_is_refused_with_ttnns_reason(tmp_path):
+    """``plan`` never returns a plan with a step ttnn rejected (issue 33): the layer ttnn
+    refuses (here scripted: the global pool, as ttnn did efficientnet_b0's at batch 16 before
+    the pool read from L1) is refused, naming the layer and ttnn's own message."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_plan_ttnn_figures import Scripted
+    from ttmodels.tools import ttnn_oracle as O
+    why = "DRAM Auto slice could not find valid slice configuration."
+
+    class RejectsThePool(Scripted):
+        def _run_batch(self, batch):
+            return [O.Answer(False, error=why) if s.kind == "layer" and s.op ==
+                    "global_avg_pool" else a for s, a in zip(batch, super()._run_batch(batch))]
+
+    o = RejectsThePool(tmp_path, lambda s: 1000)
+    with pytest.raises(LayoutError) as e:
+        plan_graph(load_graph(SE_POOL_FROM_DRAM), oracle=o)
+    assert e.value.layer == "gap" and why in str(e.value)
+
+
+def test_the_se_pool_over_a_dram_map_runs_for_real(real_run):
+    """The real run on the mock n150 (ttnn's own allocator and validation): the pool from L1
+    shards runs where the pool from DRAM was "DRAM Auto slice could not find valid slice
+    configuration"."""
+    plan, report = real_run(SE_POOL_FROM_DRAM)
+    assert plan.layer("dw").output.memory.buffer == "dram"
+    assert report.real and report.completed, report
+    bad = [(s.name, s.error) for s in report.steps if not s.ok]
+    assert not bad and {s.name for s in report.steps} >= {"dw", "gap"}
+
+
+def test_a_conv_whose_every_candidate_ttnn_rejects_is_refused(tmp_path):
+    """Before, the table's first candidate was kept and the plan returned with the step
+    rejected; now ``plan`` refuses the conv with ttnn's message."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_plan_ttnn_figures import SMALL, Scripted
+    from ttmodels.tools import ttnn_oracle as O
+
+    class RejectsEvery3x3(Scripted):
+        def _run_batch(self, batch):
+            return [O.Answer(False, error="Scripted: no 3x3") if s.kind == "layer" and
+                    s.op == "conv2d" and s.attrs["kernel"] == (3, 3) else a
+                    for s, a in zip(batch, super()._run_batch(batch))]
+
+    with pytest.raises(LayoutError) as e:
+        plan_graph(load_graph(SMALL), oracle=RejectsEvery3x3(tmp_path, lambda s: 1000))
+    assert e.value.layer == "c1"
+    assert "ttnn rejects conv2d as planned: Scripted: no 3x3" in str(e.value)

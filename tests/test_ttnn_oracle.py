@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from ttmodels.errors import LayoutError
 from ttmodels.tools import ttnn_oracle as O
 from ttmodels.planning.layout import HEIGHT
 from ttmodels.planning.planner import plan_graph
@@ -110,7 +111,14 @@ def test_contradictions_are_recorded_in_the_plan_and_the_cache(tmp_path, capsys,
         return _accept_as_planned(step)
 
     o = Scripted(tmp_path / "ttnn-oracle" / "ttnn-x", judge)
-    plan = plan_graph(load_graph(SMALL), oracle=o)
+    # planning with it refuses the layer ttnn rejects (issue 33: never a plan with a step ttnn
+    # rejected), naming ttnn's reason
+    with pytest.raises(LayoutError) as e:
+        plan_graph(load_graph(SMALL), oracle=o)
+    assert e.value.layer == "mp" and "Scripted: pool refused" in str(e.value)
+    # confirming a plan made without it records what ttnn says, contradictions included
+    plan = plan_graph(load_graph(SMALL), oracle=False)
+    O.confirm(plan, o)
     rec = plan.ttnn
     assert {s.name: s.status for s in rec.steps if s.kind == "layer"} == {
         "c1": "confirmed", "mp": "rejected", "c2": "confirmed", "add": "differs"}

@@ -211,7 +211,14 @@ class _Planner:
             except LayoutError as e:
                 del self.adapters[mark:]
                 return None, e, others
-            l1 = self.ttnn_l1(layer)
+            ans = self.ttnn_verdict(layer)
+            if ans is not None and ans.judged and not ans.accepted:
+                # ttnn refuses the call itself: the real run would fail there, so the layer
+                # has no plan here (issue 33: never a plan with a step ttnn rejected)
+                del self.adapters[mark:]
+                return None, LayoutError(f"ttnn rejects {node.op} as planned: {ans.error}",
+                                         layer=node.name), others
+            l1 = ttnn_figure(ans)
             if l1 is None or l1 <= self.ttnn_budget:
                 return with_ttnn_figure(layer, l1), None, others
             del self.adapters[mark:]
@@ -222,14 +229,11 @@ class _Planner:
             f"it (the estimate says {layer.l1_bytes_per_core:,} B), after {TTNN_REPLANS} "
             "replans against less L1", layer=node.name), others
 
-    def ttnn_l1(self, layer: PlannedLayer) -> int | None:
-        """ttnn's per-core L1 figure for ``layer`` (op + its L1 inputs) when ttnn is asked and
-        gives one, else None."""
+    def ttnn_verdict(self, layer: PlannedLayer):
+        """ttnn's verdict on ``layer`` when ttnn is asked, else None."""
         if self.oracle is None or not self.with_adapters:
             return None
-        ans = self.oracle.judge_layer(self.g, layer, self.flat)
-        l1 = getattr(ans, "op_l1", None)
-        return l1 if isinstance(l1, int) and not isinstance(l1, bool) else None
+        return self.oracle.judge_layer(self.g, layer, self.flat)
 
     def plan_live(self, i: int, node: Node, fn) -> PlannedLayer:
         """Plan layer ``i`` against the L1 that the tensors alive around it leave (and the
@@ -563,6 +567,12 @@ class _CapCBs(Exception):
     def __init__(self, name: str, cap: int, for_layer: str):
         super().__init__(name, cap, for_layer)
         self.name, self.cap, self.for_layer = name, cap, for_layer
+
+
+def ttnn_figure(ans) -> int | None:
+    """ttnn's per-core L1 figure in a verdict (op + its L1 inputs), None when it gives none."""
+    l1 = getattr(ans, "op_l1", None)
+    return l1 if isinstance(l1, int) and not isinstance(l1, bool) else None
 
 
 def plan_graph(graph: Graph, *, arch: str = "wormhole_b0", adapters: bool = True,

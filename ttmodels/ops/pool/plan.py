@@ -14,6 +14,7 @@ from ...planning.layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYO
 from ...planning.plan_config import SliceConfig
 from ...planning.plan_context import PlanContext
 from ...planning.plans import PlannedLayer
+from ...planning.sharding import reshape_memspec, sharded_memspec
 from . import PoolPlan
 from .rules import PoolArgs, channel_shards_refused
 from ..conv2d.sharding import select_conv_shard_layout
@@ -39,6 +40,13 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
         # pool_op.cpp:30 (0.81.1, the real run): "Only BFLOAT16 supported for now"
         x = ctx.adapt(node, 0, x, "typecast", replace(x, dtype="bfloat16"),
                       "pool2d reads bfloat16, not float32")
+    if node.op == "global_avg_pool" and ctx.with_adapters and x.memory.buffer == "dram":
+        # ttnn 0.81.1's pool2d DRAM-slices a DRAM input by output rows, and a whole-map window
+        # has one: "DRAM Auto slice could not find valid slice configuration" (efficientnet_b0
+        # batch 16's SE pool over 16x56x56x96). From L1 it pools as any other.
+        x = ctx.adapt(node, 0, x, "interleaved_to_sharded",
+                      replace(x, memory=whole_map_input(in_rows, c, x.layout, ctx.grid)),
+                      "a whole-map pool cannot be DRAM-sliced: it reads its input from L1")
     scheme = x.memory.memory_layout if x.memory.sharded else (
         policy.kind if policy.kind in (HEIGHT, WIDTH, BLOCK) else
         select_conv_shard_layout(node.shape.rows, c, c, device_grid=ctx.grid))
@@ -152,3 +160,14 @@ def plan_pool_sliced(ctx: PlanContext, node: Node, x: TensorLayout, est, config
     config = replace(config, applied_shard_scheme=None, input_memory=dram, l1_parts=parts,
                      slice=SliceConfig("height", k))
     return PlannedLayer(node, [cin], out, total, config)
+
+
+def whole_map_input(rows: int, c: int, layout: str, grid: tuple[int, int]) -> MemSpec:
+    """The L1 a global pool reads a DRAM input from: height shards of whole tile rows on the
+    most cores of ``grid`` that share the tile rows evenly (no empty last core, which a
+    ``round_up(rows, cores * 32)`` split over the whole grid leaves); a ROW_MAJOR shard is as
+    wide as the tensor."""
+    tiles = -(-rows // 32)
+    cores = max(n for n in range(1, grid[0] * grid[1] + 1) if tiles % n == 0)
+    return reshape_memspec(sharded_memspec(HEIGHT, rows, c, num_cores=cores, device_grid=grid),
+                           rows, c, layout)
