@@ -151,6 +151,9 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] in (["-h"], ["--help"]):
+        print(__doc__)
+        return 0
     if argv[:1] == ["--one"]:
         print(json.dumps(one(argv[1], int(argv[2]))))
         return 0

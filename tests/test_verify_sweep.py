@@ -52,3 +52,10 @@ def test_a_confirmed_plan_that_fails_the_real_run_fails_the_sweep(sweep, tmp_pat
     table = sweep.table([json.loads(x) for x in (tmp_path / "r.jsonl").read_text().split("\n")
                          if x])
     assert "| bad |  |  | 4 (confirmed) |" in table
+
+
+def test_help_prints_the_usage_and_runs_nothing(sweep, capsys):
+    # `--help` was taken for a model name (a refused row)
+    assert sweep.main(["--help"]) == 0
+    assert "python scripts/verify_sweep.py" in capsys.readouterr().out
+    assert sweep.calls == []
