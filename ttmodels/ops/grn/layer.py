@@ -1,7 +1,6 @@
 """grn composed of ttnn ops: ConvNeXt-V2's Global Response Normalization per sample."""
 from __future__ import annotations
 
-from ...backends import common
 from ...runtime.layers.base import Layer
 
 
@@ -15,14 +14,7 @@ class Grn(Layer):
 
     def __init__(self, planned, params, backend, **kw):
         super().__init__(planned, params, backend, **kw)
-        c, tt = self.out_shape.c, self.tt
-        mem = common.memory_config(tt, planned.config.constant_memory)
-        dt = common.data_type(tt, planned.config.constant_dtype)
-        rep = common.replicated(self.backend)
-        self.weight, self.bias = (
-            tt.from_torch(self.param(k, shape=(c,)).reshape(1, 1, 1, c), dtype=dt,
-                          layout=tt.TILE_LAYOUT, device=self.device, memory_config=mem, **rep)
-            for k in ("weight", "bias"))
+        self.weight, self.bias = self.channel_constants(("weight", "bias"))
 
     def __call__(self, inputs):
         s, tt = self.out_shape, self.tt

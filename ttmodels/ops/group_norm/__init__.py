@@ -13,6 +13,8 @@ from ..base import Field, OpDef, Parsed, register
 from ...planning.rules import _out_same_memory
 from .rules import _c_group_norm
 from ..conv2d import need_prefix
+# the affine weight and bias are LayerNorm's: the same keys, shapes and trained-like init
+from ..layer_norm import init_random, prepare, prepared_shapes  # noqa: F401 (OpDef hooks)
 
 GN_EPS = 1e-5     # torch.nn.GroupNorm's default
 
@@ -52,30 +54,8 @@ def reference(model, node: Node, env):
     return F.group_norm(x, int(node.attrs.groups), w, b, float(node.attrs.eps))
 
 
-def init_random(node: Node, r) -> dict:
-    """Weights around 1 and small biases, like a trained GroupNorm's."""
-    import torch
-    if not node.attrs.get("affine", True):
-        return {}
-    c, p, g = node.shape.c, node.weights, r.g
-    return {f"{p}.weight": 1.0 + 0.1 * torch.randn(c, generator=g),
-            f"{p}.bias": 0.05 * torch.randn(c, generator=g)}
-
-
 def calibrate(model, node: Node, env):
     return reference(model, node, env)
-
-
-def prepare(node: Node, take, f32, state_dict=None) -> dict:
-    if not node.attrs.get("affine", True):
-        return {}
-    p = node.weights
-    return {"weight": f32(take(f"{p}.weight")), "bias": f32(take(f"{p}.bias"))}
-
-
-def prepared_shapes(node: Node, expected: dict) -> dict:
-    c = (int(node.shape.c),)
-    return {"weight": c, "bias": c} if node.attrs.get("affine", True) else {}
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,6 @@
 """layer_norm over the channels: ``ttnn.layer_norm`` with TILE weight and bias."""
 from __future__ import annotations
 
-from ...backends import common
 from ...runtime.layers.base import Layer
 
 
@@ -13,17 +12,9 @@ class LayerNorm(Layer):
 
     def __init__(self, planned, params, backend, **kw):
         super().__init__(planned, params, backend, **kw)
-        c = self.out_shape.c
-        tt = self.tt
         self.weight = self.bias = None
         if self.attrs.get("affine", True):
-            mem = common.memory_config(tt, planned.config.constant_memory)
-            dt = common.data_type(tt, planned.config.constant_dtype)
-            rep = common.replicated(self.backend)
-            self.weight, self.bias = (
-                tt.from_torch(self.param(k, shape=(c,)).reshape(1, 1, 1, c), dtype=dt,
-                              layout=tt.TILE_LAYOUT, device=self.device, memory_config=mem, **rep)
-                for k in ("weight", "bias"))
+            self.weight, self.bias = self.channel_constants(("weight", "bias"))
 
     def __call__(self, inputs):
         kw = dict(epsilon=float(self.attrs.eps), weight=self.weight, bias=self.bias,

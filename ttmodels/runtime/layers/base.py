@@ -118,6 +118,17 @@ class Layer:
                                mismatched=[where])
         return t.detach().to(torch.float32)
 
+    def channel_constants(self, keys: tuple[str, ...]) -> tuple:
+        """The per-channel parameters ``keys`` as [1, 1, 1, C] TILE device tensors, in the plan's
+        ``constant_memory`` / ``constant_dtype`` (the norms' weight and bias), one copy per chip."""
+        c, tt, cfg = self.out_shape.c, self.tt, self.config
+        mem = common.memory_config(tt, cfg.constant_memory)
+        dt = common.data_type(tt, cfg.constant_dtype)
+        rep = common.replicated(self.backend)
+        return tuple(tt.from_torch(self.param(k, shape=(c,)).reshape(1, 1, 1, c), dtype=dt,
+                                   layout=tt.TILE_LAYOUT, device=self.device, memory_config=mem,
+                                   **rep) for k in keys)
+
     def activation_after(self, y, act: str | None):
         """``act`` run standalone on this layer's output (an activation the op cannot fuse:
         ``activations.op_split``); the output keeps its memory config."""
