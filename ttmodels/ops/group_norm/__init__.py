@@ -12,9 +12,9 @@ from ...planning.plan_config import PlanConfig
 from ..base import Field, OpDef, Parsed, register
 from ...planning.rules import _out_same_memory
 from .rules import _c_group_norm
-from ..conv2d import need_prefix
 # the affine weight and bias are LayerNorm's: the same keys, shapes and trained-like init
-from ..layer_norm import init_random, prepare, prepared_shapes  # noqa: F401 (OpDef hooks)
+from ..layer_norm import (affine, init_random, params, prepare,  # noqa: F401 (OpDef hooks)
+                          prepared_shapes)
 
 GN_EPS = 1e-5     # torch.nn.GroupNorm's default
 
@@ -38,19 +38,10 @@ def parse(x) -> Parsed:
     return Parsed(attrs, shape, weights=x.key("weights") if attrs["affine"] else None)
 
 
-def params(node: Node) -> dict[str, tuple[int, ...]]:
-    if not node.attrs.get("affine", True):
-        return {}
-    p = need_prefix(node)
-    return {f"{p}.weight": (int(node.shape.c),), f"{p}.bias": (int(node.shape.c),)}
-
-
 def reference(model, node: Node, env):
     import torch.nn.functional as F
     x = model.operand(node.inputs[0], env)
-    w = b = None
-    if node.attrs.get("affine", True):
-        w, b = model.params[f"{node.weights}.weight"], model.params[f"{node.weights}.bias"]
+    w, b = affine(model, node)
     return F.group_norm(x, int(node.attrs.groups), w, b, float(node.attrs.eps))
 
 

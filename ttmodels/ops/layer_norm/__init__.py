@@ -36,12 +36,17 @@ def params(node: Node) -> dict[str, tuple[int, ...]]:
     return {f"{p}.weight": (int(node.shape.c),), f"{p}.bias": (int(node.shape.c),)}
 
 
+def affine(model, node: Node):
+    """The reference's (weight, bias), or (None, None) without ``affine`` (also group_norm's)."""
+    if not node.attrs.get("affine", True):
+        return None, None
+    return model.params[f"{node.weights}.weight"], model.params[f"{node.weights}.bias"]
+
+
 def reference(model, node: Node, env):
     import torch.nn.functional as F
     x = model.operand(node.inputs[0], env)
-    w = b = None
-    if node.attrs.get("affine", True):
-        w, b = model.params[f"{node.weights}.weight"], model.params[f"{node.weights}.bias"]
+    w, b = affine(model, node)
     y = F.layer_norm(x.permute(0, 2, 3, 1), (x.shape[1],), w, b, float(node.attrs.eps))
     return y.permute(0, 3, 1, 2)
 
