@@ -2,6 +2,7 @@
 1, 2, 4, 5, 6, 9, 10, 11, 23). The worker here is tests/oracle_fake_worker.py, which speaks the
 real worker's pipe protocol and marks each answer with the step it judged; the caches are this
 test's own folders (tests/conftest.py points TTMODELS_CACHE_DIR at a temporary one too)."""
+import contextlib
 import json
 import os
 import signal
@@ -68,6 +69,17 @@ def _in_time(fn, seconds: float):
     return box["out"]
 
 
+@contextlib.contextmanager
+def faked(tmp_path: Path, mode: str):
+    """A scripted oracle over a fresh cache, closed and its workers killed after the test."""
+    o = Faked(tmp_path / "cache", mode, tmp_path / "state")
+    try:
+        yield o
+    finally:
+        o.close()
+        _kill_all(o)
+
+
 def _kill_all(o: Faked) -> None:
     for pid in o.starts():
         try:
@@ -98,8 +110,7 @@ def _wait_children(pids: list[int], seconds: float) -> list[int | str]:
 # ---- item 1: one process and one caller at a time; answers name their step ---------------
 
 def test_forked_children_never_use_the_parents_worker(tmp_path):
-    o = Faked(tmp_path / "cache", "echo", tmp_path / "state")
-    try:
+    with faked(tmp_path, "echo") as o:
         assert all(a.accepted for a in o.ask(steps_of(1)))      # the parent's worker runs
         work = [steps_of(b) for b in (2, 3, 4, 5)]
         go = time.time() + 1.0
@@ -124,9 +135,6 @@ def test_forked_children_never_use_the_parents_worker(tmp_path):
         assert len(o.starts()) == 5
         again = steps_of(6)
         assert [a.memory for a in o.ask(again)] == [s.key(o.version)[:16] for s in again]
-    finally:
-        o.close()
-        _kill_all(o)
 
 
 def test_threads_take_turns_on_the_worker(tmp_path):
@@ -153,35 +161,26 @@ def test_threads_take_turns_on_the_worker(tmp_path):
 
 
 def test_an_answer_naming_another_step_is_never_stored(tmp_path):
-    o = Faked(tmp_path / "cache", "wrongkey", tmp_path / "state")
-    try:
+    with faked(tmp_path, "wrongkey") as o:
         answers = o.ask(steps_of(1)[:2])
         assert stored(o.root) == {}
         assert all(a is not None and a.status == "unjudged" and not a.fact for a in answers)
         assert "another step" in answers[0].error
-    finally:
-        o.close()
-        _kill_all(o)
 
 
 # ---- item 2: only what ttnn said about the step is cached ---------------------------------
 
 def test_a_worker_killed_from_outside_is_retried_not_cached_as_a_crash(tmp_path):
-    o = Faked(tmp_path / "cache", "kill9", tmp_path / "state")
-    try:
+    with faked(tmp_path, "kill9") as o:
         steps = steps_of(1)
         answers = o.ask(steps)
         assert [a.status for a in answers] == ["confirmed"] * len(steps)
         assert wrong_answers(o.root) == [] and len(stored(o.root)) == len(steps)
         assert len(o.starts()) == 2                  # one fresh worker after the kill
-    finally:
-        o.close()
-        _kill_all(o)
 
 
 def test_a_step_whose_worker_is_killed_twice_stays_unjudged_and_uncached(tmp_path):
-    o = Faked(tmp_path / "cache", "kill9-always", tmp_path / "state")
-    try:
+    with faked(tmp_path, "kill9-always") as o:
         step = steps_of(1)[:1]
         a, = o.ask(step)
         assert a.status == "unjudged" and "SIGKILL" in a.error
@@ -190,35 +189,24 @@ def test_a_step_whose_worker_is_killed_twice_stays_unjudged_and_uncached(tmp_pat
         o.mode = "echo"                              # the next plan asks again
         a, = o.ask(step)
         assert a.status == "confirmed" and len(stored(o.root)) == 1
-    finally:
-        o.close()
-        _kill_all(o)
 
 
 def test_ttnn_crashing_on_a_step_twice_is_cached_as_its_crash(tmp_path):
-    o = Faked(tmp_path / "cache", "segv-always", tmp_path / "state")
-    try:
+    with faked(tmp_path, "segv-always") as o:
         a, = o.ask(steps_of(1)[:1])
         assert a.status == "rejected" and a.stage == "crash" and "SIGSEGV" in a.error
         assert [d["answer"]["stage"] for d in stored(o.root).values()] == ["crash"]
-    finally:
-        o.close()
-        _kill_all(o)
 
 
 @pytest.mark.parametrize("mode, cached", [("badalloc", True), ("badalloc-always", False)])
 def test_bad_alloc_is_no_verdict_on_the_step(tmp_path, mode, cached):
-    o = Faked(tmp_path / "cache", mode, tmp_path / "state")
-    try:
+    with faked(tmp_path, mode) as o:
         a, = o.ask(steps_of(1)[:1])
         if cached:          # transient: the fresh worker's answer is the step's
             assert a.status == "confirmed" and len(stored(o.root)) == 1
         else:
             assert a.status == "unjudged" and "bad_alloc" in a.error
             assert stored(o.root) == {}
-    finally:
-        o.close()
-        _kill_all(o)
 
 
 def test_the_worker_side_restages_host_failures():
@@ -239,8 +227,7 @@ GOOD = O.Answer(True, memory="m", layout="tile bfloat16", memory_match=True, lay
     {"op_l1": "lots"}, {"op_l1": True}, {"op_l1": -1}, {"stage": "bogus"},
     {"memory_match": 1}, {"location": 5}, {"extra": 1}, "list"])
 def test_a_forged_cache_entry_is_dropped_and_asked_again(tmp_path, forged):
-    o = Faked(tmp_path / "cache", "echo", tmp_path / "state")
-    try:
+    with faked(tmp_path, "echo") as o:
         step = steps_of(1)[:1]
         o.ask(step)
         (path,) = o.root.glob("answers/*/*.json")
@@ -251,19 +238,12 @@ def test_a_forged_cache_entry_is_dropped_and_asked_again(tmp_path, forged):
         a, = fresh.ask(step)
         assert fresh.queries == 1 and a.accepted is True and not a.cached
         assert json.loads(path.read_text())["answer"] == a.to_dict()        # rewritten
-    finally:
-        o.close()
-        _kill_all(o)
 
 
 def test_a_malformed_answer_from_the_worker_is_not_stored(tmp_path):
-    o = Faked(tmp_path / "cache", "garbage", tmp_path / "state")
-    try:
+    with faked(tmp_path, "garbage") as o:
         a, = o.ask(steps_of(1)[:1])
         assert a is None and stored(o.root) == {}
-    finally:
-        o.close()
-        _kill_all(o)
 
 
 def test_a_conv_candidate_ttnn_refuses_and_the_rules_accept_is_a_contradiction(tmp_path):
@@ -291,8 +271,7 @@ def test_a_conv_candidate_ttnn_refuses_and_the_rules_accept_is_a_contradiction(t
 def test_a_stopped_worker_is_killed_after_the_bound_and_the_plan_goes_on(tmp_path, monkeypatch,
                                                                         caplog):
     monkeypatch.setenv(O.TIMEOUT_ENV, "2")
-    o = Faked(tmp_path / "cache", "stop", tmp_path / "state")
-    try:
+    with faked(tmp_path, "stop") as o:
         t0 = time.monotonic()
         answers = _in_time(lambda: o.ask(steps_of(1)), 60)
         assert time.monotonic() - t0 < 30
@@ -305,9 +284,6 @@ def test_a_stopped_worker_is_killed_after_the_bound_and_the_plan_goes_on(tmp_pat
         assert sum("did not answer" in r.getMessage() for r in caplog.records) == 1
         plan = plan_graph(load_graph(SMALL), oracle=o)
         assert plan.ttnn.oracle.startswith("unavailable (ttnn did not answer")
-    finally:
-        o.close()
-        _kill_all(o)
 
 
 # ---- item 6: only regular files of bounded size are read ----------------------------------
