@@ -19,18 +19,28 @@ from ttmodels.runtime.mesh import resolve_mesh
 RUNS = {"n300": 32, "t3000": 128}
 
 
+def verify_resnet50_on(flag: str, runs: dict[str, int], timeout: float) -> dict[str, tuple]:
+    """``ttmodels verify resnet50 FLAG NAME --batch B --format json`` for every NAME: B of
+    ``runs``, each in its own process (one mock system per process), all at once:
+    {NAME: (exit code, stdout, stderr)}."""
+    procs = {n: subprocess.Popen([sys.executable, "-m", "ttmodels.tools.cli", "verify", "resnet50",
+                                  flag, n, "--batch", str(b), "--format", "json"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for n, b in runs.items()}
+    out = {}
+    for n, p in procs.items():
+        stdout, stderr = p.communicate(timeout=timeout)
+        out[n] = (p.returncode, stdout, stderr)
+    return out
+
+
 @pytest.fixture(scope="module")
 def reports():
-    procs = {m: subprocess.Popen([sys.executable, "-m", "ttmodels.tools.cli", "verify", "resnet50",
-                                  "--mesh", m, "--batch", str(b), "--format", "json"],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for m, b in RUNS.items()}
     out = {}
-    for m, p in procs.items():
-        stdout, stderr = p.communicate(timeout=900)
+    for m, (returncode, stdout, stderr) in verify_resnet50_on("--mesh", RUNS, 900).items():
         # exit 1 = some step differs from the plan or exceeds the L1 bank (the planner's
         # business, the same on one chip); 2 = an error before verifying
-        assert p.returncode in (0, 1), stderr[-3000:]
+        assert returncode in (0, 1), stderr[-3000:]
         out[m] = json.loads(stdout)
     return out
 

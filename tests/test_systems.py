@@ -15,6 +15,8 @@ from ttmodels import arch
 from ttmodels.errors import Error
 from ttmodels.runtime.mesh import DEVICES, MeshSpec, get_device, resolve_target
 from ttmodels.tools import cli
+
+from test_mesh_verify import verify_resnet50_on   # the same launcher as the mesh runs
 from test_mesh import assert_connected    # one check of a descriptor's ethernet graph
 
 
@@ -131,15 +133,7 @@ RUNS = {"p150": 16, "galaxy": 32}
 
 @pytest.fixture(scope="module")
 def real_runs():
-    procs = {d: subprocess.Popen([sys.executable, "-m", "ttmodels.tools.cli", "verify", "resnet50",
-                                  "--device", d, "--batch", str(b), "--format", "json"],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for d, b in RUNS.items()}
-    out = {}
-    for d, p in procs.items():
-        stdout, stderr = p.communicate(timeout=1200)
-        out[d] = (p.returncode, stdout, stderr)
-    return out
+    return verify_resnet50_on("--device", RUNS, 1200)
 
 
 @pytest.mark.parametrize("device", sorted(RUNS))
