@@ -658,12 +658,34 @@ def _adapter(cid, kind, before, after, s):
     return Case(cid, kind, [before], [s], s, after)
 
 
+def pool_rm_width_cases():
+    """ROW_MAJOR pool outputs of channels that are not a multiple of cores_c * 16 (issue 34,
+    ghostnetv2_100's DFC avg pool: 80 channels on 2 block columns, a 64-wide output shard):
+    ROW_MAJOR input shards as narrow as the channels allow (8-element aligned), every sharding
+    kind; ``ops.pool.sharding.row_major_shard_width`` is the rule. tests/test_import_pool_rule.py
+    also compares ttnn's output shard with the planned one on these cases."""
+    s, o = TensorShape(1, 8, 8, 0), TensorShape(1, 4, 4, 0)
+    attrs = dict(kernel=(2, 2), stride=(2, 2), padding=(0, 0, 0, 0), ceil_mode=False)
+    for op, kind, c, nc in (("avg_pool2d", BLOCK, 80, 2), ("max_pool2d", BLOCK, 80, 2),
+                            ("avg_pool2d", BLOCK, 144, 4), ("avg_pool2d", BLOCK, 24, 2),
+                            ("avg_pool2d", BLOCK, 96, 2), ("avg_pool2d", WIDTH, 72, 2),
+                            ("avg_pool2d", HEIGHT, 40, 2), ("max_pool2d", HEIGHT, 200, 2)):
+        si, so = replace(s, c=c), replace(o, c=c)
+        sw = c if kind == HEIGHT else -(-(-(-c // nc)) // 8) * 8
+        grid = (nc, 2) if kind == BLOCK else (nc, 1)
+        sh = si.rows // (grid[1] if kind == BLOCK else 1 if kind == WIDTH else nc)
+        x = T(MemSpec(kind, "l1", grid, grid[0] * grid[1], (sh, sw)), ROW_MAJOR)
+        a = dict(attrs, dilation=(1, 1)) if op == "max_pool2d" else attrs
+        yield _pool(f"{op}/rm-width/{kind}/c{c}x{nc}", op, x, si, so, a, None, ROW_MAJOR,
+                    "bfloat16")
+
+
 GENERATORS = (relu_cases, unary_cases, batch_norm_cases, slice_cases, split_cases,
               conv_transpose_cases, adaptive_pool_cases,
               binary_cases, conv_cases, matmul_conv_cases, pool_cases, linear_cases, upsample_cases,
               upsample_channel_cases,
               concat_cases, pad_cases, adapter_cases, issue23_cases, group_norm_cases,
-              grn_cases)
+              grn_cases, pool_rm_width_cases)
 
 
 def cases() -> list[Case]:

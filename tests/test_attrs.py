@@ -12,7 +12,7 @@ from ttmodels.language.spec import load_graph
 from ttmodels.language.registry import list_models
 
 #: fields parse sets only sometimes (the rest are set on every node the compiler makes)
-SOMETIMES = {("conv2d", "bn_eps"), ("upsample", "align_corners")}
+SOMETIMES = {("conv2d", "bn_eps"), ("upsample", "align_corners"), ("linear", "band")}
 
 
 @pytest.mark.parametrize("model", list_models())

@@ -1,8 +1,8 @@
 """`ttmodels import` of ResNeSt's split attention (issue 34 class 6, timm's SplitAttn +
 RadixSoftmax at radix 2, cardinality 1): the map viewed [N, r, C/r, H, W] summed over the radix
 is a split and adds; the softmax across a radix of 2 is sigmoid(z0 - z1), sigmoid(z1 - z0)
-(subtracts with a fused sigmoid); the map times the attention, summed, is multiplies and an add.
-Other radices are refused by what they are."""
+(subtracts with a fused sigmoid), across a radix of 3 or more a reshape, the spec's channel
+softmax and a reshape back; the map times the attention, summed, is multiplies and adds."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -43,11 +43,41 @@ def test_split_attention_at_radix_2():
     assert text.pcc >= importer.PCC_MIN
 
 
-def test_a_radix_of_3_is_refused_by_what_it_is():
-    with pytest.raises(importer.UnsupportedError) as e:
-        importer.import_module(RadixAttention(3).eval(), torch.randn(1, 3, 8, 8))
-    assert "softmax over dim 1 of a [1, 3, 1, 4] tensor (only a split attention's softmax " \
-        "across a radix of 2" in str(e.value)
+@pytest.mark.parametrize("radix", [3, 4])
+def test_split_attention_at_a_radix_of_3_or_more(radix):
+    """The softmax across the radix: the logits reshaped [N, r, C/r, 1], the spec's softmax over
+    the channels of each pixel, reshaped back, split into the r group vectors."""
+    torch.manual_seed(0)
+    text = importer.import_module(RadixAttention(radix).eval(), torch.randn(1, 3, 8, 8))
+    body = text.split("layers:")[1]
+    assert f"op: reshape, shape: [{radix}, 4, 1]" in body and "op: softmax}" in body
+    assert f"op: reshape, shape: [{4 * radix}, 1, 1]" in body
+    assert all(f"in: [sum.c{i}, softmax_1.c{i}]" in body for i in range(radix))
+    assert text.pcc >= importer.PCC_MIN
+
+
+def test_split_attention_with_a_cardinality_imports_and_verifies():
+    """timm's SplitAttn at radix 4, cardinality 2 (resnest50d_4s2x40d's): the 256 logits in
+    (group, radix, channel) order reshaped [N, 2, 4, 32] and permuted radix-first before the softmax,
+    reshaped back in torch's (radix, group, channel) order; then run on the mock device."""
+    timm = pytest.importorskip("timm")
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 32, 3, padding=1),
+                      timm.layers.SplitAttn(32, 64, groups=2, radix=4)).eval()
+    with torch.no_grad():                   # BN statistics that are not the identity
+        for mod in m.modules():
+            if isinstance(mod, nn.BatchNorm2d):
+                mod.running_var.uniform_(0.5, 2)
+                mod.running_mean.normal_()
+    text = importer.import_module(m, torch.randn(1, 3, 12, 12))
+    body = text.split("layers:")[1]
+    assert "op: reshape, shape: [2, 4, 32]" in body and "op: permute, dims: [0, 2, 1, 3]" in body
+    assert "op: reshape, shape: [256, 1, 1]" in body
+    assert text.pcc >= importer.PCC_MIN, text.report
+    from ttmodels.tools.verify import verify
+    rep = verify(text, batch_size=1, input_size=(12, 12), diagnostics=False)
+    bad = [s for s in rep.steps if not s.accepted or not s.memory_match]
+    assert rep.ok and rep.real and not bad, str(rep)
 
 
 class SelectiveKernel(nn.Module):

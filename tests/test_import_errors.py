@@ -139,12 +139,13 @@ def test_a_file_reference_names_its_classes_after_the_file(tmp_path, capsys):
 
 
 class ECA(nn.Module):
-    """ECA attention (timm's EcaModule): a Conv1d over the pooled channel vector."""
+    """ECA attention (timm's EcaModule) but for its Conv1d's bias: ECA's own imports
+    (tests/test_import_eca.py), a Conv1d that is not ECA's is refused by what it is."""
 
     def __init__(self):
         super().__init__()
         self.conv0 = nn.Conv2d(3, 8, 1)
-        self.conv = nn.Conv1d(1, 1, kernel_size=3, padding=1, bias=False)
+        self.conv = nn.Conv1d(1, 1, kernel_size=3, padding=1, bias=True)
 
     def forward(self, x):
         x = self.conv0(x)
@@ -156,7 +157,8 @@ def test_a_conv1d_is_refused_by_what_it_is():
     with pytest.raises(importer.UnsupportedError) as e:
         importer.import_module(ECA().eval(), torch.randn(1, 3, 8, 8))
     msg = str(e.value)
-    assert "Conv1d (kernel 3, 1 -> 1 channels): the spec has no 1-D convolution" in msg
+    assert "Conv1d (kernel 3, 1 -> 1 channels, a bias) on a [1, 1, 8] tensor: the spec has no " \
+        "1-D convolution" in msg
     assert "    conv  " in msg                       # the module's path
 
 

@@ -68,6 +68,9 @@ def test_a_float32_profile_that_does_not_plan_still_writes_the_spec(tmp_path, ca
     out = tmp_path / "wide.yaml"
     rc = main(["import", f"{f}:build", "-o", str(out), "--input-size", "256", "256",
                "--channels", "256"])
-    err = capsys.readouterr().err
+    said = capsys.readouterr()
+    err = said.err
     assert rc == 0 and out.exists()
     assert "warning:" in err and "float32 profile does not plan" in err and "Traceback" not in err
+    # said once (stderr), not again in the report on stdout
+    assert (said.out + err).count("float32 profile does not plan") == 1, said

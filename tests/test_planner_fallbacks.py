@@ -104,7 +104,7 @@ def test_the_concat_rule_compares_core_sets_not_extents():
 
 
 # googlenet float32: ttnn 0.81.1's pool2d reads bfloat16 only and writes bfloat16 / bfloat8_b /
-# bfloat4_b only
+# bfloat4_b only (a float32 window pool therefore runs as slices and binaries)
 F32_POOL = {"name": "f32_pool", "inputs": {"x": {"channels": 32, "size": [56, 56]}},
             "defaults": {"precision": F32},
             "layers": [{"name": "c1", "op": "conv2d", "out": 64, "kernel": 3, "padding": 1,
@@ -114,13 +114,14 @@ F32_POOL = {"name": "f32_pool", "inputs": {"x": {"channels": 32, "size": [56, 56
                        {"name": "c2", "op": "conv2d", "out": 64, "kernel": 1}]}
 
 
-def test_a_float32_max_pool_writes_bfloat16():
+def test_a_float32_max_pool_stays_float32():
+    """pool2d would read and write bfloat16 only: a float32 max pool runs exactly instead
+    (ops/pool/exact_window.py; tests/test_pool_exact_window.py), with no typecast."""
     plan = plan_graph(load_graph(F32_POOL), oracle=False)
     assert plan.layer("c1").output.dtype == "float32"
-    assert plan.layer("mp").config.dtype == "bfloat16" == plan.layer("mp").output.dtype
-    assert plan.layer("mp").inputs[0].dtype == "bfloat16"
-    (a,) = [a for a in plan.adapters if a.dst == "mp"]
-    assert a.kind == "typecast" and a.before.dtype == "float32"
+    mp = plan.layer("mp")
+    assert mp.config.exact and mp.inputs[0].dtype == "float32" == mp.output.dtype
+    assert "typecast" not in [a.kind for a in plan.adapters if a.dst == "mp"]
 
 
 # efficientnet_b2 float32's features.7.1 squeeze-excite: a row-major float32 1x1 map (there the
@@ -145,14 +146,16 @@ def test_a_float32_row_major_input_tilizes_to_float32_tiles():
         plan_graph(load_graph(F32_SE), oracle=False)
 
 
-def test_a_float32_global_pool_reads_and_writes_bfloat16():
+def test_a_float32_global_pool_reads_and_writes_float32():
     """inception_v3 float32's avgpool (8x8, 2048 channels) ran as pool2d and was refused a
-    float32 output (generic_pools.cpp:154)."""
+    float32 output (generic_pools.cpp:154); it now runs as ttnn.mean, float32 throughout
+    (ops/pool/exact_global.py, tests/test_pool_exact_global.py)."""
     spec = {"name": "f32_gap", "inputs": {"x": {"channels": 2048, "size": [8, 8]}},
             "defaults": {"precision": F32},
             "layers": [{"name": "gap", "op": "global_avg_pool"}]}
     gap = plan_graph(load_graph(spec), oracle=False).layer("gap")
-    assert gap.inputs[0].dtype == "bfloat16" and gap.output.dtype == "bfloat16"
+    assert gap.config.lowering == "mean"
+    assert gap.inputs[0].dtype == "float32" and gap.output.dtype == "float32"
 
 
 def test_a_matmul_conv_ttnn_sizes_over_its_estimate_carries_ttnns_figure(tmp_path):

@@ -73,6 +73,19 @@ def test_resolved_entries_name_layers_after_the_outputs_renames():
     assert not g.node("c1").auto.resolved
 
 
+def test_the_layers_after_a_float32_choice_follow_it():
+    """A resolved float32 activation is not rounded away by the next non-matmul layer: the pool
+    after c4 follows it in float32 (with fp32_accum); the matmul layers keep their own."""
+    text = SMALL + ("resolved_precision:\n  c4: {math_fidelity: HiFi4, weights: float32, "
+                    "activations: float32, fp32_accum: true}\n")
+    g = load_graph(text)
+    assert g.node("c4").precision.activations == "float32"
+    assert g.node("pool").precision == dataclasses.replace(
+        load_graph(SMALL).node("pool").precision, activations="float32", fp32_accum=True)
+    assert g.node("fc").precision.activations == "bfloat16"
+    assert load_graph(SMALL).node("pool").precision.activations == "bfloat16"
+
+
 @pytest.mark.parametrize("edit, line, words", [
     (("auto: true", "auto: {pcc: 1.5}"), 5, "between 0 and 1"),
     (("auto: true", "auto: {pcc: 0.99, margin: 2}"), 5, "unknown field 'margin'"),
@@ -188,12 +201,48 @@ def test_the_local_errors_see_the_truncation_each_fidelity_drops():
                             variants=candidates)
     finally:
         be.close()
-    c2 = {(p.math_fidelity, p.weights, p.fp32_accum): e for p, e in errs.by_precision["c2"].items()}
-    assert len(c2) == 16                     # fused relu: with and without fp32_accum
+    assert len(errs.by_precision["c2"]) == 18   # fused relu: with and without fp32_accum; and
+    c2 = {(p.math_fidelity, p.weights, p.fp32_accum): e      # 2 with float32 activations
+          for p, e in errs.by_precision["c2"].items() if p.activations == "bfloat16"}
+    assert len(c2) == 16
     f = [c2[(k, "bfloat16", False)] for k in ("LoFi", "HiFi2", "HiFi3", "HiFi4")]
     assert f[0] > f[1] > f[3] and f[1] > f[2], f      # HiFi3 ~ HiFi4: the output rounding rules
     assert c2[("HiFi4", "bfloat8_b", False)] > c2[("HiFi4", "bfloat16", False)]
-    assert len(errs.by_precision["c3"]) == 8  # no fused activation: fp32_accum changes nothing
+    assert len(errs.by_precision["c3"]) == 10  # no fused activation: fp32_accum changes nothing
+    f32 = {p.weights: e for p, e in errs.by_precision["c3"].items() if p.activations == "float32"}
+    assert f32["bfloat16"] < c3_hifi4(errs) and f32["float32"] < f32["bfloat16"], f32
+
+
+def c3_hifi4(errs):
+    return next(e for p, e in errs.by_precision["c3"].items()
+                if (p.math_fidelity, p.weights, p.activations) == ("HiFi4", "bfloat16", "bfloat16"))
+
+
+# SMALL's convs alone: an output of 4096 values (fc's 10 make a noisy PCC at 1e-5)
+CONVS = SMALL.replace("  - {name: pool, op: global_avg_pool}\n  - {name: fc, op: linear, out: 10}\n", "")
+
+
+def test_float32_activations_are_chosen_where_bfloat16_cannot_hold(monkeypatch):
+    """At 0.99999 on CONVS, bfloat16 activations cannot hold however precise the math (all HiFi4,
+    bfloat16 weights, fp32_accum: 0.99996; their output rounding): the resolver meets it by
+    float32 activations (with fp32_accum) where they pay; without that choice it ends NOT MET.
+    The written section loads, runs as resolved on the sim, and plans."""
+    from ttmodels.planning.planner import plan_graph
+    from ttmodels.tools import precision_errors
+    from ttmodels.tools.precision import section_text, write_section
+    g, sd, x, res = _resolve(CONVS, target=0.99999)
+    assert res.met, res.log
+    f32 = {n for n, p in res.choices.items() if p.activations == "float32"}
+    assert f32 and all(res.choices[n].fp32_accum for n in f32), res.summary()
+    text = write_section(CONVS, section_text(res, "test"))
+    assert "activations: float32" in text
+    g2, low = _sim_pcc(text, sd, x)
+    assert low >= 0.99999 and abs(low - res.min_pcc) < 1e-6
+    plan_graph(g2, oracle=False)
+    monkeypatch.setattr(precision_errors, "float32_candidates", lambda node: [])
+    _, _, _, without = _resolve(CONVS, target=0.99999)
+    assert not without.met, without.summary()
+    assert all(p.activations == "bfloat16" for p in without.choices.values())
 
 
 # ---- the command -------------------------------------------------------------------------------

@@ -119,8 +119,9 @@ def test_sim_matches_the_torch_reference(setups, name, profile):
     for k in OUTPUTS:
         assert tuple(got[k].shape) == tuple(want[k].shape)
     print(name, profile or "default", " ".join(f"{k} {v:.5f}" for k, v in pccs.items()))
-    if profile == "float32":
-        # float32 everywhere; the fused SiLU is still the card's bfloat16 SFPU form
+    if profile == "float32" or name == "yolov8s":
+        # float32 everywhere; the fused SiLU is still the card's bfloat16 SFPU form. yolov8s'
+        # default is its resolved precision: auto, float32 in every conv (configs/yolov8s.yaml)
         assert min(pccs.values()) > 0.999
     else:
         assert min(pccs.values()) >= 0.99

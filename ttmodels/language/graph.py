@@ -146,6 +146,26 @@ AUTO_OPS = ("conv2d", "linear", "conv_transpose2d")
 AUTO_PCC = 0.99
 
 
+def float32_followers(nodes) -> dict[str, "Precision"]:
+    """The non-matmul nodes (split, concat, add, upsample, pool, ...) that carry on the float32
+    activations ``precision: auto`` chose for a matmul layer: those fed (directly or through
+    other followers) by an auto layer with float32 activations, that would otherwise round to
+    bfloat16 right away. Name -> its precision with float32 activations and fp32_accum (a 16-bit
+    Dest holds bfloat16). ``nodes`` in topological order."""
+    import dataclasses
+    f32: set[str] = set()           # tensors in float32 by an auto choice or a follower
+    out: dict[str, Precision] = {}
+    for n in nodes:
+        if n.op in AUTO_OPS:
+            if n.auto is not None and n.precision.activations == "float32":
+                f32.update(n.tensors)
+            continue
+        if n.precision.activations == "bfloat16" and any(i in f32 for i in n.inputs):
+            out[n.name] = dataclasses.replace(n.precision, activations="float32", fp32_accum=True)
+            f32.update(n.tensors)
+    return out
+
+
 @dataclass(frozen=True)
 class AutoPrecision:
     """A layer under ``precision: auto``: the outputs' PCC target, where the auto was declared,

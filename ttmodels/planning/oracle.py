@@ -38,6 +38,10 @@ class StepOracle(Protocol):
         """ttnn's verdict on one planned layer (its per-core L1 figure, ``op_l1``), None when
         ttnn cannot be asked."""
 
+    def judge_adapter(self, g, move, flat) -> Verdict | None:
+        """ttnn's verdict on one adapter or spill the planner inserts (a ``plans.Adapter`` or
+        a ``liveness.Spill``), None when ttnn cannot be asked."""
+
     def confirm(self, plan, rejected: list[str], since: Any) -> None:
         """Record what ttnn says about every step of ``plan`` as ``plan.ttnn``; ``rejected``:
         the conv candidates it refused while planning."""
@@ -55,6 +59,9 @@ class NoOracle:
         return None
 
     def judge_layer(self, g, layer, flat) -> None:
+        return None
+
+    def judge_adapter(self, g, move, flat) -> None:
         return None
 
     def confirm(self, plan, rejected, since) -> None:

@@ -37,6 +37,9 @@ from .l1 import bank_bytes, l1_region, layer_parts, slice_input_copy_bytes
 from .plans import FreedEarlyNote, InPlaceNote, Reallocation
 
 ALLOC, FREE, PROGRAM = "alloc", "free", "program"
+# ("room", need, events, otherwise): ``events`` when ``need`` bytes fit the L1 free at that
+# point (``room_choice``), else ``otherwise``
+ROOM = "room"
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,11 @@ def op_events(pl, graph, banks: int = WORMHOLE_B0.l1_banks) -> list[tuple]:
     alloc_outs = [(ALLOC, k, b) for k, b in outs]
     if op in ("add", "multiply", "subtract") and getattr(pl.config, "inplace", False):
         return [(PROGRAM, cbs)]         # the output is operand a's buffer
+    if op == "concat":
+        from ..ops.concat import l1 as CL
+        channels = [lv.tensor_rows_c(graph, s)[1] for s in pl.node.inputs]
+        if CL.untilizes(list(pl.inputs), channels, pl.output):
+            return _unaligned_concat_events(pl, graph, banks, alloc_outs, cbs)
     halo = int(raw.get("halo", 0))
     sliced = bool(getattr(pl.config, "slice", None))
     if sliced and op in ("conv2d", "max_pool2d", "avg_pool2d"):
@@ -150,6 +158,21 @@ def op_events(pl, graph, banks: int = WORMHOLE_B0.l1_banks) -> list[tuple]:
         rp = int(raw["reduce_phase"])
         return [(ALLOC, "phase0", rp), (ALLOC, "phase1", rp), (FREE, "phase0")] + alloc_outs + \
             [(PROGRAM, cbs), (FREE, "phase1")]
+    if op in ("global_avg_pool", "adaptive_avg_pool2d") and pl.config.lowering:
+        # the float32 pool's ttnn.mean (ops/pool/exact_global.py), measured on the mock: at
+        # batch > 1 the reshaped input, the two-stage mean's partial rows, the mean's
+        # [N, 1, 1, C], free the partials, the output (the reshape back), free the rest; at
+        # batch 1 the partials live around the output alone
+        def alloc(k):
+            return [(ALLOC, k, int(raw[k]))] if raw.get(k) else []
+
+        def free(k):
+            return [(FREE, k)] if raw.get(k) else []
+        if raw.get("mean_out"):
+            return alloc("reshaped_input") + alloc("partials") + alloc("mean_out") + \
+                free("partials") + alloc_outs + [(PROGRAM, cbs)] + free("mean_out") + \
+                free("reshaped_input")
+        return alloc("partials") + alloc_outs + [(PROGRAM, cbs)] + free("partials")
     if op == "linear" and raw.get("bias_add_output"):
         # the matmul's output, then the bias add's (the layer's output); the first is freed
         return [(ALLOC, "matmul_out", int(raw["bias_add_output"]))] + alloc_outs + \
@@ -195,6 +218,34 @@ def _slice_parts_as_ttnn(raw: dict, halo: int, out: int, cbs: int) -> tuple[int,
     def grow(v: int) -> int:
         return -(-v * (rows + extra) // rows)
     return grow(halo), grow(out), cbs - row_cbs + grow(row_cbs)
+
+
+def _unaligned_concat_events(pl, graph, banks: int, alloc_outs: list, cbs: int) -> list:
+    """An interleaved concat of TILE inputs whose channels pad a tile (``ops/concat/l1.py``):
+    ttnn's native factory (the output, its CBs) when they fit the free L1, else the untilized
+    copies, the row-major concat, the output, the frees (measured on the mock n150: yolov8n
+    batch 8's model.2.cat, tests/test_concat_unaligned.py)."""
+    from ..ops.concat import l1 as CL
+    rows, c = lv.tensor_rows_c(graph, pl.name)
+    channels = [lv.tensor_rows_c(graph, s)[1] for s in pl.node.inputs]
+    native = CL.native_cbs(list(pl.inputs), channels, pl.output)
+    copies = CL.untilized_copies(list(pl.inputs), rows, channels, banks)
+    rm = CL.row_major_concat(list(pl.inputs), pl.output, rows, c, banks)
+    rm_path = [(ALLOC, f"untilized{i}", b) for i, b in enumerate(copies)] + \
+        [(ALLOC, "rm_concat", rm)] + alloc_outs + [(PROGRAM, cbs), (FREE, "rm_concat")] + \
+        [(FREE, f"untilized{i}") for i in range(len(copies))]
+    if native is None or pl.output.memory.buffer != "dram":
+        # an L1 output: the row-major path, as the estimate counts it (ttnn's choice depends
+        # on its free L1 at that moment, which the model does not reproduce exactly)
+        return rm_path
+    return [(ROOM, native, alloc_outs + [(PROGRAM, native)], rm_path)]
+
+
+def room_choice(e: tuple, alloc, base: int, top: int) -> list:
+    """A ``ROOM`` event's branch: its events when its need fits the largest free L1 block
+    ``alloc`` has now (ttnn's ``get_max_l1_space``; the largest free block matched ttnn's
+    choice in the three concats measured), else the other ones."""
+    return list(e[2] if e[1] <= alloc.largest_free() else e[3])
 
 
 def _row_major_bank_bytes(pl, graph, name: str, banks: int) -> int:
@@ -285,8 +336,12 @@ def simulate(plan, *, l1_small_size: int = 32768) -> list[StepAddr]:
 
     def step(ev: pw.Step, events: list[tuple], rename: dict) -> None:
         failure, need, short, lowest, cb_end = None, None, 0, None, base
-        for e in events:
-            if e[0] == ALLOC:
+        events = list(events)
+        while events:
+            e = events.pop(0)
+            if e[0] == ROOM:
+                events[:0] = room_choice(e, w.alloc, base, top)
+            elif e[0] == ALLOC:
                 why = w.allocate(rename.get(e[1], e[1]), e[2])
                 if why and failure is None:
                     (failure, short), need = why, l1_alloc.aligned(e[2])
@@ -499,6 +554,24 @@ def _capped(plan, layer: str, cbs: int, replan):
     return _replanned(plan, new)
 
 
+# ops whose planning runs them from DRAM interleaved when asked to keep no L1 (a cap hint of
+# 0: ``ctx.cb_caps``), the remedy for an output the allocator finds no block for
+DRAM_FALLBACK_OPS = ("concat", "split")
+
+
+def _from_dram(plan, layer: str, replan):
+    """``plan`` replanned with ``layer`` (a concat or split) run from DRAM interleaved; None
+    where it is there already or the replan fails."""
+    from ..errors import LayoutError
+    if replan is None or any(n == layer for n, _ in plan.cap_hints):
+        return None
+    try:
+        new = replan(plan.graph, plan.spill_hints, plan.cap_hints | {(layer, 0)})
+    except LayoutError:
+        return None
+    return _replanned(plan, new)
+
+
 _TRACE = None      # debugging: called with (failing step, its score, candidate, its score)
 
 
@@ -531,6 +604,8 @@ def _candidates(plan, bad: StepAddr, small: int, replan):
         yield _reordered(plan, layer, replan)
     if bad.kind == "layer" and bad.need is None and pl.node.op == "conv2d":
         yield _capped(plan, layer, layer_parts(pl)["cb"] - bad.short, replan)
+    if bad.kind == "layer" and pl.node.op in DRAM_FALLBACK_OPS:
+        yield _from_dram(plan, layer, replan)
     for t, _ in live:
         if t not in pl.node.inputs:
             yield _spilled(plan, t, layer, replan)
@@ -585,7 +660,7 @@ def fit(plan, *, l1_small_size: int | None = None, max_remedies: int = 64, repla
             raise LayoutError(
                 f"ttnn's L1 allocator would refuse step '{bad.name}' ({bad.kind}): "
                 f"{bad.failure}; no remedy (the conv freeing its input, in place, reallocation, "
-                "reorder, smaller blocking, spill) gets past it; use a smaller batch or input "
+                "reorder, smaller blocking, spill, from DRAM) gets past it; use a smaller batch or input "
                 "size (--batch / --input-size)", layer=_layer_of(plan, bad))
         plan, steps = best, best_steps
     raise LayoutError(f"ttnn's L1 allocator would refuse step '{bad.name}': {bad.failure}; "
@@ -611,6 +686,10 @@ def _remedy(plan, cand) -> str:
         return f"run {cand.reordered[-1].layer} earlier"
     if len(cand.spills) > len(plan.spills):
         return "spill " + ", ".join(sp.tensor for sp in cand.spills[len(plan.spills):])
+    dram = [n for n, cap in cand.cap_hints - plan.cap_hints
+            if cap == 0 and cand.layer(n).node.op in DRAM_FALLBACK_OPS]
+    if dram:
+        return f"{dram[0]} from DRAM"
     return "smaller blocking"
 
 

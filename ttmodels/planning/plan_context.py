@@ -10,9 +10,9 @@ calls it once per layer, possibly several times against different L1 budgets, wi
   ``ctx.rc``, ``ctx.g``), the device (``ctx.arch``, ``ctx.grid``) and the L1 it may use
   (``ctx.op_budget``: the bank less every other tensor alive around the layer);
 * puts an adapter on an input edge where the op cannot take what the producer gives
-  (``ctx.adapt`` and its shorthands ``to_interleaved``, ``to_tile``, ``to_row_major``; each is
-  checked against the rules and recorded; nothing else may change the planner's state, except
-  conv2d's slicing notes ``ctx.slice_miss``);
+  (``ctx.adapt`` and its shorthands ``to_interleaved``, ``to_dram``, ``to_tile``,
+  ``to_row_major``; each is checked against the rules and recorded; nothing else may change the
+  planner's state, except conv2d's slicing notes ``ctx.slice_miss``);
 * honours the layer's explicit layout (``ctx.requested_memory``) and inserts nothing when
   ``ctx.with_adapters`` is False (ttnn's defaults, for the sim to show what the card rejects);
 * returns the ``PlannedLayer`` (inputs as received, output layout, L1 bytes per core, the op's
@@ -78,6 +78,10 @@ class PlanContext(Protocol):
 
     def to_interleaved(self, node: Node, idx: int, cur: TensorLayout, reason: str,
                        buffer: str = "l1") -> TensorLayout: ...
+
+    def to_dram(self, node: Node, idx: int, cur: TensorLayout, reason: str) -> TensorLayout:
+        """Input ``idx`` moved to DRAM interleaved (from shards or interleaved L1), unchanged
+        when it is there already: the fallback of an op whose L1 path does not fit."""
 
     def to_tile(self, node: Node, idx: int, cur: TensorLayout, reason: str) -> TensorLayout: ...
 

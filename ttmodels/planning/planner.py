@@ -133,6 +133,14 @@ class _Planner:
         after = TensorLayout(MemSpec(INTERLEAVED, buffer), cur.layout, cur.dtype)
         return self.adapt(node, idx, cur, "sharded_to_interleaved", after, reason)
 
+    def to_dram(self, node, idx, cur, reason):
+        dram = MemSpec(INTERLEAVED, "dram")
+        if cur.memory == dram:
+            return cur
+        if cur.memory.sharded:
+            return self.to_interleaved(node, idx, cur, reason, buffer="dram")
+        return self.adapt(node, idx, cur, "to_memory_config", replace(cur, memory=dram), reason)
+
     def to_tile(self, node, idx, cur, reason):
         return self.adapt(node, idx, cur, "to_layout", replace(cur, layout=TILE_LAYOUT), reason)
 
@@ -218,6 +226,12 @@ class _Planner:
                 del self.adapters[mark:]
                 return None, LayoutError(f"ttnn rejects {node.op} as planned: {ans.error}",
                                          layer=node.name), others
+            refused = self.ttnn_refuses_moves(self.adapters[mark:])
+            if refused is not None:
+                # an adapter the op asked for that ttnn refuses: no plan here either (the
+                # remedies, down to the DRAM forms, bring the operand another way)
+                del self.adapters[mark:]
+                return None, LayoutError(refused, layer=node.name), others
             l1 = ttnn_figure(ans)
             if l1 is None or l1 <= self.ttnn_budget:
                 return with_ttnn_figure(layer, l1), None, others
@@ -228,6 +242,30 @@ class _Planner:
             f"left by the {self.budget:,} B bank of {self.arch} and the tensors alive around "
             f"it (the estimate says {layer.l1_bytes_per_core:,} B), after {TTNN_REPLANS} "
             "replans against less L1", layer=node.name), others
+
+    def ttnn_refuses_moves(self, moves) -> str | None:
+        """Why ttnn refuses one of ``moves`` (adapters or spills the planner inserts), asked as
+        ``confirm`` asks them; None when it accepts them all (or is not asked). A returned plan
+        then never holds a move ttnn rejects (issue 33)."""
+        if self.oracle is None or not self.with_adapters:
+            return None
+        judge = getattr(self.oracle, "judge_adapter", None)
+        for m in moves if judge is not None else ():
+            ans = judge(self.g, m, self.flat)
+            if ans is not None and ans.judged and not ans.accepted:
+                what = f"the spill of {m.tensor}" if m.kind == "spill" else \
+                    f"the {m.kind} adapter {m.edge}"
+                note = f"ttnn rejects {what} as planned: {ans.error}"
+                if note not in self.ttnn_rejected:
+                    self.ttnn_rejected.append(note)
+                return note
+        return None
+
+    def spills_of(self, i: int, chosen, saved: dict[str, TensorLayout], for_layer: str):
+        """The spills that move ``chosen`` (held as ``saved``) to DRAM for layer ``i``."""
+        return [lv.Spill(t, self.spill_point(i, t), saved[t], self.spilled_layout(saved[t]),
+                         lv.bank_bytes(saved[t], *lv.tensor_rows_c(self.g, t), self.banks),
+                         for_layer) for t in chosen]
 
     def ttnn_verdict(self, layer: PlannedLayer):
         """ttnn's verdict on ``layer`` when ttnn is asked, else None."""
@@ -243,11 +281,12 @@ class _Planner:
         earlier place in the order (``_Reorder``); spilling live tensors to DRAM (``Spill``),
         when that moves fewer bytes than DRAM slicing or nothing else fits."""
         mark = len(self.adapters)
+        self.slice_miss = []            # this layer's own (a conv's plan notes them)
         self.apply_spill_hints(i, node)
         pre = self.others(i, node)
         carry = self.carry_in()
 
-        def attempt(others: dict[str, int]):
+        def attempt(others: dict[str, int], fn=fn):
             """fn against ``others``; if that does not fit only because of the previous
             program's CBs, again against what they leave (the op's own smaller blockings,
             layouts or DRAM slicing). (layer or None, error, fits, the others it used)."""
@@ -299,7 +338,8 @@ class _Planner:
             for t in chosen:
                 self.layouts[t] = self.spilled_layout(saved[t])
             cand, _, ok, _ = attempt(self.others(i, node))
-            ok = ok and not cand.config.slice
+            ok = ok and not cand.config.slice and self.ttnn_refuses_moves(
+                self.spills_of(i, chosen, saved, node.name)) is None
             if ok:
                 total = moved + self.steps_us(cand, mark)
                 if sliced_us is not None:
@@ -315,28 +355,95 @@ class _Planner:
             self.layouts.update(saved)
         if best is not None:
             chosen, saved, cand = best
-            for t in chosen:
-                after = self.spill_point(i, t)
-                frees = lv.bank_bytes(saved[t], *lv.tensor_rows_c(self.g, t), self.banks)
-                self.spills.append(lv.Spill(t, after, saved[t], self.layouts[t], frees, node.name))
+            self.spills.extend(self.spills_of(i, chosen, saved, node.name))
             return self.finish(i, node, cand, mark)
         if sliced is not None:      # planned again against what it was planned with
             del self.adapters[mark:]
             layer, _, _ = self.try_plan(node, fn, used)
             return self.finish(i, node, layer, mark)
-        if err is not None and layer is None:
-            raise err
-        total = self.live_total(i, node, layer, mark)
-        others = self.others(i, node, layer.inputs)
+        # the last remedy: the op from and/or into DRAM interleaved (ttnn's ops read and write
+        # DRAM; the L1 then holds only the op's own buffers)
+        if layer is not None:       # its adapters again, for the message
+            del self.adapters[mark:]
+            layer, err, _ = self.try_plan(node, fn, pre)
+        failure = err if layer is None else self.over_bank_error(i, node, layer, mark)
+        # a conv whose DRAM slicings did not fit has tried its output in DRAM already
+        sliced_out = bool(self.slice_miss)
+        del self.adapters[mark:]
+        fallback = self.dram_fallback(i, node, fn, mark, attempt, out_dram=not sliced_out)
+        if fallback is not None:
+            return fallback
+        raise failure
+
+    def over_bank_error(self, i: int, node: Node, layer: PlannedLayer, mark: int) -> LayoutError:
+        """Why ``layer`` does not fit: its step with the most L1 (an adapter in front of it, or
+        the layer), and that step's parts, which add up to its total."""
+        steps = self.live_steps(i, node, layer, mark)
+        step = max(steps, key=lambda s: s.total)
+        live = ", ".join(f"{k} {v:,}" for k, v in sorted(step.others.items(),
+                                                          key=lambda kv: -kv[1]))
+        if step.first + step.carry > step.own:
+            own = (f"{step.first:,} B allocated while the previous program's circular buffers "
+                   f"({step.carry:,} B) are still reserved")
+        else:
+            own = f"{step.own:,} B"
+        what = (f"the op {own} ({dict(layer.config.l1_parts)})" if step.kind == "layer"
+                else f"its {step.kind} {step.name} {own}")
         why = layer.config.inplace_blocked
-        live = ", ".join(f"{k} {v:,}" for k, v in sorted(others.items(), key=lambda kv: -kv[1]))
-        raise LayoutError(
-            f"needs {total:,} B of L1 per core, over the {self.budget:,} B bank of {self.arch}: "
-            f"the op {layer.l1_bytes_per_core:,} B ({dict(layer.config.l1_parts)}) + live "
-            f"tensors {sum(others.values()):,} B ({live or 'none'}); no spill or smaller "
-            "blocking fits" + (f"; cannot write in place into operand a: {why}" if why else "")
+        return LayoutError(
+            f"needs {step.total:,} B of L1 per core, over the {self.budget:,} B bank of "
+            f"{self.arch}: {what} + live tensors {sum(step.others.values()):,} B "
+            f"({live or 'none'}); no spill, smaller blocking or DRAM interleaved form fits"
+            + (f"; cannot write in place into operand a: {why}" if why else "")
             + "; use a smaller batch or input size (--batch / --input-size)",
             layer=node.name)
+
+    def dram_fallback(self, i: int, node: Node, fn, mark: int, attempt, out_dram: bool = True):
+        """The op with its L1 inputs moved to DRAM (a spill right after each is made: its move
+        allocates no L1 and ends the previous program, so its circular buffers go too), with
+        its output in DRAM interleaved, or both: of those that fit (and ttnn accepts, when
+        asked), the fastest by the device estimate; None when none does. gernet_s float32's
+        ``stages.3.0.conv3_1x1.conv``: the reshard into it came while the depthwise conv's
+        1.1 MB of CBs were still reserved; from DRAM it fits."""
+        ins = [t for t in dict.fromkeys(node.inputs) if t in self.layouts and
+               t not in self.g.constants and t not in self.g.inputs and
+               self.layouts[t].memory.buffer == "l1"]
+        to_dram = replace(node, layout=replace(node.layout, kind=INTERLEAVED, buffer="dram"))
+        variants = []
+        if ins:
+            variants.append((tuple(ins), node))
+        if node.layout.kind == "auto" and out_dram:
+            variants.append(((), to_dram))
+            if ins:
+                variants.append((tuple(ins), to_dram))
+        best = None
+        for chosen, as_node in variants:
+            del self.adapters[mark:]
+            saved = {t: self.layouts[t] for t in chosen}
+            for t in chosen:
+                self.layouts[t] = self.spilled_layout(saved[t])
+            cand, _, ok, _ = attempt(self.others(i, node), lambda _n, m=as_node: fn(m))
+            if ok and cand is not None and (as_node is node or
+                                            cand.output.memory.buffer == "dram") and \
+                    self.honours_policy(node, cand) and \
+                    self.ttnn_refuses_moves(self.spills_of(i, chosen, saved, node.name)) is None:
+                us = sum(self.spill_us(t) for t in chosen) + self.steps_us(cand, mark)
+                if best is None or us < best[0]:
+                    best = (us, chosen, saved, as_node, cand)
+            self.layouts.update(saved)
+        if best is None:
+            return None
+        us, chosen, saved, as_node, _ = best
+        del self.adapters[mark:]
+        for t in chosen:
+            self.layouts[t] = self.spilled_layout(saved[t])
+        cand, _, _, _ = attempt(self.others(i, node), lambda _n: fn(as_node))
+        self.spills.extend(self.spills_of(i, chosen, saved, node.name))
+        what = " and ".join(([f"inputs {', '.join(chosen)} from DRAM"] if chosen else []) +
+                            (["output to DRAM interleaved"] if as_node is not node else []))
+        self.note_choice(node.name, f"remedy: {what} ({us:,.1f} µs estimated; nothing in L1 "
+                         "fitted)")
+        return self.finish(i, node, replace(cand, node=node), mark)
 
     def earliest_position(self, i: int, node: Node) -> int:
         """The first index at which ``node`` could run: right after its last-produced input."""
@@ -406,10 +513,12 @@ class _Planner:
             lay = self.layouts[t]
             if lay.memory.buffer != "l1" or not (self.last.get(t, -1) > i or t in self.g.outputs):
                 continue
+            spill = self.spills_of(i, (t,), {t: lay}, node.name)
+            if self.ttnn_refuses_moves(spill) is not None:
+                continue        # ttnn refuses the move: the tensor stays (the address model
+                #                 then finds another remedy or refuses)
             self.layouts[t] = self.spilled_layout(lay)
-            frees = lv.bank_bytes(lay, *lv.tensor_rows_c(self.g, t), self.banks)
-            self.spills.append(lv.Spill(t, self.spill_point(i, t), lay, self.layouts[t], frees,
-                                        node.name))
+            self.spills.extend(spill)
 
     def spill_point(self, i: int, t: str) -> str:
         """The layer after which ``t`` goes to DRAM: its last reader before layer ``i``, or its
@@ -456,16 +565,20 @@ class _Planner:
             prev = ""
         self.choices[name] = f"{prev}; then {note}" if prev else note
 
+    @staticmethod
+    def honours_policy(node: Node, layer: PlannedLayer) -> bool:
+        """``layer``'s output is what the layer's explicit layout asks (any, for auto)."""
+        p, m = node.layout, layer.output.memory
+        return p.kind == "auto" or (
+            m.memory_layout == p.kind and (p.buffer is None or m.buffer == p.buffer) and
+            (p.grid is None or tuple(m.grid or ()) == tuple(p.grid)))
+
     def check_policy(self, node: Node, layer: PlannedLayer) -> None:
         """An explicit layout is honoured or rejected naming the spec line, never replaced."""
         p = node.layout
-        if p.kind == "auto" or not self.with_adapters:
+        if not self.with_adapters or self.honours_policy(node, layer):
             return
         m = layer.output.memory
-        grid = tuple(m.grid) if m.grid else None
-        if m.memory_layout == p.kind and (p.buffer is None or m.buffer == p.buffer) and \
-                (p.grid is None or grid == tuple(p.grid)):
-            return
         asked = " ".join([p.kind] + ([p.buffer] if p.buffer else []) +
                          ([f"{p.grid[0]}x{p.grid[1]}"] if p.grid else []))
         if layer.config.slice:
@@ -623,7 +736,7 @@ def _plan_graph(graph, arch, adapters, l1_small_size, addresses, spill_hints, ca
                 plan.reordered = [ReorderNote(*m) for m in moves]
                 plan.blockings = [BlockingNote(n, _conv_choice(pl), lv.layer_cbs(pl), asked[n])
                                   for n, pl in ((n, plan.layer(n)) for n in caps)
-                                  if lv.layer_cbs(pl) <= caps[n]]
+                                  if pl.node.op == "conv2d" and lv.layer_cbs(pl) <= caps[n]]
                 if not (adapters and addresses):
                     return plan
 

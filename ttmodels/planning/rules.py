@@ -176,9 +176,10 @@ ADAPTER_RULES = (
          "ttnn/cpp/ttnn/operations/core/to_memory_config/to_memory_config_op.hpp: to_memory_config"),
 )
 
-# ttnn ops a graph op may be lowered to (upsample with align_corners=True -> grid_sample); their
+# ttnn ops a graph op may be lowered to (upsample with align_corners=True -> grid_sample, a
+# float32 max pool's fold -> maximum); their
 # rules live in that op's rules module (``LOWERED``)
-LOWERED_OPS = ("grid_sample",)
+LOWERED_OPS = ("grid_sample", "maximum")
 ADAPTER_OPS = ("to_memory_config", "sharded_to_interleaved", "interleaved_to_sharded", "reshard",
                "to_layout", "typecast")
 
@@ -239,8 +240,8 @@ def _tensor_checks(t: TensorLayout, shape: Shape4 | None, what: str, *,
                    l1_shards: bool = True) -> list[Violation]:
     """tt-metal's TensorSpec validation (tensor_spec.cpp validate_shard_spec_with_tensor_shape,
     tensor_layout.cpp): shard shapes against the *physical* shape, which for a TILE tensor is
-    [round_up(rows, 32), round_up(C, 32)] and for a row-major one [rows, C] (or round_up(C, 16)
-    for a pool2d output, see pool_output_padded_shape)."""
+    [round_up(rows, 32), round_up(C, 32)] and for a row-major one [rows, C] (or a pool2d
+    output's padded C, see pool_output_padded_shape: round_up(C, 16), or whole tiles)."""
     out = []
     if t.dtype in BLOCK_FLOAT_DTYPES and t.layout != TILE_LAYOUT:
         out.append(_v("tensor.bfp_tile", f"{what} is {t.dtype} in {t.layout} layout"))
@@ -260,7 +261,10 @@ def _tensor_checks(t: TensorLayout, shape: Shape4 | None, what: str, *,
             rows, c = _rows_c(shape)
             tiled = t.layout == TILE_LAYOUT
             ph = round_up(rows, TILE) if tiled else rows
-            widths = (round_up(c, TILE),) if tiled else (c, round_up(c, TILE // 2))
+            # row-major: a pool2d output's channels are padded (ops/pool/sharding.py)
+            from ..ops.pool.sharding import row_major_shard_width
+            widths = (round_up(c, TILE),) if tiled else (c, round_up(c, TILE // 2),
+                                                        row_major_shard_width(c, 1))
             n = m.num_cores or m.grid[0] * m.grid[1]
             if m.memory_layout == HEIGHT:
                 ok = sw in widths and -(-ph // sh) <= n

@@ -4,7 +4,8 @@ target (docs/spec.md, "Precision planning").
 1. **Measure** (``precision_errors.local_errors``): one float32 reference run and one sim run in
    which every layer reads the reference values of its inputs; each auto layer is also run at
    every candidate precision (fidelity LoFi..HiFi4, weights bfloat8_b / bfloat16, fp32_accum where
-   a fused activation reads the Dest) on those inputs: its local error per candidate.
+   a fused activation reads the Dest; float32 activations at HiFi4 with fp32_accum, bfloat16 or
+   float32 weights) on those inputs: its local error per candidate.
 2. **Cost** (``plan.estimate``): the graph planned with every auto layer at each (fidelity,
    weights) pair; a candidate's cost is its layer's estimated µs there. ``fp32_accum`` is not in
    the estimate (its halved Dest changes only the subblocking, which the estimate does not see):
@@ -16,6 +17,8 @@ target (docs/spec.md, "Precision planning").
    the outputs). A miss re-fits ``gain`` to what was measured and raises the layers again (the
    largest errors per µs first); a pass with room to spare re-fits it downward once for a
    cheaper assignment, confirmed the same way. The cheapest confirmed assignment wins.
+   float32 activations enter only when the layers' own activations cannot meet the target: the
+   same steps then run again with them among the candidates.
 """
 from __future__ import annotations
 
@@ -26,8 +29,8 @@ from dataclasses import dataclass, field
 
 from ..errors import Error
 from ..language.graph import AUTO_OPS, Graph, Precision
-from .precision_errors import (FIDELITIES, WEIGHT_DTYPES, candidates, local_errors, nmse_of_pcc,
-                               with_precisions)
+from .precision_errors import (FIDELITIES, FLOAT32_WEIGHTS, WEIGHT_DTYPES, candidates,
+                               local_errors, nmse_of_pcc, with_precisions)
 
 log = logging.getLogger("ttmodels")
 
@@ -63,7 +66,8 @@ class Resolution:
         n = len(self.choices)
         by = {}
         for p in self.choices.values():
-            k = f"{p.math_fidelity}/{p.weights}{'/fp32_accum' if p.fp32_accum else ''}"
+            k = (f"{p.math_fidelity}/{p.weights}{'/float32 activations' if p.activations == 'float32' else ''}"
+                 f"{'/fp32_accum' if p.fp32_accum else ''}")
             by[k] = by.get(k, 0) + 1
         mix = ", ".join(f"{v} {k}" for k, v in sorted(by.items(), key=lambda kv: -kv[1]))
         return (f"{n} layers: {mix}; lowest output PCC {self.min_pcc:.4f} (target "
@@ -106,17 +110,43 @@ def greedy(fronts: dict[str, list[Option]], budget: float, gain: float,
     return at
 
 
-def _costs(graph: Graph, names: list[str], arch: str) -> dict[tuple[str, str], dict[str, float]]:
-    """(fidelity, weights) -> auto layer -> estimated µs, each pair planned once."""
+def _key(p: Precision) -> tuple[str, str, str]:
+    return (p.math_fidelity, p.weights, p.activations)
+
+
+def _costs(graph: Graph, names: list[str], arch: str) -> dict[tuple[str, str, str], dict[str, float]]:
+    """(fidelity, weights, activations) -> auto layer -> estimated µs, each planned once: every
+    fidelity x weights at the layers' activations, and float32 activations (HiFi4, fp32_accum)
+    with each of ``FLOAT32_WEIGHTS``. With float32 a layer's consumers read twice the bytes and
+    its non-matmul consumers follow it in float32 (``float32_followers``): what that adds to those
+    consumers' estimate is counted as the layer's."""
     from ..planning.planner import plan_graph
     out = {}
+    act = {n.name: n.precision.activations for n in graph.nodes if n.name in names}
+    nodes = {n.name: n for n in graph.nodes if n.name in names}
+    base = None
     for f in FIDELITIES:
         for w in WEIGHT_DTYPES:
-            g = with_precisions(graph, {n.name: dataclasses.replace(
-                n.precision, math_fidelity=f, weights=w, fp32_accum=False)
-                for n in graph.nodes if n.name in names})
+            g = with_precisions(graph, {n: dataclasses.replace(
+                p.precision, math_fidelity=f, weights=w, fp32_accum=False)
+                for n, p in nodes.items()})
             us = plan_graph(g, arch=arch, oracle=False).estimate.layer_us()
-            out[(f, w)] = {n: us.get(n, 0.0) for n in names}
+            for a in set(act.values()):
+                out[(f, w, a)] = {n: us.get(n, 0.0) for n in names}
+            if (f, w) == ("HiFi4", "bfloat16"):
+                base = us
+    f32 = [n for n, a in act.items() if a == "bfloat16"]
+    for w in FLOAT32_WEIGHTS if f32 else ():
+        g = with_precisions(graph, {n: dataclasses.replace(
+            nodes[n].precision, math_fidelity="HiFi4", weights=w, activations="float32",
+            fp32_accum=True) for n in f32})
+        us = plan_graph(g, arch=arch, oracle=False).estimate.layer_us()
+        row = {}
+        for n in f32:
+            extra = sum(max(0.0, us.get(c.name, 0.0) - base.get(c.name, 0.0))
+                        for c in graph.consumers(n) if c.name not in nodes)
+            row[n] = us.get(n, 0.0) + extra
+        out[("HiFi4", w, "float32")] = row
     return out
 
 
@@ -157,63 +187,98 @@ def resolve_graph(graph: Graph, state_dict, x, *, target: float | None = None,
     ref = ReferenceModel(graph, state_dict).run({iname: x}, return_all=True)
     params = prepare_parameters(graph, state_dict)
 
-    say(f"cost of each precision ({len(FIDELITIES) * len(WEIGHT_DTYPES)} plans)")
+    say(f"cost of each precision "
+        f"({len(FIDELITIES) * len(WEIGHT_DTYPES) + len(FLOAT32_WEIGHTS)} plans)")
     costs = _costs(graph, names, arch)
-    # the measuring plan: the auto layers at the most precise candidate (fp32_accum where it
-    # counts), whose matmul blocking every other candidate can run
-    top = {n: max(candidates(nodes[n]), key=_rank) for n in names}
+    # the measuring plan: the auto layers at the most precise candidate at their own activations
+    # (fp32_accum where it counts), whose matmul blocking every other candidate can run; a
+    # float32-activation candidate is measured on the same (bfloat16) inputs: the rounding of
+    # its inputs is its producer's error
+    top = {n: max((p for p in candidates(nodes[n])
+                   if p.activations == nodes[n].precision.activations), key=_rank)
+           for n in names}
     be = open_backend("sim")
     try:
         say(f"local errors of {len(names)} layers x their candidates (one teacher-forced sim run)")
         mplan = plan_graph(with_precisions(graph, top), arch=arch, oracle=False)
         errs = local_errors(mplan, params, ref, be, variants=candidates)
-        fronts = {}
-        for n in names:
-            opts = [Option(p, costs[(p.math_fidelity, p.weights)][n], e)
-                    for p, e in errs.by_precision[n].items()]
-            fronts[n] = frontier(opts)
-        us_max = sum(costs[("HiFi4", "bfloat16")].values())
+        opts = {n: [Option(p, costs[_key(p)][n], e) for p, e in errs.by_precision[n].items()]
+                for n in names}
+        us_max = sum(costs[("HiFi4", "bfloat16", nodes[n].precision.activations)][n]
+                     for n in names)
         budget = nmse_of_pcc(target)
-        gain, lines, best = 1.0, [], None
-        start = None
-        for r in range(1, ROUNDS + 1):
-            at = greedy(fronts, MARGIN * budget, gain, start)
-            chosen = {n: fronts[n][i].precision for n, i in at.items()}
-            predicted = sum(fronts[n][i].err for n, i in at.items())
-            us = sum(fronts[n][i].us for n, i in at.items())
+        lines: list[str] = []
+
+        def confirm(chosen):
             g2 = with_precisions(graph, chosen)
-            pccs = output_pccs(plan_graph(g2, arch=arch, oracle=False), params, ref, be)
-            low = min(pccs.values())
-            met = low >= target
-            line = (f"round {r}: gain {gain:.3g}, predicted sum {predicted:.3g}, {us:,.1f} µs: "
-                    f"lowest PCC {low:.5f} ({min(pccs, key=pccs.get)}){' met' if met else ''}")
-            lines.append(line)
-            say(line)
-            if met and (best is None or us < best.us):
-                best = Resolution(chosen, target, pccs, us, us_max, r, True, list(lines))
-            all_top = all(i == len(fronts[n]) - 1 for n, i in at.items())
-            measured = nmse_of_pcc(low)
-            fitted = measured / predicted if predicted > 0 else gain
-            if met:
-                if all(i == 0 for i in at.values()) or measured > 0.5 * budget or (best is not None and best.rounds < r):
-                    break           # close to the target, or cheaper did not hold: done
-                gain, start = max(fitted, 1e-6), None       # room to spare: try cheaper
-                continue
-            if all_top or best is not None:
-                break               # nothing left to raise, or the cheaper try missed
-            gain = max(fitted * 1.2, gain * 1.5)
-            start = at
-        if best is None:
-            best = Resolution(chosen, target, pccs, us, us_max, r, False, lines)
-        best.rounds, best.log = r, lines
+            return output_pccs(plan_graph(g2, arch=arch, oracle=False), params, ref, be)
+
+        # the layers' own activations first; float32 activations only when those cannot hold
+        # the target (they double the bytes moved and the L1 the tensors take)
+        own = {n: frontier([o for o in v if o.precision.activations ==
+                            nodes[n].precision.activations]) for n, v in opts.items()}
+        best = assign(own, budget, target, us_max, confirm, lines, say)
+        if not best.met and any(len(v) > len(own[n]) for n, v in opts.items()):
+            say("not met at the layers' own activations: float32 activations may be chosen too")
+            more = assign({n: frontier(v) for n, v in opts.items()}, budget, target, us_max,
+                          confirm, lines, say, first=best.rounds + 1)
+            if more.met or more.min_pcc > best.min_pcc:
+                best = more
+        best.log = lines
         return best
     finally:
         be.close()
 
 
+def assign(fronts: dict[str, list[Option]], budget: float, target: float, us_max: float,
+           confirm, lines: list[str], say, first: int = 1) -> Resolution:
+    """Greedy assignments on ``fronts``, each confirmed by ``confirm(chosen) -> output PCCs``:
+    a miss re-fits the gain and raises the layers, a pass with room to spare tries cheaper once;
+    the cheapest confirmed assignment, else the last one tried (not met)."""
+    gain, best, start = 1.0, None, None
+    for r in range(first, first + ROUNDS):
+        at = greedy(fronts, MARGIN * budget, gain, start)
+        chosen = {n: fronts[n][i].precision for n, i in at.items()}
+        predicted = sum(fronts[n][i].err for n, i in at.items())
+        us = sum(fronts[n][i].us for n, i in at.items())
+        pccs = confirm(chosen)
+        low = min(pccs.values())
+        met = low >= target
+        line = (f"round {r}: gain {gain:.3g}, predicted sum {predicted:.3g}, {us:,.1f} µs: "
+                f"lowest PCC {low:.5f} ({min(pccs, key=pccs.get)}){' met' if met else ''}")
+        lines.append(line)
+        say(line)
+        if met and (best is None or us < best.us):
+            best = Resolution(chosen, target, pccs, us, us_max, r, True, list(lines))
+        all_top = all(i == len(fronts[n]) - 1 for n, i in at.items())
+        measured = nmse_of_pcc(low)
+        fitted = measured / predicted if predicted > 0 else gain
+        if met:
+            if all(i == 0 for i in at.values()) or measured > 0.5 * budget or \
+                    (best is not None and best.rounds < r):
+                break           # close to the target, or cheaper did not hold: done
+            gain, start = max(fitted, 1e-6), None       # room to spare: try cheaper
+            continue
+        if all_top or best is not None:
+            break               # nothing left to raise, or the cheaper try missed
+        gain = max(fitted * 1.2, gain * 1.5)
+        start = at
+    if best is None:
+        best = Resolution(chosen, target, pccs, us, us_max, r, False, list(lines))
+    best.rounds = r
+    return best
+
+
 def _rank(p: Precision) -> tuple:
     return (FIDELITIES.index(p.math_fidelity), WEIGHT_DTYPES.index(p.weights)
             if p.weights in WEIGHT_DTYPES else 2, p.fp32_accum)
+
+
+def _text(p: Precision) -> str:
+    """A resolved precision as the spec writes it (activations only where not bfloat16)."""
+    extra = (", activations: float32" if p.activations == "float32" else "") + \
+        (", fp32_accum: true" if p.fp32_accum else "")
+    return f"{{math_fidelity: {p.math_fidelity}, weights: {p.weights}{extra}}}"
 
 
 # ---- the spec text --------------------------------------------------------------------------
@@ -230,9 +295,7 @@ def section_text(res: Resolution, how: str, by: str = "ttmodels precision") -> s
              f"{res.us_max:,.1f} µs). Where HiFi2 or LoFi stays, its measured PCC above is why.",
              f"{SECTION}:"]
     for name, p in res.choices.items():
-        extra = ", fp32_accum: true" if p.fp32_accum else ""
-        lines.append(f"  {name}: {{math_fidelity: {p.math_fidelity}, weights: {p.weights}"
-                     f"{extra}}}")
+        lines.append(f"  {name}: {_text(p)}")
     return "\n".join(lines) + "\n"
 
 

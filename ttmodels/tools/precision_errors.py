@@ -17,10 +17,13 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from ..language.graph import AUTO_OPS, Graph, Node, Precision
+from ..language.graph import AUTO_OPS, Graph, Node, Precision, float32_followers
 
 FIDELITIES = ("LoFi", "HiFi2", "HiFi3", "HiFi4")
 WEIGHT_DTYPES = ("bfloat8_b", "bfloat16")
+# float32 activations (a layer whose bfloat16 output rounding is what loses): HiFi4 with
+# fp32_accum (a 16-bit Dest holds bfloat16), weights bfloat16 or float32
+FLOAT32_WEIGHTS = ("bfloat16", "float32")
 
 
 def nmse(y, r) -> float:
@@ -50,26 +53,45 @@ def has_fused_act(node: Node) -> bool:
 def candidates(node: Node) -> list[Precision]:
     """The precisions the resolver chooses among for ``node``: every fidelity and weights dtype,
     with and without ``fp32_accum`` (only with a fused activation: elsewhere it changes nothing
-    the sim or the estimate sees); activations stay the node's."""
+    the sim or the estimate sees) at the node's activations; and where those are bfloat16, float32
+    activations (``float32_candidates``)."""
     accs = (False, True) if has_fused_act(node) else (node.precision.fp32_accum,)
     return [dataclasses.replace(node.precision, math_fidelity=f, weights=w, fp32_accum=a)
-            for f in FIDELITIES for w in WEIGHT_DTYPES for a in accs]
+            for f in FIDELITIES for w in WEIGHT_DTYPES for a in accs] + float32_candidates(node)
+
+
+def float32_candidates(node: Node) -> list[Precision]:
+    """float32 activations at HiFi4 with fp32_accum, bfloat16 or float32 weights: for a node
+    whose activations are bfloat16 (a block-float profile asked for less on purpose)."""
+    if node.precision.activations != "bfloat16":
+        return []
+    return [Precision(weights=w, activations="float32", math_fidelity="HiFi4", fp32_accum=True)
+            for w in FLOAT32_WEIGHTS]
 
 
 def with_precisions(graph: Graph, chosen: dict[str, Precision]) -> Graph:
-    """A copy of ``graph`` whose nodes in ``chosen`` have those precisions (the rest shared)."""
+    """A copy of ``graph`` whose nodes in ``chosen`` have those precisions (the rest shared),
+    the non-matmul nodes after a float32 choice following it (``float32_followers``, what the
+    spec's ``resolved_precision:`` does at load)."""
     nodes = [dataclasses.replace(n, precision=chosen[n.name]) if n.name in chosen else n
              for n in graph.nodes]
+    follow = float32_followers(nodes)
+    nodes = [dataclasses.replace(n, precision=follow[n.name]) if n.name in follow else n
+             for n in nodes]
     return dataclasses.replace(graph, nodes=nodes)
 
 
 def _variant(planned, p: Precision):
-    """``planned`` (a PlannedLayer) at precision ``p``: its node and its config's weights dtype."""
+    """``planned`` (a PlannedLayer) at precision ``p``: its node, its config's weights dtype and
+    its output's dtype (the same memory config: the sim does not count a shard's bytes)."""
     node = dataclasses.replace(planned.node, precision=p)
     cfg = planned.config
     if getattr(cfg, "weights_dtype", None) is not None:
         cfg = dataclasses.replace(cfg, weights_dtype=p.weights)
-    return dataclasses.replace(planned, node=node, config=cfg)
+    out = planned.output
+    if p.activations != planned.node.precision.activations:
+        out = dataclasses.replace(out, dtype=p.activations)
+    return dataclasses.replace(planned, node=node, config=cfg, output=out)
 
 
 def _flat(ref, like):

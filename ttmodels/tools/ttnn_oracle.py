@@ -614,6 +614,9 @@ class Oracle:
     def judge_layer(self, g, layer, flat) -> Answer | None:
         return self.ask([layer_step(g, layer, flat, _param_shapes(g))])[0]
 
+    def judge_adapter(self, g, move, flat) -> Answer | None:
+        return self.ask([move_step(move, flat)])[0]
+
     def judge_candidate(self, g, layer, flat) -> Answer | None:
         step = layer_step(g, layer, flat, _param_shapes(g))
         ans = self.ask([step])[0]
@@ -753,12 +756,20 @@ def plan_steps(plan, *, params: bool = True) -> list[Step]:
         spills.setdefault(sp.after, []).append(sp)
     for layer in plan.layers:
         for a in plan.adapters_into(layer.name):
-            out.append(adapter_step(a.kind, a.before, a.after, flat[a.src], a.edge))
+            out.append(move_step(a, flat))
         out.append(layer_step(g, layer, flat, params))
         for sp in spills.get(layer.name, ()):
-            out.append(adapter_step("to_memory_config", sp.before, sp.to, flat[sp.tensor],
-                                    f"{sp.tensor} after {sp.after}", kind="spill"))
+            out.append(move_step(sp, flat))
     return out
+
+
+def move_step(move, flat) -> Step:
+    """An adapter (``plans.Adapter``) or a spill (``liveness.Spill``) as the Step ttnn is
+    asked about: the same while planning (``judge_adapter``) as in ``confirm``."""
+    if move.kind == "spill":
+        return adapter_step("to_memory_config", move.before, move.to, flat[move.tensor],
+                            f"{move.tensor} after {move.after}", kind="spill")
+    return adapter_step(move.kind, move.before, move.after, flat[move.src], move.edge)
 
 
 def adapter_step(op: str, before: TensorLayout, after: TensorLayout, flat, name: str,

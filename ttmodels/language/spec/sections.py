@@ -10,7 +10,8 @@ from typing import Any
 from .._yaml import YList, YMap
 from ...errors import SpecError
 from ..graph import (AUTO_OPS, AUTO_PCC, BUFFERS, DTYPES, LAYOUT_KINDS, MATH_FIDELITIES,
-                     AutoPrecision, Constant, LayoutPolicy, Precision, SourceLoc, TensorShape)
+                     AutoPrecision, Constant, LayoutPolicy, Precision, SourceLoc, TensorShape,
+                     float32_followers)
 from .fields import _Ctx, _Fields
 from .schema import (CONSTANT_FIELDS, DEFAULT_FIELDS, INPUT_FIELDS, LAYOUT_FIELDS, MAX_DIM,
                      MAX_GRID, PRECISION_FIELDS, _NAME_RE, _check_keys, _err, _is_int, _suggest,
@@ -207,6 +208,10 @@ class _Sections:
             self.resolved_used.add(n.name)
             n.precision = dataclasses.replace(n.precision, **hit[0])
             n.auto = dataclasses.replace(n.auto, resolved=True)
+        follow = float32_followers(nodes)        # float32 chosen for a layer is not rounded away
+        for n in nodes:
+            if n.name in follow:
+                n.precision = follow[n.name]
 
     def parse_layout(self, v, m, key, layer, ctx: _Ctx) -> LayoutPolicy:
         v = self.ev(ctx, v, m, key, layer)

@@ -13,7 +13,9 @@ from .sharding import binary_output_source, is_native_binary_sharding
 
 _BNG = "ttnn/cpp/ttnn/operations/eltwise/binary_ng/device/binary_ng_device_operation.cpp"
 _BNG_U = "ttnn/cpp/ttnn/operations/eltwise/binary_ng/device/binary_ng_utils.cpp"
-_BIN_OPS = "add|multiply|subtract"      # the binary family (__init__.py)
+# the binary family (__init__.py), and maximum: binary_ng too (the exact float32 max pool's
+# fold, ops/pool/rules.py LOWERED)
+_BIN_OPS = "add|multiply|subtract|maximum"
 
 RULE_LIST = (
     # --- binary_ng (add, multiply, subtract) ------------------------------------------------

@@ -11,7 +11,7 @@ from ...backends.sim.numerics import _apply_unary, _emit, _out_layout, _write_in
 from .rules import BinaryArgs
 from ...backends.sim.tensor import SimTensor, _check, _on_device, _violation, dtype_name, memspec, quantize_
 
-__all__ = ["add", "multiply", "subtract"]
+__all__ = ["add", "multiply", "subtract", "maximum"]
 TTNN_FUNCTIONS = tuple(__all__)
 
 
@@ -120,3 +120,12 @@ def subtract(input_tensor_a, input_tensor_b, *, fast_and_approximate_mode=True, 
                        activations, input_tensor_b_activations, input_tensor_a_activations, output_tensor)
     return _binary("subtract", torch.sub, input_tensor_a, input_tensor_b, dtype, memory_config, activations,
                    input_tensor_a_activations, input_tensor_b_activations, output_tensor)
+
+
+def maximum(input_tensor_a, input_tensor_b, *, dtype=None, memory_config=None, output_tensor=None,
+            activations=(), input_tensor_a_activations=(), input_tensor_b_activations=()):
+    """binary_ng's MAXIMUM, always on the SFPU (``is_binary_sfpu_op``), so float32 operands
+    compare in float32: exact (the exact float32 max pool's fold, ops/pool/exact_window.py)."""
+    return _binary("maximum", torch.maximum, input_tensor_a, input_tensor_b, dtype, memory_config,
+                   activations, input_tensor_a_activations, input_tensor_b_activations,
+                   output_tensor)

@@ -342,16 +342,8 @@ def plan_conv_sliced(ctx: PlanContext, node: Node, x: TensorLayout) -> PlannedLa
     if found is None:
         return None
     st, k, c = fastest_slices(ctx, node, x, *found)
-    dram = MemSpec(INTERLEAVED, "dram")
-    cin = x
-    if ctx.with_adapters and x.memory != dram:
-        if x.memory.sharded:
-            cin = ctx.to_interleaved(node, 0, x, "DRAM-sliced conv2d reads its input from "
-                                     "DRAM interleaved", buffer="dram")
-        else:
-            cin = ctx.adapt(node, 0, x, "to_memory_config", replace(x, memory=dram),
-                            "DRAM-sliced conv2d reads its input from DRAM interleaved")
-    out = TensorLayout(dram, TILE_LAYOUT, node.precision.activations)
+    cin = ctx.to_dram(node, 0, x, "DRAM-sliced conv2d reads its input from DRAM "
+                      "interleaved") if ctx.with_adapters else x
     return sliced_layer(node, cin, st, k, c)
 
 

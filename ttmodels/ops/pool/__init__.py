@@ -147,6 +147,10 @@ class PoolPlan(PlanConfig):
     # the global pool's output, asked explicitly: ttnn 0.81.1 reduces some whole-map pools to
     # an interleaved output and runs others as pool2d with sharded outputs (ops/pool/plan.py)
     memory_config: MemSpec | None = optional()
+    # "mean": a float32 global pool run as ttnn.mean (ops/pool/exact_global.py)
+    lowering: str | None = optional()
+    # a float32 max/avg pool run exactly as slices and binaries (ops/pool/exact_window.py)
+    exact: bool = optional(False)
 
 
 _WHY = "pool2d's output keeps the shard grid it reads its input on"
@@ -171,8 +175,9 @@ register(
          follows_input=_WHY, doc="average pool (ttnn pool2d)",
          attrs_doc="kernel, stride, padding (t, b, l, r), ceil_mode, count_include_pad"),
     _def("global_avg_pool", (), parse_global, reference_global,
-         ("avg_pool2d",), follows_input=_WHY, doc="mean over H and W", attrs_doc="{}"),
+         ("avg_pool2d", "mean", "reshape"), follows_input=_WHY, doc="mean over H and W",
+         attrs_doc="{}"),
     _def("adaptive_avg_pool2d", (Field("size", "pair"),), parse_adaptive, reference_adaptive,
-         ("adaptive_avg_pool2d",), attrs=AdaptiveAvgPool2dAttrs, doc="average pool to a given size",
-         attrs_doc="size (oh, ow)"),
+         ("adaptive_avg_pool2d", "mean", "reshape"), attrs=AdaptiveAvgPool2dAttrs,
+         doc="average pool to a given size", attrs_doc="size (oh, ow)"),
 )

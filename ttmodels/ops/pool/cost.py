@@ -9,10 +9,17 @@ import math
 
 from ...language.graph import round_up
 from ...planning.estimate import CostEnv, Phase, movement_phase
+from . import exact_global
+from ...planning.layout import ROW_MAJOR, TensorLayout
+from . import exact_window
 
 
 def cost(layer, env: CostEnv):
     node = layer.node
+    if getattr(layer.config, "lowering", None) == exact_global.LOWERING:
+        return exact_global.cost(layer, env)
+    if getattr(layer.config, "exact", False):
+        return exact_phases(layer, env)
     ins = env.shape(node.inputs[0])
     kernel = getattr(node.attrs, "kernel", None)
     if not kernel or node.op.startswith("global"):
@@ -37,4 +44,34 @@ def cost(layer, env: CostEnv):
                                 dram_bytes=io.dram_bytes / slices, what="slice io"))
         phases.append(Phase(noc_cycles=halo, what="halo"))
         phases.append(Phase(noc_cycles=reads, what=node.op))
+    return tuple(phases)
+
+
+def exact_phases(layer, env: CostEnv) -> tuple[Phase, ...]:
+    """The exact float32 pool's programs (ops/pool/exact_window.py), each costed as its own op
+    is: slices, pad, layout changes and binaries are data movements (``movement_phase``, as the
+    binary ops' generic cost) between the DRAM-interleaved tensors it makes."""
+    node = layer.node
+    ins = env.shape(node.inputs[0])
+    g = exact_window.window(node.attrs, node.op, ins, node.shape)
+    x, y = layer.inputs[0], layer.output
+    rm = TensorLayout(y.memory, ROW_MAJOR, "float32")
+    out = node.shape
+    phases = []
+    if x.layout != ROW_MAJOR:
+        phases.append(movement_phase(env, [(x, ins)], (rm, ins), "untilize"))
+    src = ins
+    t, b, l, r = g.pad
+    if (t, b, l, r) != (0, 0, 0, 0):
+        src = type(ins)(ins.n, ins.h + t + b, ins.w + l + r, ins.c)
+        phases.append(movement_phase(env, [(rm, ins)], (rm, src), "pad"))
+    taps = len(g.taps())
+    slice_p = movement_phase(env, [(rm, out)], (rm, out), "slice")
+    fold_p = movement_phase(env, [(rm, out), (rm, out)], (rm, out), "maximum"
+                            if node.op == "max_pool2d" else "add")
+    phases += [slice_p] * taps + [fold_p] * (taps - 1)
+    if node.op == "avg_pool2d":
+        phases.append(movement_phase(env, [(rm, out)], (rm, out), "multiply"))
+    if y.layout != ROW_MAJOR:
+        phases.append(movement_phase(env, [(rm, out)], (y, out), "tilize"))
     return tuple(phases)

@@ -96,3 +96,41 @@ def _untilize_cbs(rows: int, c: int) -> int:
     if per_row > TILE and per_col <= TILE and per_row > per_col:
         return 8192
     return 2 * row
+
+
+
+def exact_l1(c: int, *, in_tiled: bool, out_tiled: bool, padded: bool,
+             row_tiles_max: int) -> L1Estimate:
+    """The exact float32 pool's L1 per core (ops/pool/exact_window.py): its tensors are all DRAM
+    interleaved, so only its programs' CBs count, the largest of them (ttnn frees a program's CBs
+    when the next starts). Measured on the mock device (0.81.1, float32, ``ttmodels verify``'s
+    ttnn op figure of max/avg pools of 16-4096 channels, row-major and TILE in and out):
+
+    * maximum / add / multiply (binary_ng, row-major operands): 24,576 B (3 CBs of 2 float32
+      tiles), whatever the channels;
+    * pad (row-major): a 32 KiB CB, or 16 sticks when wider, plus one stick (C x 4 B):
+      16 ch 32,832, 256 ch 33,792, 512 ch 34,816, 768 ch 52,224, 2048 ch 139,264;
+    * untilize of a TILE input (interleaved): 2 CBs of a row of the channel tiles up to 32 tiles
+      (1024 ch 262,144), beyond that the block factory's 2 x 4 tiles (2048 ch 32,768);
+    * tilize of a TILE output: ``liveness.adapter_cbs``' interleaved tilize (at most the binary's
+      at 2048 channels, measured); ``row_tiles_max`` is its widest row held whole
+      (``liveness.INTERLEAVED_TILIZE_MAX_TILES``: liveness imports this module);
+    * the strided slices stayed under the binary's figure in every case."""
+    tiles = -(-c // TILE)
+    f32 = tile_bytes("float32")
+    stick = c * 4
+    cbs = {"binary_cb": EXACT_BINARY_CBS}
+    if padded:
+        cbs["pad_cb"] = max(PAD_RM_CB, 16 * stick) + stick
+    if in_tiled:
+        cbs["untilize_cb"] = 2 * (tiles if tiles <= row_tiles_max else 4) * f32
+    if out_tiled:
+        cbs["tilize_cb"] = (tiles if tiles <= row_tiles_max else 2) * 2 * f32
+    worst = max(cbs, key=cbs.get)
+    return L1Estimate(cbs[worst], {worst: cbs[worst]})
+
+
+# binary_ng on row-major float32 operands: a, b and the output CB, two float32 tiles each
+EXACT_BINARY_CBS = 3 * 2 * 4096
+# the row-major pad's fixed CB (measured: 32,768 B up to 2048-byte sticks)
+PAD_RM_CB = 32768

@@ -4,6 +4,8 @@ from __future__ import annotations
 from ...backends import common
 from ...runtime.layers.base import Layer
 from ..conv2d.layer import conv_padding
+from . import exact_global
+from . import exact_window
 
 
 class _Pool(Layer):
@@ -43,10 +45,32 @@ class _Pool(Layer):
         return y
 
 
+    def exact(self, x):
+        """The exact float32 lowering (ops/pool/exact_window.py) the plan chose."""
+        g = exact_window.window(self.attrs, self.op, self.input_shape(0), self.out_shape)
+        include = bool(self.attrs.get("count_include_pad", True))
+        tt = self.tt
+
+        def divisor():
+            host = exact_window.reciprocal_map(g, include)
+            if host is None:
+                return None
+            return tt.from_torch(host, dtype=tt.float32, layout=tt.ROW_MAJOR_LAYOUT,
+                                 device=self.device, memory_config=self.output_memory_config(),
+                                 **common.replicated(self.backend))
+        return exact_window.run(
+            tt, x, g, self.op, tiled_in=self.planned.inputs[0].layout == "tile",
+            tiled_out=self.planned.output.layout == "tile",
+            memory_config=self.output_memory_config(), count_include_pad=include,
+            divisor_tensor=self._once("divisor", divisor) if self.op == "avg_pool2d" else None)
+
+
 class MaxPool2d(_Pool):
     op = "max_pool2d"
 
     def __call__(self, inputs):
+        if self.config.exact:
+            return self.exact(inputs[0])
         s, a = self.input_shape(0), self.attrs
         return self.flat(self.tt.max_pool2d(
             input_tensor=inputs[0], batch_size=s.n, input_h=s.h, input_w=s.w, channels=s.c,
@@ -61,6 +85,8 @@ class AvgPool2d(_Pool):
     op = "avg_pool2d"
 
     def __call__(self, inputs):
+        if self.config.exact:
+            return self.exact(inputs[0])
         s, a = self.input_shape(0), self.attrs
         return self.flat(self.tt.avg_pool2d(
             input_tensor=inputs[0], batch_size=s.n, input_h=s.h, input_w=s.w, channels=s.c,
@@ -79,6 +105,8 @@ class GlobalAvgPool(_Pool):
     op = "global_avg_pool"
 
     def __call__(self, inputs):
+        if self.config.lowering == exact_global.LOWERING:
+            return exact_global.run(self, inputs[0])
         s = self.input_shape(0)
         return self.tt.avg_pool2d(
             input_tensor=inputs[0], batch_size=s.n, input_h=s.h, input_w=s.w, channels=s.c,
@@ -92,6 +120,8 @@ class AdaptiveAvgPool2d(_Pool):
     op = "adaptive_avg_pool2d"
 
     def __call__(self, inputs):
+        if self.config.lowering == exact_global.LOWERING:
+            return exact_global.run(self, inputs[0])
         s = self.input_shape(0)
         kw = {}
         scheme = self.config.applied_shard_scheme

@@ -9,18 +9,20 @@ from ...planning import l1 as l1m
 from ...planning import rules as R
 from ...formats import is_block_float
 from ...language.graph import Node
+from ...planning.liveness import INTERLEAVED_TILIZE_MAX_TILES
 from ...planning.layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                        TensorLayout)
 from ...planning.plan_config import SliceConfig
 from ...planning.plan_context import PlanContext
 from ...planning.plans import PlannedLayer
 from ...planning.sharding import reshape_memspec, sharded_memspec
-from . import PoolPlan
+from . import PoolPlan, exact_window
 from .rules import PoolArgs, channel_shards_refused
 from ..conv2d.sharding import select_conv_shard_layout
-from .l1 import pool_l1
+from .l1 import exact_l1, pool_l1
 from ..base import pads
 from .sharding import pool_input_memspec, pool_parallel_config, pool_parallel_config_of
+from . import exact_global
 
 
 # the output dtypes ttnn 0.81.1's pool2d (max_pool2d, avg_pool2d) writes
@@ -36,6 +38,12 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
     in_rows, c = ctx.rc(node.inputs[0])
     in_shape = ctx.g.shape_of(node.inputs[0])
     policy = node.layout
+    if exact_global.applies(ctx, node):
+        # float32 activations: ttnn.mean keeps them float32 where pool2d reads bfloat16
+        return exact_global.plan(ctx, node, PoolPlan())
+    if ctx.with_adapters and exact_window.wanted(node.op, node.precision.activations, x.dtype):
+        # float32 stays float32: slices and SFPU binaries, not the bfloat16-only pool2d
+        return plan_exact(ctx, node, x)
     if node.op in POOL2D_OPS and x.dtype == "float32" and ctx.with_adapters:
         # pool_op.cpp:30 (0.81.1, the real run): "Only BFLOAT16 supported for now"
         x = ctx.adapt(node, 0, x, "typecast", replace(x, dtype="bfloat16"),
@@ -151,15 +159,28 @@ def plan_pool_sliced(ctx: PlanContext, node: Node, x: TensorLayout, est, config
     else:
         return None
     dram = MemSpec(INTERLEAVED, "dram")
-    cin = x
-    if x.memory != dram:
-        why = "a DRAM-sliced pool reads its input from DRAM interleaved"
-        cin = ctx.to_interleaved(node, 0, x, why, buffer="dram") if x.memory.sharded else \
-            ctx.adapt(node, 0, x, "to_memory_config", replace(x, memory=dram), why)
+    cin = ctx.to_dram(node, 0, x, "a DRAM-sliced pool reads its input from DRAM interleaved")
     out = TensorLayout(dram, config.output_layout, config.dtype)
     config = replace(config, applied_shard_scheme=None, input_memory=dram, l1_parts=parts,
                      slice=SliceConfig("height", k))
     return PlannedLayer(node, [cin], out, total, config)
+
+
+def plan_exact(ctx: PlanContext, node: Node, x: TensorLayout) -> PlannedLayer:
+    """A float32 max/avg pool as ``exact_window``'s slices and binaries: input, intermediates
+    and output DRAM interleaved (the input in either layout; the output in the one its
+    consumers want)."""
+    dram = MemSpec(INTERLEAVED, "dram")
+    x = ctx.to_dram(node, 0, x, "the exact float32 pool reads its input from DRAM interleaved")
+    out_layout = TILE_LAYOUT if ctx.consumers_need_tile(node) else ROW_MAJOR
+    out = TensorLayout(dram, out_layout, "float32")
+    g = exact_window.window(node.attrs, node.op, ctx.g.shape_of(node.inputs[0]), node.shape)
+    est = exact_l1(g.c, in_tiled=x.layout == TILE_LAYOUT, out_tiled=out_layout == TILE_LAYOUT,
+                   padded=g.pad != (0, 0, 0, 0), row_tiles_max=INTERLEAVED_TILIZE_MAX_TILES)
+    config = PoolPlan(output_layout=out_layout, dtype="float32", kernel=g.kernel,
+                      input_memory=dram, out_shape=node.shape.flat, l1_parts=est.parts,
+                      exact=True)
+    return PlannedLayer(node, [x], out, est.total, config)
 
 
 def whole_map_input(rows: int, c: int, layout: str, grid: tuple[int, int]) -> MemSpec:

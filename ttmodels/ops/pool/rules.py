@@ -10,6 +10,7 @@ from ...language.graph import TILE, round_up
 from ...planning.layout import (BLOCK, HEIGHT, INTERLEAVED, ROW_MAJOR, TILE_LAYOUT, WIDTH, MemSpec,
                        TensorLayout)
 from ...planning.rules import _POOL, CallArgs, OutputQuery, Rule, _v, reads
+from ..binary.rules import _c_binary, _out_binary
 from .sharding import pool_output_memspec, pool_parallel_config, pool_parallel_config_of
 
 _POOL_API = "ttnn/cpp/ttnn/operations/pool/generic/generic_pools.cpp"
@@ -40,6 +41,11 @@ RULE_LIST = (
          "ttnn/cpp/ttnn/operations/sliding_window/op_slicing/op_slicing.cpp, like conv2d_DRAM); "
          "enforced by the sim (ops/pool/sim.py), not by rules.check"),
 )
+
+# the exact float32 max pool's fold (ops/pool/exact_window.py) is binary_ng's MAXIMUM, on the
+# SFPU for every dtype (binary_ng_device_operation.cpp is_binary_sfpu_op): the binary ops'
+# rules, check and output layout (ops/binary/rules.py names it)
+LOWERED = {"maximum": (_c_binary, _out_binary)}
 
 
 @dataclass(frozen=True)

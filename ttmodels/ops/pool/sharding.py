@@ -77,28 +77,46 @@ def pool_input_memspec(pc: ParallelConfig, in_rows: int, c: int, *, in_tiled: bo
                    (rows // pc.cores_nhw, width // pc.cores_c))
 
 
+def row_major_shard_width(c: int, cores_c: int) -> int:
+    """A ROW_MAJOR pool output's shard width for C channels over ``cores_c`` channel shards,
+    measured on ttnn 0.81.1 (mock n150, avg and max pool, height / width / block shards, ROW_MAJOR
+    and TILE inputs; tests/rules_corpus.py ``pool_rm_width_cases``): the per-core channels
+    p = ceil(C / cores_c) stay as they are when a multiple of 16, become one 16-wide face when
+    below 16, and are otherwise rounded up to whole 32-wide tiles (80 over 2 columns: 40 -> 64,
+    not 48; 200 on height shards: 224; 160 over 2: 80). Not the rule of any generic_pools.cpp
+    version found (those round C to cores_c * 16); the wheel's behaviour is what counts."""
+    p = -(-c // max(1, cores_c))
+    if p % (TILE // 2) == 0:
+        return p
+    return TILE // 2 if p < TILE // 2 else round_up(p, TILE)
+
+
 def pool_output_memspec(pc: ParallelConfig, out_rows: int, c: int, *, out_tiled: bool) -> MemSpec:
     """pool2d's output shard spec (generic_pools.cpp, "update the shard spec to match the output
     shape"): the input's grid; shard height round_up(out_rows, cores_nhw * (32 if TILE output
-    else 1)) / cores_nhw; shard width round_up(C, cores_c * (32 if TILE output else 16)) /
-    cores_c. A ROW_MAJOR output's shard height is *not* tile rounded."""
+    else 1)) / cores_nhw; shard width round_up(C, cores_c * 32) / cores_c for a TILE output,
+    ``row_major_shard_width`` for a ROW_MAJOR one. A ROW_MAJOR output's shard height is *not*
+    tile rounded."""
     sh = round_up(out_rows, pc.cores_nhw * (TILE if out_tiled else 1)) // pc.cores_nhw
-    sw = round_up(c, pc.cores_c * (TILE if out_tiled else TILE // 2)) // pc.cores_c
+    sw = (round_up(c, pc.cores_c * TILE) // pc.cores_c if out_tiled
+          else row_major_shard_width(c, pc.cores_c))
     return MemSpec(pc.kind, "l1", pc.grid, pc.num_cores, (sh, sw))
 
 
 def pool_output_padded_shape(mem: MemSpec, out_rows: int, c: int, *, out_tiled: bool) -> tuple[int, int, int, int]:
     """pool2d's output padded (physical) shape; the logical shape stays [1, 1, out_rows, C]
     (pool_op.cpp Pool2D::compute_output_specs, TensorLayout::fromPaddedShape): rows rounded to
-    cores_nhw (x32 for a TILE output); C rounded to 16, to cores_c * 16 when width/block
-    sharded, to cores_c * 32 for a TILE output -- so the shard width of
-    ``pool_output_memspec`` is exactly the padded C over cores_c."""
+    cores_nhw (x32 for a TILE output); C rounded to cores_c * 32 for a TILE output, to the
+    shard width of a sharded ROW_MAJOR output (``row_major_shard_width``; the shards past C
+    are not counted: measured on the mock), else to 16."""
     pc = pool_parallel_config_of(mem) if mem.sharded else ParallelConfig(mem.memory_layout, 1, (1, 1), 1, 1)
     rows = round_up(out_rows, pc.cores_nhw * (TILE if out_tiled else 1))
     if out_tiled:
         cp = round_up(c, TILE * pc.cores_c)
-    elif mem.sharded and mem.memory_layout in (WIDTH, BLOCK):
-        cp = round_up(c, pc.cores_c * (TILE // 2))
+    elif mem.sharded:
+        # C rounded to the shard width (measured: 40 channels over 4 columns of 16 -> 48, not
+        # 64; 80 on height shards of 80 -> 80)
+        cp = round_up(c, row_major_shard_width(c, pc.cores_c))
     else:
         cp = round_up(c, TILE // 2)
     return (1, 1, rows, cp)

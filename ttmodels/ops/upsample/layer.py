@@ -36,7 +36,8 @@ class Upsample(Layer):
     def __init__(self, planned, params, backend, **kw):
         super().__init__(planned, params, backend, **kw)
         self.scale = [int(v) for v in self.attrs.scale]
-        self.mode = self.attrs.get("mode", "nearest")
+        # the plan's mode: a bilinear upsample of a 1x1 map runs as nearest (plan.run_mode)
+        self.mode = self.config.mode or self.attrs.get("mode", "nearest")
         if self.mode not in ("nearest", "bilinear"):
             raise LayoutError(f"upsample mode {self.mode!r} (expected nearest or bilinear)",
                               layer=self.name)

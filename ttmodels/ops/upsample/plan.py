@@ -20,7 +20,7 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
     if node.attrs.get("align_corners"):
         return plan_grid_sample(ctx, node)
     x = ctx.layouts[node.inputs[0]]
-    mode = node.attrs.get("mode", "nearest")
+    mode = run_mode(ctx, node)
     if mode == "bilinear" and ctx.rc(node.inputs[0])[1] % TILE:
         return plan_padded_bilinear(ctx, node, x)
     if ctx.with_adapters:
@@ -31,7 +31,10 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
                 "bilinear upsample needs bfloat16 ROW_MAJOR height shards (ttnn's autoshard)")
         else:
             in_shape = ctx.g.shape_of(node.inputs[0])
-            if x.memory.memory_layout == WIDTH:
+            if x.memory.sharded and node.layout.kind == INTERLEAVED:
+                x = ctx.to_interleaved(node, 0, x, "an interleaved nearest upsample output "
+                                       "comes from an interleaved input")
+            elif x.memory.memory_layout == WIDTH:
                 x = ctx.to_interleaved(node, 0, x, "upsample takes no width-sharded input")
             elif x.memory.sharded and x.layout == TILE_LAYOUT and in_shape.c % TILE:
                 # a TILE shard of 16 channels is a tile wide; its ROW_MAJOR copy would be 16
@@ -45,7 +48,12 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
                                      "tile aligned in its [N,H,W,C] view")
     attrs = {"mode": mode, "out_shape": node.shape.flat, "lowering": "upsample",
              "in_w": ctx.g.shape_of(node.inputs[0]).w}
-    out = R.output_layout("upsample", [x], attrs, None, [ctx.flat[node.inputs[0]]])
+    requested = None
+    if mode == "nearest" and node.layout.kind == INTERLEAVED and not x.memory.sharded:
+        # interleaved in, interleaved out where the layer asks (the planner's DRAM fallback:
+        # a 1x1 -> 64x64 map of 256 channels is 2 MB, too much for one core's shard)
+        requested = attrs["memory_config"] = MemSpec(INTERLEAVED, node.layout.buffer or "l1")
+    out = R.output_layout("upsample", [x], attrs, requested, [ctx.flat[node.inputs[0]]])
     rows, c = ctx.rc(node.inputs[0])
     est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=node.shape.rows, c=c)
     if mode == "bilinear" and x.memory.sharded and x.memory.shard_shape:
@@ -53,6 +61,19 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
         halo = bilinear_halo_bytes(x.memory.shard_shape[0], ctx.g.shape_of(node.inputs[0]).w, c)
         est = l1m.L1Estimate(est.total + halo, {**est.parts, "halo": halo})
     return PlannedLayer(node, [x], out, est.total, UpsamplePlan(**attrs, l1_parts=est.parts))
+
+
+def run_mode(ctx: PlanContext, node: Node) -> str:
+    """The mode ttnn.upsample runs: a bilinear upsample of a 1x1 map runs as nearest. With
+    half-pixel centres (ttnn's and torch's align_corners=False) every output pixel samples the
+    one input pixel with weight 1, so both give it everywhere; nearest takes interleaved inputs
+    and outputs, where bilinear puts the whole output on the input's one height shard (torchvision
+    ASPP's image-pooling branch: 1x1 -> 64x64 of 256 channels, 2 MB on one core)."""
+    mode = node.attrs.get("mode", "nearest")
+    s = ctx.g.shape_of(node.inputs[0])
+    if mode == "bilinear" and not node.attrs.get("align_corners") and s.h == s.w == 1:
+        return "nearest"
+    return mode
 
 
 def plan_padded_bilinear(ctx: PlanContext, node: Node, x: TensorLayout) -> PlannedLayer:
@@ -73,12 +94,8 @@ def plan_padded_bilinear(ctx: PlanContext, node: Node, x: TensorLayout) -> Plann
             x = ctx.to_interleaved(node, 0, x, reason)
         if x.layout != ROW_MAJOR:
             x = ctx.to_row_major(node, 0, x, reason)
-    p = node.layout
-    if p.kind in (HEIGHT, WIDTH, BLOCK):
-        raise LayoutError(f"policy {p.kind}: a bilinear upsample of {c} channels (not a "
-                          "multiple of 32) writes an interleaved output (use interleaved "
-                          "[dram|l1] or auto)", layer=node.name, rule="upsample.channels")
-    out_mem = MemSpec(INTERLEAVED, (p.buffer or "dram") if p.kind == INTERLEAVED else "dram")
+    out_mem = interleaved_output(node, f"a bilinear upsample of {c} channels (not a "
+                                 "multiple of 32)", "upsample.channels")
     attrs = {"mode": "bilinear", "out_shape": node.shape.flat, "lowering": "upsample",
              "in_w": ctx.g.shape_of(src).w, "pad_c": pad_c, "memory_config": out_mem}
     out = R.output_layout("upsample", [x], attrs, out_mem, [ctx.flat[src]])
@@ -152,12 +169,8 @@ def plan_grid_sample(ctx: PlanContext, node: Node) -> PlannedLayer:
                                    "grid_sample takes interleaved or height-sharded input")
         if x.layout != ROW_MAJOR:
             x = ctx.to_row_major(node, 0, x, "grid_sample takes ROW_MAJOR input")
-    p = node.layout
-    if p.kind in (HEIGHT, WIDTH, BLOCK):
-        raise LayoutError(f"policy {p.kind}: the grid_sample lowering of an align_corners "
-                          "upsample writes an interleaved output (use interleaved [dram|l1] "
-                          "or auto)", layer=node.name, rule="grid_sample.output")
-    out_mem = MemSpec(INTERLEAVED, (p.buffer or "dram") if p.kind == INTERLEAVED else "dram")
+    out_mem = interleaved_output(node, "the grid_sample lowering of an align_corners upsample",
+                                 "grid_sample.output")
     n = node.shape.n
     grid = TensorLayout(MemSpec(INTERLEAVED, "dram"), ROW_MAJOR, "bfloat16")
     attrs = {"mode": "bilinear", "align_corners": True, "use_precomputed_grid": True,
@@ -173,3 +186,13 @@ def plan_grid_sample(ctx: PlanContext, node: Node) -> PlannedLayer:
     out = R.output_layout("grid_sample", [x], attrs, out_mem, [ctx.flat[src]])
     est = l1m.eltwise_l1(inputs=[(x, rows, c)], out_layout=out, out_rows=node.shape.rows, c=c)
     return PlannedLayer(node, [x], out, est.total, GridSamplePlan(**attrs, l1_parts=est.parts))
+
+
+def interleaved_output(node: Node, what: str, rule: str) -> MemSpec:
+    """The interleaved output memory of a lowering that writes no shards (``what``): the
+    layout's buffer when it asks interleaved, else DRAM; a sharded policy is refused."""
+    p = node.layout
+    if p.kind in (HEIGHT, WIDTH, BLOCK):
+        raise LayoutError(f"policy {p.kind}: {what} writes an interleaved output (use "
+                          "interleaved [dram|l1] or auto)", layer=node.name, rule=rule)
+    return MemSpec(INTERLEAVED, (p.buffer or "dram") if p.kind == INTERLEAVED else "dram")

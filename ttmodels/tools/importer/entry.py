@@ -341,8 +341,11 @@ def run_import(ref: str, output: str, *, batch: int = 1, input_size=(224, 224), 
     if text.ignored_prefixes:
         print(f"  modules unused by forward (build with ignore={list(text.ignored_prefixes)}): "
               + ", ".join(text.ignored_prefixes))
-    if text.report:
-        print("  " + text.report.replace("\n", "\n  "))
+    report = text.report
+    if text.check_failed:   # said once, on stderr below, not also in the report
+        report = report.replace("warning: " + text.check_failed, "").strip()
+    if report:
+        print("  " + report.replace("\n", "\n  "))
     if text.check_failed:
         print(f"warning: {output}: {text.check_failed}", file=sys.stderr)
     return 0

@@ -42,12 +42,28 @@ def _m_conv2d(cx, node, mod, x):
 
 
 def _m_conv1d(cx, node, mod, x):
-    """Refused with what it is: the spec's convs are 2-D over NCHW maps, and a Conv1d's [O, I, k]
-    weight is no conv2d key (ECA's conv over the pooled channel vector would be a 1 x k conv2d
-    on the vector laid out as a row, but its key would not load)."""
-    _unsupported(f"Conv1d (kernel {mod.kernel_size[0]}, {mod.in_channels} -> {mod.out_channels}"
-                 " channels): the spec has no 1-D convolution (e.g. ECA attention's conv over "
-                 "the pooled channels)")
+    """ECA attention's conv over the pooled channels: the [N, C] vector viewed [N, 1, C], a
+    Conv1d of one channel, an odd kernel k and padding k // 2 along C. It is the product by a
+    banded [C, C] matrix: a ``linear`` with ``band: k``, whose key is the Conv1d's own [1, 1, k]
+    weight. Any other Conv1d is refused with what it is (the spec's convs are 2-D)."""
+    s = tuple(x.shape or ())
+    k = mod.kernel_size[0]
+    pad = mod.padding if isinstance(mod.padding, str) else mod.padding[0]
+    pad = k // 2 if pad == "same" else pad
+    eca = x.kind == "tensor" and len(s) == 3 and s[1] == 1 and (mod.in_channels,
+                                                                mod.out_channels) == (1, 1)
+    ok = (mod.groups, mod.stride[0], mod.dilation[0], mod.padding_mode) == (1, 1, 1, "zeros") \
+        and k % 2 == 1 and pad == k // 2 and mod.bias is None
+    if not (eca and ok):
+        _unsupported(f"Conv1d (kernel {k}, {mod.in_channels} -> {mod.out_channels} channels"
+                     f"{', a bias' if mod.bias is not None else ''}) on a {list(s)} tensor: the "
+                     "spec has no 1-D convolution; only ECA attention's (one channel, an odd "
+                     "kernel, padding k // 2, no bias, over the pooled channels viewed [N, 1, C]) "
+                     "is a linear")
+    v = cx.layer(node, "linear", {"out": s[2], "bias": False, "act": None, "band": k}, [x])
+    v.layer.in_channels = s[2]
+    v.layer.parts.append(f"over the {s[2]} pooled channels: a banded [{s[2]}, {s[2]}] matrix")
+    return v
 
 
 def _m_conv_transpose2d(cx, node, mod, x, *rest):

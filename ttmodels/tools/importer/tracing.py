@@ -1,6 +1,8 @@
 """Tracing: torch.fx on the example input, every node through its table row (``trace``)."""
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 
@@ -196,8 +198,36 @@ class _Ctx:
         if (h, w) == (ih, iw):
             return x                          # e.g. VGG's 7x7 pool on a 7x7 map
         if h > ih or w > iw:
-            _unsupported(f"adaptive_avg_pool2d to {h}x{w} from {ih}x{iw} (larger than the input)")
+            return self._upward_adaptive(node, (h, w), x)
         return self.layer(node, "adaptive_avg_pool2d", {"size": _pair((h, w))}, [x])
+
+    def _upward_adaptive(self, node, size, x):
+        """An adaptive pool up to a larger map (each bin averages one or two inputs per axis):
+        a nearest upsample and an average pool not counting its padding, when they give
+        torch's bins exactly (``adaptive.as_up_pool``); else refused saying so."""
+        from .adaptive import as_up_pool
+        (h, w), (n, c, ih, iw) = size, tuple(x.shape)
+        uh, uw = as_up_pool(ih, h), as_up_pool(iw, w)
+        if uh is None or uw is None:
+            _unsupported(f"adaptive_avg_pool2d to {h}x{w} from {ih}x{iw}: an upward adaptive pool "
+                         "(output larger than its input) whose bins no nearest upsample + "
+                         "average pool reproduces (the spec's adaptive_avg_pool2d only pools "
+                         "down)")
+        base = self.name_for(node)
+        y = x
+        if (uh.scale, uw.scale) != (1, 1):
+            y = self.layer(node, "upsample", {"scale": _pair((uh.scale, uw.scale)),
+                                              "mode": "nearest", "align_corners": False}, [x],
+                           name=f"{base}_upsample")
+            y.layer.fx, y.shape = "", (n, c, ih * uh.scale, iw * uw.scale)
+            y.layer.parts.append(f"{ih}x{iw} -> {h}x{w}, part 1: nearest upsample")
+        v = self.layer(node, "avg_pool2d", {
+            "kernel": _pair((uh.kernel, uw.kernel)), "stride": _pair((uh.stride, uw.stride)),
+            "padding": _pair((uh.padding, uw.padding)), "ceil_mode": False,
+            "count_include_pad": False}, [y])
+        v.layer.parts.append(f"{ih}x{iw} -> {h}x{w}: nearest upsample + average pool (its bins "
+                             "exactly)")
+        return v
 
     def flatten(self, node, start, end, x):
         s = tuple(x.shape or ())
@@ -255,20 +285,27 @@ class _Ctx:
         if x.kind == "tensor" and out == s:
             return x
         if x.kind == "tensor" and len(s) == 4 and s[2:] == (1, 1) and out is not None and \
-                len(out) == 4 and out[0] == s[0] and out[1] == 1 and out[2] * out[3] == s[1]:
-            # split attention's attention vector viewed as [N, cardinality 1, radix, C/radix]
-            return _Val("radix", shape=out, const=(x, out[2], False))
+                len(out) == 4 and out[0] == s[0] and out[1] * out[2] * out[3] == s[1]:
+            # split attention's attention vector viewed as [N, cardinality, radix, C/(c r)]
+            return _Val("radix", shape=out, const=(x, out[2], False, out[1]))
         if x.kind == "radix_attn" and out is not None:
             return _Val("radix_attn", items=x.items, shape=out)   # reshape / view: the same
         if x.kind == "tensor" and len(s) == 4 and out is not None and len(out) == 2 and \
                 out == (s[0], s[1] * s[2] * s[3]):
             return self.flatten(node, 1, -1, x)          # x.view(x.size(0), -1)
+        if x.kind == "tensor" and out is not None and (
+                (s in ((s[0], s[1]), (s[0], s[1], 1, 1)) and len(s) in (2, 4) and
+                 out == (s[0], 1, s[1])) or
+                (len(s) == 3 and s[1] == 1 and out in ((s[0], s[2]), (s[0], s[2], 1, 1)))):
+            # ECA: a per-image vector viewed [N, 1, C] for its Conv1d, and back: the same
+            # vector (a ``linear`` with ``band`` reads and writes it)
+            return _Val("tensor", x.tensor, layer=x.layer, shape=out)
         _unsupported(f"a view / reshape of a {list(s)} tensor to {list(out or ())} (only the "
                      "channel shuffle's: [N, C, H, W] to [N, g, C/g, H, W], transpose(1, 2), back)")
 
     def transpose(self, node, x, d0, d1):
         if x.kind == "radix" and not x.const[2] and sorted((d0 % 4, d1 % 4)) == [1, 2]:
-            return _Val("radix", shape=_shape(node), const=(x.const[0], x.const[1], True))
+            return _Val("radix", shape=_shape(node), const=(*x.const[:2], True, x.const[3]))
         if x.kind == "shuffle" and not x.const[1] and sorted((d0 % 5, d1 % 5)) == [1, 2]:
             return _Val("shuffle", shape=_shape(node), const=(x.const[0], True, x.const[2]))
         _unsupported(f"transpose of dims {d0}, {d1} of a {list(x.shape or ())} tensor (only dims "
@@ -341,14 +378,16 @@ class _Ctx:
         if x.kind == "shuffle":                  # SKNet: the logits viewed [N, r, C/r, 1, 1]
             z, vec, r = x.const
             ok = not vec and tuple(z.shape[2:]) == (1, 1) and dim % 5 == 1
-            swapped = True
+            swapped, card = True, 1
         else:
-            z, r, swapped = x.const
+            z, r, swapped, card = x.const
             ok = dim % 4 == 1
-        if not (swapped and ok) or r != 2:
+        if not (swapped and ok) or r < 2:
             _unsupported(f"softmax over dim {dim} of a {list(x.shape or [])} tensor (only a split "
-                         "attention's softmax across a radix of 2, ResNeSt)")
+                         "attention's softmax across its radix, ResNeSt / SKNet)")
         c = z.shape[1]
+        if r > 2 or card > 1:
+            return self._radix_softmax_reshaped(node, z, r, card)
         z0, z1 = self.split(node, [c // 2, c // 2], z).items
         self.producer_of(z0).fx = ""
         out = []
@@ -359,6 +398,45 @@ class _Ctx:
             v.layer.parts = ["softmax() over a radix of 2: sigmoid(z_i - z_j)"]
             out.append(v)
         return _Val("radix_attn", items=out, shape=_shape(node))
+
+    def _radix_softmax_reshaped(self, node, z, r, card=1):
+        """A radix of 3 or more, or a cardinality above 1 (torch: the logits, in (group,
+        radix, channel) order, viewed [N, card, r, C'] and transposed to [N, r, card, C']):
+        reshaped to [N, r, C', 1] (cardinality 1) or to [N, card, r, C'] and permuted to
+        [N, r, card, C'], the spec's softmax over the channels of each pixel (across the radix),
+        reshaped back to [N, C, 1, 1] in torch's (radix, group, channel) order and split into
+        the r per-radix vectors."""
+        n, c = z.shape[0], z.shape[1]
+        cp = c // (r * card)
+        what = f"softmax() over a radix of {r}" + (f", cardinality {card}" if card > 1 else "")
+        made = []
+        if card == 1:
+            t = self.layer(node, "reshape", {"shape": [r, cp, 1]}, [z],
+                           name=self.name_for(node, "softmax_in"))
+            t.shape = (n, r, cp, 1)
+            made.append(t)
+        else:
+            t = self.layer(node, "reshape", {"shape": [card, r, cp]}, [z],
+                           name=self.name_for(node, "softmax_in"))
+            t.shape = (n, card, r, cp)
+            made.append(t)
+            t = self.layer(node, "permute", {"dims": [0, 2, 1, 3]}, [t],
+                           name=self.name_for(node, "softmax_radix_first"))
+            t.shape = (n, r, card, cp)
+            made.append(t)
+        t = self.layer(node, "softmax", {}, [t], name=self.name_for(node, "softmax"))
+        t.shape = made[-1].shape
+        made.append(t)
+        t = self.layer(node, "reshape", {"shape": [c, 1, 1]}, [t],
+                       name=self.name_for(node, "softmax_out"))
+        t.shape = (n, c, 1, 1)
+        made.append(t)
+        for v in made:                           # no module value is any of them
+            v.layer.fx = ""
+            v.layer.parts = [f"{what}: to the radix as channels, softmax over them, back"]
+        items = self.split(node, [c // r] * r, t).items
+        self.producer_of(items[0]).fx = ""
+        return _Val("radix_attn", items=items, shape=_shape(node))
 
     def radix_multiply(self, node, x5, attn):
         if len(attn.items) != (len(x5.items) if x5.kind == "radix_maps" else x5.const[2]):
@@ -484,10 +562,17 @@ def trace(module, example_input, *, partial: bool = False) -> Traced:
                 raise ImportError_(_trace_failure(module, first, e2)) from None
         gm = fx.GraphModule(tracer.root, graph)
         try:
-            with torch.no_grad():
+            # ShapeProp prints the failing node's traceback itself before it raises: the
+            # user sees one line (below), never a traceback
+            with torch.no_grad(), contextlib.redirect_stderr(io.StringIO()):
                 ShapeProp(gm).propagate(example_input)
         except Exception as e:           # noqa: BLE001
-            raise ImportError_(_trace_failure(module, e, None)) from None
+            extra = [n.target for n in graph.nodes if n.op == "placeholder"][1:]
+            why = _shape_prop_failure(module, e)
+            if extra:
+                why += (f"; forward's argument(s) {', '.join(map(str, extra))} are traced as "
+                        "inputs the example leaves at their defaults (one image input only)")
+            raise ImportError_(why) from None
     finally:
         module.train(was_training)
     mods = dict(gm.named_modules())
@@ -540,6 +625,10 @@ def trace(module, example_input, *, partial: bool = False) -> Traced:
                     bad.append(Unsupported("output", key or "(output)", _source_of(node),
                                            f"an output that is a {getattr(v, 'kind', 'value')}, "
                                            "not a map", node.name))
+                elif stop is None and r is None:
+                    bad.append(Unsupported("output", key or "(output)", _source_of(node),
+                                           "an output that is None (forward returns no map)",
+                                           node.name))
                 elif stop is None and r is not None and not isinstance(r, fx.Node):
                     # a nested list / dict or a Python value: never dropped in silence
                     bad.append(Unsupported("output", key or "(output)", _source_of(node),
@@ -660,6 +749,20 @@ def _trace_failure(module, e, e2) -> str:
         msg += (f"; traced with the example input's values it stops at {type(e2).__name__}: "
                 f"{_first_line(e2)}{_user_frame(e2)}")
     return msg
+
+
+def _shape_prop_failure(module, e) -> str:
+    """ShapeProp's "ShapeProp error for: node=... with meta={...}" (the node's whole stack in
+    it) told as the error it wraps, at the first frame of the node's stack (the forward's line):
+    e.g. an optional second forward argument traced as an input that the example leaves None."""
+    cause = e.__cause__ if e.__cause__ is not None and str(e).startswith("ShapeProp error") \
+        else None
+    if cause is None:
+        return _trace_failure(module, e, None)
+    cls = f"{type(module).__module__}.{type(module).__qualname__}"
+    m = _FRAME.search(str(e))            # the node's stack: its first frame is the forward's
+    at = f" (at {_short_path(m.group(1))}:{m.group(2)})" if m else _user_frame(cause)
+    return f"torch.fx cannot trace {cls}: {type(cause).__name__}: {_first_line(cause)}{at}"
 
 
 def _concrete_tracer(base, example_input):
