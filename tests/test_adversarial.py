@@ -378,6 +378,16 @@ def test_version_and_help_texts(capsys):
     assert "makes the exit status 1 (default: 0.99)" in helps["compare"]
 
 
+def test_python_dash_m_ttmodels_is_the_command():
+    import subprocess
+    import sys
+
+    import ttmodels
+    out = subprocess.run([sys.executable, "-m", "ttmodels", "--version"], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == f"ttmodels {ttmodels.__version__}", out
+
+
 def test_plan_that_does_not_fit_suggests_batch_or_input_size():
     with pytest.raises(LayoutError) as e:
         plan_graph(load_graph("resnet50", batch_size=256))

@@ -74,3 +74,23 @@ def test_a_float32_profile_that_does_not_plan_still_writes_the_spec(tmp_path, ca
     assert "warning:" in err and "float32 profile does not plan" in err and "Traceback" not in err
     # said once (stderr), not again in the report on stdout
     assert (said.out + err).count("float32 profile does not plan") == 1, said
+
+
+def test_an_unresolved_precision_warning_names_the_written_spec(tmp_path, monkeypatch, caplog):
+    from ttmodels.language.spec import precision_notes
+    monkeypatch.setattr(precision_notes, "_WARNED", set())   # said once per process: say it here
+    # `--no-precision` leaves `precision: auto` unresolved; the load's warning points at a line
+    # of the spec: the file the user got, not the text it was written from (`<string>:N`)
+    f = tmp_path / "small.py"
+    f.write_text("import torch\n"
+                 "def build():\n"
+                 "    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1))\n")
+    from ttmodels.tools.cli import main
+    out = tmp_path / "small.yaml"
+    rc = main(["import", f"{f}:build", "-o", str(out), "--input-size", "32", "32",
+               "--no-precision"])
+    said = [r.getMessage() for r in caplog.records if "not resolved" in r.getMessage()]
+    assert rc == 0 and out.exists()
+    assert said and all("<string>" not in m for m in said), said
+    line = int(said[0].split(f"{out}:", 1)[1].split(":", 1)[0])
+    assert "auto" in out.read_text().splitlines()[line - 1]

@@ -3,6 +3,7 @@ module references ``path/file.py:fn(args)``).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 
@@ -122,6 +123,26 @@ def _locate(msg: str, tr) -> str:
         if lay is not None:
             first += f" [module {lay.name}: {' '.join(lay.parts)}, {lay.source}]"
     return first
+
+
+@contextlib.contextmanager
+def _spec_named(output: str):
+    """Warnings about the generated spec name ``output``, the file the user gets, not
+    ``<string>``: its lines are the written file's (the resolution only appends a section)."""
+    import logging
+
+    def rename(record: logging.LogRecord) -> bool:
+        said = record.getMessage()
+        if "<string>" in said:
+            record.msg, record.args = said.replace("<string>", output), ()
+        return True
+
+    log = logging.getLogger("ttmodels")
+    log.addFilter(rename)
+    try:
+        yield
+    finally:
+        log.removeFilter(rename)
 
 
 def _check_runs(module, x) -> None:
@@ -321,8 +342,9 @@ def run_import(ref: str, output: str, *, batch: int = 1, input_size=(224, 224), 
     h, w = input_size
     x = synthetic_images(batch, channels, h, w, seed=0)
     try:
-        text = import_module(module, x, name=name or default, partial=partial, check=check,
-                             resolve_precision=resolve_precision)
+        with _spec_named(output):
+            text = import_module(module, x, name=name or default, partial=partial, check=check,
+                                 resolve_precision=resolve_precision)
     except UnsupportedError as e:
         print(f"error: {ref}: {e}", file=sys.stderr)
         return 2
