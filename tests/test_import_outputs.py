@@ -94,3 +94,18 @@ def test_an_unresolved_precision_warning_names_the_written_spec(tmp_path, monkey
     assert said and all("<string>" not in m for m in said), said
     line = int(said[0].split(f"{out}:", 1)[1].split(":", 1)[0])
     assert "auto" in out.read_text().splitlines()[line - 1]
+
+
+def test_an_import_that_resolves_precision_does_not_warn_it_is_unresolved(tmp_path, monkeypatch,
+                                                                           caplog):
+    from ttmodels.language.spec import precision_notes
+    monkeypatch.setattr(precision_notes, "_WARNED", set())
+    f = tmp_path / "small.py"
+    f.write_text("import torch\n"
+                 "def build():\n"
+                 "    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1))\n")
+    from ttmodels.tools.cli import main
+    out = tmp_path / "small.yaml"
+    rc = main(["import", f"{f}:build", "-o", str(out), "--input-size", "32", "32"])
+    assert rc == 0 and "resolved_precision:" in out.read_text()
+    assert not [r for r in caplog.records if "not resolved" in r.getMessage()]

@@ -126,13 +126,17 @@ def _locate(msg: str, tr) -> str:
 
 
 @contextlib.contextmanager
-def _spec_named(output: str):
+def _spec_named(output: str, *, resolving: bool):
     """Warnings about the generated spec name ``output``, the file the user gets, not
-    ``<string>``: its lines are the written file's (the resolution only appends a section)."""
+    ``<string>``: its lines are the written file's (the resolution only appends a section).
+    ``resolving``: the loads before the resolution say nothing of unresolved ``auto`` layers
+    (the report says how the resolution went)."""
     import logging
 
     def rename(record: logging.LogRecord) -> bool:
         said = record.getMessage()
+        if resolving and "'precision: auto' is not resolved" in said:
+            return False
         if "<string>" in said:
             record.msg, record.args = said.replace("<string>", output), ()
         return True
@@ -342,7 +346,7 @@ def run_import(ref: str, output: str, *, batch: int = 1, input_size=(224, 224), 
     h, w = input_size
     x = synthetic_images(batch, channels, h, w, seed=0)
     try:
-        with _spec_named(output):
+        with _spec_named(output, resolving=resolve_precision):
             text = import_module(module, x, name=name or default, partial=partial, check=check,
                                  resolve_precision=resolve_precision)
     except UnsupportedError as e:
