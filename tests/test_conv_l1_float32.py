@@ -7,9 +7,10 @@ on 4 x 80 x 80, height sharded on 62 cores of 416 rows, float32 activations and 
 fp32_accum): halo buffer 193,536 B per core (twice, one per halo pass), CB region ending at
 802,208 = the L1 base 105,824 + 696,384 B of CBs."""
 from ttmodels.ops.conv2d.l1 import conv_l1
-from ttmodels.ops.conv2d.sharding import conv_memspec, conv_output_memspec, determine_parallel_config
+from ttmodels.ops.conv2d.sharding import (conv_memspec, conv_output_memspec,
+                                          determine_parallel_config)
 from ttmodels.planning import l1
-from ttmodels.planning.layout import HEIGHT, TensorLayout
+from ttmodels.planning.layout import BLOCK, HEIGHT, TensorLayout
 
 ROWS, C = 4 * 80 * 80, 64
 
@@ -44,3 +45,24 @@ def test_a_bfloat16_conv_keeps_its_bfloat16_halo_and_act_cb():
     # a bfloat8_b input still haloes to bfloat16 sticks
     _, b8 = _conv("bfloat8_b", weights_dtype="bfloat8_b")
     assert b8.parts["halo"] == b.parts["halo"] and b8.parts["act_cb"] == b.parts["act_cb"]
+
+
+def test_a_block_conv_whose_input_and_output_formats_differ_has_its_own_row_major_act_cb():
+    # get_cb_info overlaps block sharding's row-major act CB with the act CB only when the halo's
+    # format (float32 or bfloat16) is the output's. Measured through the oracle: resnet50
+    # tt-perf (bfloat8_b activations) b1 layer2.1.conv2, 3x3 128 -> 128 on 28x28, block sharded:
+    # ttnn's figure 24,624 B above the estimate without that CB (12 tiles x 2048 B + 48)
+    pc = determine_parallel_config(BLOCK, 784, 128, 128)
+    geo = l1.ConvGeometry(1, 28, 28, 28, 28, (3, 3), (1, 1), (1, 1, 1, 1))
+
+    def block(dtype):
+        inp = TensorLayout(conv_memspec(BLOCK, 784, 128, pc), "tile", dtype)
+        out = TensorLayout(conv_output_memspec(pc, 784, 128, is_mm=False), "tile", dtype)
+        return conv_l1(kind=BLOCK, in_layout=inp, out_layout=out, in_rows=784, in_w=28,
+                       c_in=128, out_rows=784, c_out=128, kernel=(3, 3),
+                       cores_nhw=pc.cores_nhw, cores_c=pc.cores_c, num_cores=pc.num_cores,
+                       weights_dtype="bfloat8_b", geometry=geo)
+    bf8, bf16, f32 = block("bfloat8_b"), block("bfloat16"), block("float32")
+    assert bf8.parts["act_cb"] == 12 * 1088                 # the measured conv's act block
+    assert bf8.parts["act_row_major_cb"] == 12 * 2048       # bfloat16 tiles: the halo's format
+    assert "act_row_major_cb" not in bf16.parts and "act_row_major_cb" not in f32.parts

@@ -24,9 +24,11 @@ def conv_l1(*, kind: str, in_layout: TensorLayout, out_layout: TensorLayout, in_
       + halo output + conv output + the CBs conv2d_op_program_factory_common.cpp ``get_cb_info``
       does not place on a tensor: weights (per_core_N x act_block_w tiles, x kh when the height
       is split in several act blocks), act (act_block_h x act_block_w; height sharding's in the
-      input's tile size, float32 or bfloat16, block sharding's mcast block in the output's), tilized act (same count, output tile), bias (per_core_N
-      tiles), the 64 B scratchpad, and partials only when their dtype differs from the output's
-      (otherwise they sit on the output buffer).
+      input's tile size, float32 or bfloat16, block sharding's mcast block in the output's, and
+      then also a row-major block in the input's when the two differ), tilized act (same count,
+      output tile), bias (per_core_N tiles), the 64 B scratchpad, and partials only when their
+      dtype differs from the output's (otherwise they sit on the output buffer). The halo's
+      sticks are float32 for a float32 input, else bfloat16.
     * Matmul (1x1) convs run ttnn::matmul: received input + output + in1 (in0_block_w x
       per_core_N weight tiles, twice when K takes more than one block) + bias; 2D (block) also an
       in0 CB of 2 x per_core_M x in0_block_w tiles (1D reads in0 from its shard); a row-major
@@ -41,7 +43,6 @@ def conv_l1(*, kind: str, in_layout: TensorLayout, out_layout: TensorLayout, in_
     per_core_n = max(1, -(-out_shard_w // TILE))
     wt = tile_bytes(weights_dtype)
     out_tile = tile_bytes(out_layout.dtype)
-    bf16 = tile_bytes("bfloat16")
     # what conv2d works on after the halo (get_cb_info's conv_input_dtype): the halo writes
     # row-major sticks, float32 for a float32 input and bfloat16 for any other; the act CBs read
     # by the input's tile size. Measured on the mock device (yolov8s float32 b4 model.4.m.1.cv1:
@@ -103,6 +104,12 @@ def conv_l1(*, kind: str, in_layout: TensorLayout, out_layout: TensorLayout, in_
     parts["tilized_act_cb"] = abh * abw * out_tile
     if kind == WIDTH:
         parts["act_row_major_cb"] = 2 * abw * in_tile
+    elif kind == BLOCK and conv_in_dtype != out_layout.dtype:
+        # get_cb_info overlaps block sharding's row-major act CB with the act CB only when the
+        # input's and the output's data formats agree; else it is a block of input tiles of its
+        # own (measured through the oracle: resnet50 tt-perf b1 layer2.1.conv2, bfloat8_b in and
+        # out, ttnn's figure 24,624 B above an estimate without it: 12 x 2048 + 48)
+        parts["act_row_major_cb"] = abh * abw * in_tile
     if bias:
         parts["bias_cb"] = per_core_n * wt
     acc = "float32" if fp32_accum else "bfloat16"
