@@ -23,10 +23,12 @@ def conv_l1(*, kind: str, in_layout: TensorLayout, out_layout: TensorLayout, in_
     * Non-matmul convs: halo phase = conv input shard + halo output; conv phase = received input
       + halo output + conv output + the CBs conv2d_op_program_factory_common.cpp ``get_cb_info``
       does not place on a tensor: weights (per_core_N x act_block_w tiles, x kh when the height
-      is split in several act blocks), act (act_block_h x act_block_w; block sharding's mcast
-      block with the output tile size), tilized act (same count, output tile), bias (per_core_N
-      tiles), the 64 B scratchpad, and partials only when their dtype differs from the output's
-      (otherwise they sit on the output buffer).
+      is split in several act blocks), act (act_block_h x act_block_w; height sharding's in the
+      input's tile size, float32 or bfloat16, block sharding's mcast block in the output's, and
+      then also a row-major block in the input's when the two differ), tilized act (same count,
+      output tile), bias (per_core_N tiles), the 64 B scratchpad, and partials only when their
+      dtype differs from the output's (otherwise they sit on the output buffer). The halo's
+      sticks are float32 for a float32 input, else bfloat16.
     * Matmul (1x1) convs run ttnn::matmul: received input + output + in1 (in0_block_w x
       per_core_N weight tiles, twice when K takes more than one block) + bias; 2D (block) also an
       in0 CB of 2 x per_core_M x in0_block_w tiles (1D reads in0 from its shard); a row-major
@@ -41,7 +43,13 @@ def conv_l1(*, kind: str, in_layout: TensorLayout, out_layout: TensorLayout, in_
     per_core_n = max(1, -(-out_shard_w // TILE))
     wt = tile_bytes(weights_dtype)
     out_tile = tile_bytes(out_layout.dtype)
-    bf16 = tile_bytes("bfloat16")
+    # what conv2d works on after the halo (get_cb_info's conv_input_dtype): the halo writes
+    # row-major sticks, float32 for a float32 input and bfloat16 for any other; the act CBs read
+    # by the input's tile size. Measured on the mock device (yolov8s float32 b4 model.4.m.1.cv1:
+    # halo 193,536 B and act CB 319,488 B, twice a bfloat16 count; the model's bfloat16 figures
+    # put a 45,472 B CB clash out of its sight)
+    conv_in_dtype = "float32" if in_layout.dtype == "float32" else "bfloat16"
+    in_tile, in_datum = tile_bytes(conv_in_dtype), (4 if conv_in_dtype == "float32" else 2)
     parts = {"input": per_core_bytes(received, in_rows, c_in),
              "output": per_core_bytes(out_layout, out_rows, c_out)}
     if is_mm:
@@ -59,8 +67,7 @@ def conv_l1(*, kind: str, in_layout: TensorLayout, out_layout: TensorLayout, in_
             sh = in_layout.memory.shard_shape[0] if in_layout.memory.sharded else out_shard_h
             # (in the input's dtype: a float32 map tilizes to float32 tiles, measured on the
             # mock device: efficientnet_b2 float32's SE fc1, 270,336 B for 1 x 66 tiles)
-            tilized = tile_bytes("float32") if in_layout.dtype == "float32" else bf16
-            parts["tilized_input"] = round_up(sh, TILE) // TILE * in0_bw * tilized
+            parts["tilized_input"] = round_up(sh, TILE) // TILE * in0_bw * in_tile
         elif received is not in_layout and not received.memory.sharded and \
                 in_layout.memory.sharded:
             # an interleaved TILE input: conv2d's own interleaved_to_sharded copy, alive through
@@ -93,17 +100,23 @@ def conv_l1(*, kind: str, in_layout: TensorLayout, out_layout: TensorLayout, in_
     if kind == WIDTH:
         weights_tiles = per_core_n * abw
     parts["weights_cb"] = weights_tiles * wt
-    parts["act_cb"] = abh * abw * (bf16 if kind == HEIGHT else out_tile)
+    parts["act_cb"] = abh * abw * (in_tile if kind == HEIGHT else out_tile)
     parts["tilized_act_cb"] = abh * abw * out_tile
     if kind == WIDTH:
-        parts["act_row_major_cb"] = 2 * abw * bf16
+        parts["act_row_major_cb"] = 2 * abw * in_tile
+    elif kind == BLOCK and conv_in_dtype != out_layout.dtype:
+        # get_cb_info overlaps block sharding's row-major act CB with the act CB only when the
+        # input's and the output's data formats agree; else it is a block of input tiles of its
+        # own (measured through the oracle: resnet50 tt-perf b1 layer2.1.conv2, bfloat8_b in and
+        # out, ttnn's figure 24,624 B above an estimate without it: 12 x 2048 + 48)
+        parts["act_row_major_cb"] = abh * abw * in_tile
     if bias:
         parts["bias_cb"] = per_core_n * wt
     acc = "float32" if fp32_accum else "bfloat16"
     if out_layout.dtype != acc:
         parts["partials_cb"] = per_core_m * per_core_n * tile_bytes(acc)
     parts["scratch"] = 64
-    # halo: row-major bf16 sticks of the core's channels (aligned to 8 channels = 16 B)
+    # halo: row-major sticks of the core's channels (aligned to 8 channels), in conv_in_dtype
     if geometry is not None:
         sticks = halo_sticks_per_core(geometry, out_shard_h, max(cores_nhw, 1))
     else:
@@ -121,7 +134,7 @@ def conv_l1(*, kind: str, in_layout: TensorLayout, out_layout: TensorLayout, in_
         rows = in_layout.memory.shard_shape[0] if in_layout.memory.sharded else \
             -(-in_rows // max(cores_nhw, 1))
         conv_input = int(rows * c_core * _bpe(in_layout))
-    halo = sticks * round_up(c_core, 8) * 2
+    halo = sticks * round_up(c_core, 8) * in_datum
     parts["halo"] = halo
     conv_phase = sum(parts.values())
     halo_phase = parts["input"] + (conv_input if in_layout is not received else 0) + halo
