@@ -106,6 +106,14 @@ def op_events(pl, graph, banks: int = WORMHOLE_B0.l1_banks) -> list[tuple]:
         channels = [lv.tensor_rows_c(graph, s)[1] for s in pl.node.inputs]
         if CL.untilizes(list(pl.inputs), channels, pl.output):
             return _unaligned_concat_events(pl, graph, banks, alloc_outs, cbs)
+        copies = CL.layout_copies(list(pl.inputs), lv.tensor_rows_c(graph, pl.name)[0],
+                                  channels, banks)
+        if any(copies):
+            # measured: the inputs of the other layout converted (in their memory) before the
+            # output, freed after the program
+            conv = [(i, b) for i, b in enumerate(copies) if b]
+            return [(ALLOC, f"to_layout{i}", b) for i, b in conv] + alloc_outs + \
+                [(PROGRAM, cbs)] + [(FREE, f"to_layout{i}") for i, _ in conv]
     halo = int(raw.get("halo", 0))
     sliced = bool(getattr(pl.config, "slice", None))
     if sliced and op in ("conv2d", "max_pool2d", "avg_pool2d"):

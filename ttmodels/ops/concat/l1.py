@@ -27,6 +27,7 @@ from dataclasses import replace
 from ...language.graph import TILE, round_up
 from ...planning.l1 import bank_bytes, tile_bytes
 from ...planning.layout import ROW_MAJOR, TILE_LAYOUT, TensorLayout
+from .rules import mixed_output_layout
 
 
 def untilizes(inputs: list[TensorLayout], channels: list[int], out: TensorLayout) -> bool:
@@ -38,6 +39,24 @@ def untilizes(inputs: list[TensorLayout], channels: list[int], out: TensorLayout
     the row-major concat 409,600 + 8,192 of CBs."""
     return len(inputs) >= 2 and all(t.layout == TILE_LAYOUT for t in inputs) and \
         any(c % TILE for c in channels)
+
+
+def layout_copies(inputs: list[TensorLayout], rows: int, channels: list[int],
+                  banks: int) -> list[int]:
+    """Per bank: the copy ttnn makes of each interleaved input whose layout is not the concat's
+    (``concat_impl``: the first input's layout, ROW_MAJOR when a ROW_MAJOR input does not tile;
+    ``rules.mixed_output_layout``), ``ttnn::to_layout`` in the input's memory, allocated before
+    the output and freed after it (0 for an input already in that layout, or in DRAM).
+    Measured on the mock n150 (tests/test_concat_mixed_layouts.py, unet_resnet34 batch 32's
+    ``decoder.blocks.1.cat``: a ROW_MAJOR 256-channel and a TILE 128-channel input, 32x32 x32):
+    +131,072 (the TILE input untilized), +393,216 (the output), -131,072."""
+    if len({t.layout for t in inputs}) < 2 or any(t.memory.sharded for t in inputs):
+        return [0] * len(inputs)
+    target = mixed_output_layout(inputs, [(1, 1, rows, c) for c in channels])
+    return [0 if t.layout == target else
+            bank_bytes(row_major(t) if target == ROW_MAJOR else replace(t, layout=TILE_LAYOUT),
+                       rows, c, banks)
+            for t, c in zip(inputs, channels)]
 
 
 def native_cbs(inputs: list[TensorLayout], channels: list[int],

@@ -63,6 +63,11 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
                          out_layout=out, out_rows=node.shape.rows, c=node.shape.c)
     parts = dict(est.parts)
     channels = [ctx.rc(s)[1] for s in node.inputs]
+    copies = CL.layout_copies(ins, node.shape.rows, channels, ARCHS[ctx.arch].l1_banks)
+    if any(copies):
+        # interleaved inputs of two layouts: ttnn converts the others to the concat's layout
+        # in their memory before the output (ops/concat/l1.py; plan_alloc allocates them there)
+        parts["to_layout_phase"] = sum(copies)
     if ctx.with_adapters and CL.untilizes(ins, channels, out):
         # ttnn's native factory runs only if its CBs and output fit the L1 free at that moment;
         # else the untilized copies and the row-major concat (ops/concat/l1.py). An L1 output
@@ -82,12 +87,16 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
 
 def l1_need(ctx: PlanContext, node: Node, ins: list[TensorLayout]) -> int:
     """L1 bytes per core of the concat run in L1 (its output interleaved or sharded over the
-    grid, about the same per core) with its inputs where they are."""
+    grid, about the same per core) with its inputs where they are, and ttnn's copies of the
+    inputs of the other layout."""
     out = TensorLayout(MemSpec(INTERLEAVED, "l1"), ins[0].layout, node.precision.activations
                        if not is_block_float(node.precision.activations) or
                        ins[0].layout == TILE_LAYOUT else "bfloat16")
+    copies = CL.layout_copies(ins, node.shape.rows, [ctx.rc(s)[1] for s in node.inputs],
+                              ARCHS[ctx.arch].l1_banks)
     return l1m.eltwise_l1(inputs=[(t, *ctx.rc(s)) for t, s in zip(ins, node.inputs)],
-                          out_layout=out, out_rows=node.shape.rows, c=node.shape.c).total
+                          out_layout=out, out_rows=node.shape.rows, c=node.shape.c).total + \
+        sum(copies)
 
 
 def concat_format(ctx: PlanContext, node: Node, ins: list[TensorLayout]) -> list[TensorLayout]:

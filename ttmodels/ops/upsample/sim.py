@@ -9,6 +9,7 @@ from ...backends.sim import types as T
 from ...backends.sim.numerics import _emit, _out_layout
 from ...backends.sim.tensor import SimTensor, _check, _on_device, current_layer, dtype_name, memspec
 from ...errors import Error
+from ...planning.layout import ROW_MAJOR
 from .rules import GridSampleArgs, UpsampleArgs
 
 __all__ = ["upsample", "grid_sample", "prepare_grid_sample_grid"]
@@ -37,7 +38,9 @@ def upsample(input_tensor, scale_factor, *, mode="nearest", memory_config=None, 
     y = y.permute(0, 2, 3, 1).contiguous()
     attrs = UpsampleArgs(mode=mode, out_shape=(1, 1, n * oh * ow, c))
     lay = _out_layout(op, [x], attrs, memory_config, [x._flat4()])
-    return _emit(y, x.dtype, x.layout, lay.memory, x._device, op)
+    # the rules' layout: nearest of an interleaved TILE input comes out ROW_MAJOR (as ttnn's)
+    layout = T.Layout.ROW_MAJOR if lay.layout == ROW_MAJOR else x.layout
+    return _emit(y, x.dtype, layout, lay.memory, x._device, op)
 
 
 def _bits_as_bf16(v: torch.Tensor) -> torch.Tensor:
