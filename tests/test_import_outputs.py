@@ -76,19 +76,23 @@ def test_a_float32_profile_that_does_not_plan_still_writes_the_spec(tmp_path, ca
     assert (said.out + err).count("float32 profile does not plan") == 1, said
 
 
-def test_an_unresolved_precision_warning_names_the_written_spec(tmp_path, monkeypatch, caplog):
-    from ttmodels.language.spec import precision_notes
-    monkeypatch.setattr(precision_notes, "_WARNED", set())   # said once per process: say it here
-    # `--no-precision` leaves `precision: auto` unresolved; the load's warning points at a line
-    # of the spec: the file the user got, not the text it was written from (`<string>:N`)
+def _import_small(tmp_path, *flags):
+    """``ttmodels import`` of a one-conv module with ``flags``: (exit code, the spec written)."""
     f = tmp_path / "small.py"
     f.write_text("import torch\n"
                  "def build():\n"
                  "    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1))\n")
     from ttmodels.tools.cli import main
     out = tmp_path / "small.yaml"
-    rc = main(["import", f"{f}:build", "-o", str(out), "--input-size", "32", "32",
-               "--no-precision"])
+    return main(["import", f"{f}:build", "-o", str(out), "--input-size", "32", "32", *flags]), out
+
+
+def test_an_unresolved_precision_warning_names_the_written_spec(tmp_path, monkeypatch, caplog):
+    from ttmodels.language.spec import precision_notes
+    monkeypatch.setattr(precision_notes, "_WARNED", set())   # said once per process: say it here
+    # `--no-precision` leaves `precision: auto` unresolved; the load's warning points at a line
+    # of the spec: the file the user got, not the text it was written from (`<string>:N`)
+    rc, out = _import_small(tmp_path, "--no-precision")
     said = [r.getMessage() for r in caplog.records if "not resolved" in r.getMessage()]
     assert rc == 0 and out.exists()
     assert said and all("<string>" not in m for m in said), said
@@ -100,12 +104,6 @@ def test_an_import_that_resolves_precision_does_not_warn_it_is_unresolved(tmp_pa
                                                                            caplog):
     from ttmodels.language.spec import precision_notes
     monkeypatch.setattr(precision_notes, "_WARNED", set())
-    f = tmp_path / "small.py"
-    f.write_text("import torch\n"
-                 "def build():\n"
-                 "    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1))\n")
-    from ttmodels.tools.cli import main
-    out = tmp_path / "small.yaml"
-    rc = main(["import", f"{f}:build", "-o", str(out), "--input-size", "32", "32"])
+    rc, out = _import_small(tmp_path)
     assert rc == 0 and "resolved_precision:" in out.read_text()
     assert not [r for r in caplog.records if "not resolved" in r.getMessage()]
