@@ -63,7 +63,7 @@ def test_cli_plan_and_validate(tmp_path, capsys):
 
 
 def test_cli_batch_defaults_to_the_spec_declared_batch(capsys):
-    # resnet50_tt declares `batch: 16` and plans at nothing else: without --batch the CLI takes it
+    # resnet50_tt declares `batch: 16` (its layouts' batch): without --batch the CLI takes it
     assert cli.main(["plan", "resnet50_tt", "--format", "json", "--no-ttnn"]) == 0
     js = json.loads(capsys.readouterr().out)
     assert js["estimate"]["samples"] == 16

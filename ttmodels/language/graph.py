@@ -248,7 +248,8 @@ class Graph:
     input_precision: Precision = field(default_factory=Precision)
     # key prefixes checkpoints carry that no layer reads (spec ``ignore_weights:``)
     ignore_weights: tuple[str, ...] = ()
-    # the one batch the spec plans at (spec ``batch:``: explicit grids written for it), or None
+    # the batch the spec's explicit layouts were written for (spec ``batch:``, its default
+    # batch), or None
     batch: int | None = None
 
     # Name -> node and name -> consumers indexes, built on first use so planning stays linear

@@ -351,6 +351,11 @@ PART_CLASSES = ("cb", "halo", "inputs", "outputs")
 # copy in the halo phase; the global pool's "<phase>_phase" copies): tensors, not CBs, so the next
 # program does not inherit them
 _INPUT_COPIES = ("tilized_input", "input_copy", "halo_phase_extra")
+# outputs the op writes besides its own, freed when it ends: a biased linear's matmul output
+# (the bias add runs after it into the layer's output). A buffer the allocator places
+# (plan_alloc.op_events allocates it), not a CB: counted as a CB too, it put convnext_tiny b8's
+# pwconv1 CB region 301,056 B too high and the planner refused the model (issue 33)
+_OWN_OUTPUTS = ("bias_add_output",)
 
 
 def classify_part(key: str) -> str:
@@ -358,7 +363,7 @@ def classify_part(key: str) -> str:
     if key == "input" or re.fullmatch(r"input\d+", key) or key in _INPUT_COPIES or \
             key.endswith("_phase"):
         return "inputs"
-    if key == "output":
+    if key == "output" or key in _OWN_OUTPUTS:
         return "outputs"
     if key == "halo":
         return "halo"

@@ -708,10 +708,28 @@ def plan_graph(graph: Graph, *, arch: str = "wormhole_b0", adapters: bool = True
     o = resolve(oracle, arch)         # the ttnn-backed one lives above (tools/ttnn_oracle.py)
     rejected: list[str] = []
     since = o.mark()
-    plan = _plan_graph(graph, arch, adapters, l1_small_size, addresses, spill_hints, cap_hints,
-                       o if o.asks else None, rejected)
+    try:
+        plan = _plan_graph(graph, arch, adapters, l1_small_size, addresses, spill_hints,
+                           cap_hints, o if o.asks else None, rejected)
+    except (LayoutError, SpecError) as e:
+        raise _at_another_batch(e, graph) from None
     o.confirm(plan, rejected, since)
     return plan
+
+
+def _at_another_batch(e, graph: Graph):
+    """``e`` with the batch the spec's layouts were written for, when it is planned at another
+    (``batch:``, resnet50_tt's 16): its explicit grids can be what fails there (at batch 1 its
+    layer2.0.conv3 lands on 8x4 cores, not the 8x7 asked; at 32 layer2's 8x7 shards overflow L1)."""
+    n = next(iter(graph.inputs.values())).n if graph.inputs else None
+    if graph.batch is None or n is None or n == graph.batch:
+        return e
+    why = (f"{e.reason} (the spec's explicit layouts were written for batch {graph.batch}, its "
+           f"`batch:`, not batch {n}: use --batch {graph.batch}, or 'layout: auto' at other "
+           "batches)")
+    if isinstance(e, SpecError):
+        return SpecError(why, file=e.file, line=e.line, layer=e.layer)
+    return LayoutError(why, layer=e.layer, rule=e.rule, file=e.file, line=e.line)
 
 
 def _plan_graph(graph, arch, adapters, l1_small_size, addresses, spill_hints, cap_hints, o,

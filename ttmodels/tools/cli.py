@@ -251,7 +251,7 @@ def _drop_stdout(stream) -> None:
 
 
 def _declared_batch(name: str) -> int | None:
-    """The one batch a spec plans at (its ``batch:``), None when it plans at any."""
+    """The batch a spec's layouts were written for (its ``batch:``, its default), or None."""
     from ..errors import SpecError
     from ..language.spec import load_graph
     try:
@@ -270,7 +270,7 @@ def _run(args) -> int:
     if args.cmd == "list":
         for name in ttmodels.list_models():
             batch = _declared_batch(name)
-            print(name if batch is None else f"{name}  (batch {batch} only)")
+            print(name if batch is None else f"{name}  (written for batch {batch})")
         return 0
     if args.cmd == "validate":
         # the spec's validity needs no ttnn verdicts: plan from the table (fast, no worker)

@@ -22,9 +22,11 @@ class _Sections:
     """The top-level sections of ``_Compiler`` (``compiler.py``)."""
 
     def parse_batch(self, value, tm: YMap) -> int | None:
-        """``batch: 16``: the one batch the spec plans at (explicit grids written for it, as
-        TT's hand-tuned ResNet50's). Sets ``self.batch_size`` (None: that batch, else 1); any
-        other batch is refused here, naming the line, rather than deep in the planner."""
+        """``batch: 16``: the batch the spec's explicit layouts were written for (TT's
+        hand-tuned ResNet50's grids), the default when no batch is given. Another batch plans
+        with the same layouts: where one does not apply there, the planner refuses that layer
+        and names this batch (``planner.plan_graph``); resnet50_tt's run for real at batch 8
+        too, so a blanket refusal here refused models ttnn runs (issue 33)."""
         if value is None:
             if self.batch_size is None:
                 self.batch_size = 1
@@ -33,10 +35,6 @@ class _Sections:
             raise _err(f"'batch' must be a positive integer, got {value!r}", tm, "batch")
         if self.batch_size is None:
             self.batch_size = value
-        elif self.batch_size != value:
-            raise _err(f"this spec plans at batch {value} only (its explicit layouts' grids are "
-                       f"batch {value}'s), not at batch {self.batch_size}: use --batch {value}, "
-                       f"or a spec whose layouts are 'auto' for other batches", tm, "batch")
         return value
 
     def parse_ignore_weights(self, value, tm: YMap) -> tuple[str, ...]:
