@@ -7,7 +7,8 @@ Measured on the mock n150 (ttnn 0.81.1) with ``scripts/measure_op_events.py`` (a
 32 x 32, with 3 and 16 input channels, in the spec's defaults (bfloat16) and its float32 profile.
 ``c0`` is the stem (DRAM input), ``ch`` and ``cb`` 3x3 convs (height, block sharded) on ``c1``'s
 interleaved L1 output: each copies its input into its shards beside a first halo pass, frees
-both, then haloes again beside its output (yolov8s b4's model.4.m.0.cv1.conv, 106,496 B)."""
+both, then haloes again beside its output (yolov8s b4's model.4.m.0.cv1.conv, 106,496 B).
+``OUTS``: a conv whose output is not sharded writes a sharded one first (``_conv_run``)."""
 import pytest
 
 from ttmodels.language.spec import load_graph
