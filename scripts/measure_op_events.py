@@ -1,7 +1,8 @@
 """What ttnn allocates inside each step of a plan's real run on the mock device, next to
 ``plan_alloc.op_events``' row for it (the way `op_events`' rows were measured, issue 33):
 
-    python scripts/measure_op_events.py SPEC [--batch N] [--input-size H W] [--only NAME ...]
+    python scripts/measure_op_events.py SPEC [--batch N] [--input-size H W] [--profile P]
+        [--only NAME ...]
 
 Per step: ttnn's L1 buffer allocations and frees in order (bytes per bank, from the timeline of
 ``verify(..., diagnostics=False)``), then the model's events for the layer. Plans with the rule
@@ -21,8 +22,10 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--input-size", type=int, nargs=2)
     ap.add_argument("--only", nargs="*")
+    ap.add_argument("--profile")
     a = ap.parse_args()
-    g = load_graph(a.spec, batch_size=a.batch, input_size=tuple(a.input_size) if a.input_size else None)
+    g = load_graph(a.spec, batch_size=a.batch,
+                   input_size=tuple(a.input_size) if a.input_size else None, profile=a.profile)
     plan = plan_graph(g, oracle=False)
     seen = []
     real_read = l1_timeline.read

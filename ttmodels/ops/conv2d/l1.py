@@ -122,18 +122,12 @@ def conv_l1(*, kind: str, in_layout: TensorLayout, out_layout: TensorLayout, in_
     else:
         share = -(-in_rows // max(cores_nhw, 1))
         sticks = share + (kh - 1) * (in_w + kw)
-    split = cores_c if kind in (BLOCK, WIDTH) else 1
     if in_layout is received and in_layout.memory.sharded:
         c_core = in_layout.memory.shard_shape[1]
         conv_input = per_core_bytes(in_layout, in_rows, c_in, num_cores)
     else:
-        # conv2d's own copy of an interleaved input: channels aligned to 8 for row-major
-        # (L1 alignment / 2), 32 for TILE (conv2d_utils.cpp get_input_channels_alignment)
-        align = 8 if in_layout.layout != "tile" else TILE
-        c_core = round_up(c_in, align * split) // split
-        rows = in_layout.memory.shard_shape[0] if in_layout.memory.sharded else \
-            -(-in_rows // max(cores_nhw, 1))
-        conv_input = int(rows * c_core * _bpe(in_layout))
+        c_core = own_copy_channels(in_layout, c_in, kind, cores_c)
+        conv_input = own_input_copy(in_layout, in_rows, c_in, kind, cores_c, cores_nhw)
     halo = sticks * round_up(c_core, 8) * in_datum
     parts["halo"] = halo
     conv_phase = sum(parts.values())
@@ -141,3 +135,24 @@ def conv_l1(*, kind: str, in_layout: TensorLayout, out_layout: TensorLayout, in_
     if halo_phase > conv_phase:
         parts["halo_phase_extra"] = halo_phase - conv_phase
     return L1Estimate(sum(parts.values()), parts)
+
+
+def own_copy_channels(in_layout: TensorLayout, c_in: int, kind: str, cores_c: int) -> int:
+    """The channels a core holds of conv2d's own sharded copy of an input it is not given
+    sharded: aligned to 8 for row-major (L1 alignment / 2), 32 for TILE (conv2d_utils.cpp
+    get_input_channels_alignment), split over the channel cores of block / width sharding."""
+    split = cores_c if kind in (BLOCK, WIDTH) else 1
+    align = 8 if in_layout.layout != "tile" else TILE
+    return round_up(c_in, align * split) // split
+
+
+def own_input_copy(in_layout: TensorLayout, in_rows: int, c_in: int, kind: str, cores_c: int,
+                   cores_nhw: int) -> int:
+    """Bytes per core of the sharded copy ``in_layout`` that a halo conv makes of an input it
+    receives in DRAM or interleaved in L1 (alive with the first halo pass, freed before the
+    second: ``plan_alloc.op_events``). In the input's own format: measured on the mock n150, a
+    3-channel float32 DRAM input takes 8 x 4 = 32 B a row (bfloat16: 16), a 16-channel one 64
+    (tests/test_conv_input_copy.py)."""
+    rows = in_layout.memory.shard_shape[0] if in_layout.memory.sharded else \
+        -(-in_rows // max(cores_nhw, 1))
+    return int(rows * own_copy_channels(in_layout, c_in, kind, cores_c) * _bpe(in_layout))
