@@ -169,3 +169,16 @@ _SPLITS = [(64, 7, 7, False), (64, 16, 16, False), (64, 24, 24, False), (64, 24,
 @pytest.mark.parametrize("c,h,w,split", _SPLITS)
 def test_the_two_stage_rule_matches_the_measured_runs(c, h, w, split):
     assert EG.splits_rows(1, h * w, c) is split
+
+
+def test_the_lowerings_buffers_are_not_counted_as_cbs():
+    """The reshaped input, the partial rows and the mean's [N, 1, 1, C] are buffers the
+    allocator places (op_events above), not circular buffers: counted as both, the pool's CB
+    region sat their size too high (as a biased linear's matmul output did, convnext_tiny b8)."""
+    from ttmodels.ops.pool.exact_global import REDUCE_CB_TILES
+    from ttmodels.planning.l1 import layer_parts, tile_bytes
+    spec = _spec("global_avg_pool", 256, 28)
+    spec["layers"] = [{"name": "c1", "op": "conv2d", "out": 256, "kernel": 1}] + spec["layers"]
+    pool = plan_graph(load_graph(spec, batch_size=2), oracle=False).layer("pool")
+    assert {"reshaped_input", "partials", "mean_out"} <= set(pool.config.l1_parts)
+    assert layer_parts(pool)["cb"] == REDUCE_CB_TILES * tile_bytes("float32")

@@ -354,8 +354,9 @@ _INPUT_COPIES = ("tilized_input", "input_copy", "halo_phase_extra")
 # outputs the op writes besides its own, freed when it ends: a biased linear's matmul output
 # (the bias add runs after it into the layer's output). A buffer the allocator places
 # (plan_alloc.op_events allocates it), not a CB: counted as a CB too, it put convnext_tiny b8's
-# pwconv1 CB region 301,056 B too high and the planner refused the model (issue 33)
-_OWN_OUTPUTS = ("bias_add_output",)
+# pwconv1 CB region 301,056 B too high and the planner refused the model (issue 33). The
+# float32 global pool's ttnn.mean (ops/pool/exact_global.py) writes three such buffers
+_OWN_OUTPUTS = ("bias_add_output", "reshaped_input", "mean_out", "partials")
 
 
 def classify_part(key: str) -> str:
