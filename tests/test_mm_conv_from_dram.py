@@ -30,6 +30,11 @@ FC = {"name": "fc", "inputs": {"x": {"channels": 4096, "size": [1, 1]}},
       "layers": [{"name": "fc2", "op": "conv2d", "out": 4096, "kernel": 1, "bias": True,
                   "act": "relu"}]}
 
+# bevdet_r50_bev_encoder's neck at batch 8 (M=131072, K=N=256): the spec asks for linear, and no
+# sharded matmul program config fits
+NECK = {"name": "neck", "inputs": {"x": {"channels": 256, "size": [128, 128]}},
+        "layers": [{"name": "neck", "op": "conv2d", "out": 256, "kernel": 1, "bias": True,
+                    "lowering": "linear"}]}
 
 # (N, H, W, Cin, Cout) of 1x1 convs out of DRAM (bfloat16 in and out, bfloat8_b weights, a
 # bias, no fp32 accumulation) -> ttnn 0.81.1's CB bytes per core on the mock n150, nothing else
@@ -77,6 +82,16 @@ def test_a_float32_4096_wide_1x1_conv_on_a_1x1_map_plans():
     assert _from_dram(fc2), fc2.config
     # the matmul streams its weights: 2D blocks of a few tiles, not 2 MiB of float32 in1 per core
     assert fc2.l1_bytes_per_core < 128 * 1024
+
+
+def test_an_explicit_linear_no_sharded_config_fits_runs_linear_out_of_dram():
+    plan = plan_graph(load_graph(NECK, batch_size=8), oracle=False)
+    neck = plan.layer("neck")
+    assert _from_dram(neck), neck.config
+    assert "no matmul program config" in plan.choices["neck"]
+    # where a sharded config fits, the spec's linear lowering stands
+    assert plan_graph(load_graph(NECK, batch_size=1), oracle=False).layer(
+        "neck").config.lowering == "linear"
 
 
 def test_a_1x1_conv_that_fits_l1_is_not_moved_to_dram():

@@ -30,7 +30,14 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
     if (node.attrs.get("lowering") or "conv2d") in ("linear", "auto"):
         from ...planning.matmul_solver import resolve_lowering
         # explicit linear that cannot lower raises here, naming the layer
-        if resolve_lowering(node, grid=ctx.grid) == "linear":
+        try:
+            lowering = resolve_lowering(node, grid=ctx.grid)
+        except LayoutError as e:
+            linear = explicit_linear_from_dram(ctx, node, e)
+            if linear is None:
+                raise
+            return linear
+        if lowering == "linear":
             if node.attrs.get("lowering") != "auto":
                 return plan_conv_as_linear(ctx, node)
             # auto: the faster estimated of linear and the conv (ops/conv2d/cost.py)
@@ -444,6 +451,22 @@ def plan_mm_from_dram(ctx: PlanContext, node: Node, x: TensorLayout) -> PlannedL
         l1_parts=est.parts,
     )
     return PlannedLayer(node, [cin], out, est.total, config)
+
+
+def explicit_linear_from_dram(ctx: PlanContext, node: Node, err: LayoutError
+                              ) -> PlannedLayer | None:
+    """``lowering: linear`` on a 1x1 conv for which no sharded matmul program config fits (the
+    solver's ``err``, rule linear.program_config; bevdet_r50_bev_encoder's ``neck`` at batch 8:
+    M=131072, K=N=256): still ttnn.linear, on DRAM interleaved operands with matmul's automatic
+    config, which is what conv2d runs for such a conv (``plan_mm_from_dram``). None when that
+    does not fit either (the solver's error stands)."""
+    if err.rule != "linear.program_config" or not is_mm(node):
+        return None
+    layer = plan_mm_from_dram(ctx, node, ctx.layouts[node.inputs[0]])
+    if layer is not None:
+        ctx.choices[node.name] = (f"{err.reason}: ttnn.linear with matmul's automatic config "
+                                  "out of DRAM instead (conv2d's 1x1 path)")
+    return layer
 
 
 def plan_linear_fallback(ctx: PlanContext, node: Node) -> PlannedLayer | None:
