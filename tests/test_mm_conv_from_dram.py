@@ -121,3 +121,15 @@ def test_the_plan_passes_every_rule_and_runs_on_the_sim():
     assert _from_dram(plan.layer("fc2"))
     assert check_plan(plan) == [] and edge_mismatches(plan) == []
     run_and_compare(plan)
+
+
+def test_a_per_pixel_linear_whose_cbs_reach_an_l1_buffer_takes_smaller_blocks():
+    """convnext_tiny at batch 8 (issue 33's sweep: refused, "CB clash" at features.1.0.block.3):
+    ttnn sizes the automatic config's blocks to the L1 below its lowest buffer, so the address
+    model's smaller-blocking remedy holds a linear's CBs to what ends below it, as a conv's."""
+    from ttmodels.planning.l1 import layer_parts
+    plan = plan_graph(load_graph("convnext_tiny", batch_size=8), oracle=False)
+    caps = dict(plan.cap_hints)
+    assert "features.1.0.block.3" in caps, plan.cap_hints
+    for name, cap in caps.items():
+        assert layer_parts(plan.layer(name))["cb"] <= cap, name

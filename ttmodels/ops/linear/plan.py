@@ -29,6 +29,13 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
               weights_dtype=node.precision.weights, bias=bool(node.attrs.get("bias", True)))
     if per_pixel:
         kw["budget"] = ctx.op_budget
+        cap = ctx.cb_caps.get(node.name)
+        if cap:
+            # the address model found its CBs reaching into an L1 buffer (plan_alloc._capped):
+            # ttnn sizes the automatic config's blocks to the L1 below its lowest buffer
+            # (matmul_program_config.cpp get_max_l1_space), so held to ``cap`` bytes of CBs
+            est = estimate(out_layout=out, **kw)
+            kw["budget"] = min(ctx.op_budget, est.total - l1m.estimate_cbs(est) + cap)
     est = estimate(out_layout=out, **kw)
     if per_pixel and ctx.with_adapters and est.total > ctx.op_budget:
         # a per-pixel linear's output too large for L1 (ConvNeXt's pwconv1 at batch 8)
