@@ -38,20 +38,21 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
     est = estimate(out_layout=out, **kw)
     # the capped blocks are passed to ttnn as a program config: its automatic one would size
     # them to the L1 it finds free, which the plan cannot promise
-    program_config = capped_program_config(ctx, node, est, rows, k) if cap else None
+    program_config = capped_program_config(ctx, node, est, rows) if cap else None
     if per_pixel and ctx.with_adapters and est.total > ctx.op_budget:
         # a per-pixel linear's output too large for L1 (ConvNeXt's pwconv1 at batch 8)
         # goes to DRAM interleaved: ttnn.linear takes any interleaved output memory config
         out = replace(out, memory=MemSpec(INTERLEAVED, "dram"))
         est = estimate(out_layout=out, **kw)
     return PlannedLayer(node, [x], out, est.total,
-                        LinearPlan(dtype=dtype, memory_config=out.memory, program_config=program_config,
+                        LinearPlan(dtype=dtype, memory_config=out.memory,
+                                   program_config=program_config,
                                    # what the matmul fuses (the rest runs after it)
                                    activation=matmul_split(node.attrs.get("activation"))[0],
                                    l1_parts=est.parts))
 
 
-def capped_program_config(ctx: PlanContext, node: Node, est, rows: int, k: int) -> dict | None:
+def capped_program_config(ctx: PlanContext, node: Node, est, rows: int) -> dict | None:
     """The 1D (in1 multicast) program config ttnn's automatic one is for a tall per-pixel
     linear (``l1.pixel_linear_l1``'s 1D branch: per-core M over every core, the whole N, in0
     block 1 tile), with the output block ``est`` was sized for; None for the 2D branch."""
@@ -60,7 +61,8 @@ def capped_program_config(ctx: PlanContext, node: Node, est, rows: int, k: int) 
     if rows // max(n, 1) <= 8:
         return None
     cores = ctx.grid[0] * ctx.grid[1]
-    m_c, n_c = -(-(-(-rows // TILE)) // cores), -(-n // TILE)
+    m_tiles = -(-rows // TILE)
+    m_c, n_c = -(-m_tiles // cores), -(-n // TILE)
     t_out = l1m.tile_bytes(node.precision.activations)
     block_h = int(est.parts["out_cb"]) // (n_c * t_out)
     sub_w = next(d for d in (4, 3, 2, 1) if n_c % d == 0)
