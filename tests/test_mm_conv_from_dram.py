@@ -4,7 +4,7 @@ planner never fails a model ttnn can run). ttnn 0.81.1's conv2d does not DRAM-sl
 automatic program config (rule conv2d.mm_interleaved), whose CBs ``ops/linear/auto_config.py``
 reproduces. The sweep refused mobilenet_v2, efficientnet_b0, resnext50_32x4d and
 wide_resnet50_2 at batch 32, bevdet_r50_encoder at 16 and 32 and yolov8n at 32 at such a conv,
-and timm vgg11's float32 pre_logits.fc2 (4096 -> 4096 on a 1x1 map) at every batch."""
+and timm vgg11's float32 pre_logits.fc2 (4096 -> 4096 on a 1x1 map) at 96x96."""
 import pytest
 
 from ttmodels.language.spec import load_graph
@@ -38,7 +38,7 @@ NECK = {"name": "neck", "inputs": {"x": {"channels": 256, "size": [128, 128]}},
 
 # (N, H, W, Cin, Cout) of 1x1 convs out of DRAM (bfloat16 in and out, bfloat8_b weights, a
 # bias, no fp32 accumulation) -> ttnn 0.81.1's CB bytes per core on the mock n150, nothing else
-# in L1 (scripts: DEVELOPERS.md, mmslice's note)
+# in L1 (DEVELOPERS.md, mmslice's note)
 MEASURED = {(32, 112, 112, 16, 96): 407_936, (32, 160, 160, 32, 32): 411_776,
             (32, 56, 56, 256, 256): 824_576, (16, 64, 176, 64, 256): 476_672,
             (2, 112, 112, 16, 96): 113_024}
