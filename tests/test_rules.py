@@ -18,7 +18,9 @@ FLAT = (1, 1, 12544, 64)
 # binary op (its checker is _c_binary's).
 DESCRIPTIVE = {"binary.memory", "binary.dtype_out", "batch_norm.as_binary",
                # issue 23's ops: what the planner gives them, nothing ttnn refuses
-               "layer_scale.as_binary", "softmax.tile", "reshape.interleaved"}
+               "layer_scale.as_binary", "softmax.tile", "reshape.interleaved",
+               # a 1x1 conv out of DRAM: its output layout (DRAM interleaved), issue 33
+               "conv2d.mm_interleaved"}
 
 
 def _raised_rule_ids() -> set[str]:

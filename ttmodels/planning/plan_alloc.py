@@ -661,7 +661,7 @@ def _candidates(plan, bad: StepAddr, small: int, replan):
     yield REPLANS       # the remedies below cost a plan of the whole graph each
     if not any(n.layer == layer for n in plan.reordered):
         yield _reordered(plan, layer, replan)
-    if bad.kind == "layer" and bad.need is None and pl.node.op == "conv2d":
+    if bad.kind == "layer" and bad.need is None and pl.node.op in ("conv2d", "linear"):
         yield _capped(plan, layer, layer_parts(pl)["cb"] - bad.short, replan)
     if bad.kind == "layer" and pl.node.op in DRAM_FALLBACK_OPS:
         yield _from_dram(plan, layer, replan)

@@ -21,6 +21,7 @@ from .sharding import conv_slice_dim, conv_slice_type_guess, kernel_stride_fold
 
 
 from .cost import MARGIN, fastest_first, lowering_us, why
+from ..linear.auto_config import interleaved_matmul_l1
 
 
 def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
@@ -29,7 +30,14 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
     if (node.attrs.get("lowering") or "conv2d") in ("linear", "auto"):
         from ...planning.matmul_solver import resolve_lowering
         # explicit linear that cannot lower raises here, naming the layer
-        if resolve_lowering(node, grid=ctx.grid) == "linear":
+        try:
+            lowering = resolve_lowering(node, grid=ctx.grid)
+        except LayoutError as e:
+            linear = explicit_linear_from_dram(ctx, node, e)
+            if linear is None:
+                raise
+            return linear
+        if lowering == "linear":
             if node.attrs.get("lowering") != "auto":
                 return plan_conv_as_linear(ctx, node)
             # auto: the faster estimated of linear and the conv (ops/conv2d/cost.py)
@@ -146,6 +154,10 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
         linear = plan_linear_fallback(ctx, node)
         if linear is not None:
             return linear
+    if fit is None and is_mm(node) and policy.kind in ("auto", INTERLEAVED):
+        from_dram = plan_mm_from_dram(ctx, node, x)
+        if from_dram is not None:
+            return from_dram
     if fit is None:
         best = min(fallback, key=lambda c: c.est.total)
         sliced = "".join(
@@ -405,6 +417,56 @@ def fastest_slices(ctx: PlanContext, node: Node, x: TensorLayout, st: str, k: in
         prev = prev or None
         ctx.choices[node.name] = f"{prev}{SLICE_NOTE}{note}" if prev else note
     return st, pick[0], pick[1]
+
+
+def plan_mm_from_dram(ctx: PlanContext, node: Node, x: TensorLayout) -> PlannedLayer | None:
+    """No L1 layout of a 1x1 stride-1 (matmul) conv fits, nor ttnn.linear's sharded configs:
+    conv2d runs it out of DRAM interleaved (rule ``conv2d.mm_interleaved``): given a DRAM input
+    and no shard_layout, it shards nothing and calls ttnn.linear with matmul's automatic
+    program config, which streams in0 and the weights through circular buffers and writes a DRAM
+    interleaved output. A DRAM slice_config changes nothing for such a conv (``conv2d.slice_mm``),
+    so this is its fallback, not slicing. Its L1 is the matmul's CBs alone, from ttnn's
+    automatic matmul config (``ops/linear/auto_config.py``, measured to the byte); ttnn's own
+    figure replaces the estimate where larger (``planner.with_ttnn_figure``)."""
+    dram = MemSpec(INTERLEAVED, "dram")
+    if not ctx.with_adapters and x.memory != dram:
+        return None
+    out = TensorLayout(dram, TILE_LAYOUT, node.precision.activations)
+    rows, k = ctx.rc(node.inputs[0])
+    # (a ROW_MAJOR input is tilized first: the matmul reads tiles of its dtype)
+    est = interleaved_matmul_l1(rows=rows, k=k, n=node.shape.c, in_dtype=x.dtype,
+                                weights_dtype=node.precision.weights, out_dtype=out.dtype,
+                                fp32_accum=node.precision.fp32_accum,
+                                bias=bool(node.attrs.get("bias") or node.bn),
+                                grid=tuple(ctx.grid), max_l1=ctx.op_budget)
+    if est.total > ctx.op_budget:
+        return None
+    cin = ctx.to_dram(node, 0, x, "a 1x1 conv too large for L1 runs its matmul out of DRAM "
+                      "interleaved") if ctx.with_adapters else x
+    config = Conv2dPlan(
+        shard_layout=None, act_block_h_override=0, reshard_if_not_optimal=False,
+        override_sharding_config=False, output_layout=TILE_LAYOUT, dtype=out.dtype,
+        is_mm_conv=True, num_cores=ctx.grid[0] * ctx.grid[1], core_grid=tuple(ctx.grid),
+        input_memory=dram, memory_config=None, weights_dtype=node.precision.weights,
+        l1_parts=est.parts,
+    )
+    return PlannedLayer(node, [cin], out, est.total, config)
+
+
+def explicit_linear_from_dram(ctx: PlanContext, node: Node, err: LayoutError
+                              ) -> PlannedLayer | None:
+    """``lowering: linear`` on a 1x1 conv for which no sharded matmul program config fits (the
+    solver's ``err``, rule linear.program_config; bevdet_r50_bev_encoder's ``neck`` at batch 8:
+    M=131072, K=N=256): still ttnn.linear, on DRAM interleaved operands with matmul's automatic
+    config, which is what conv2d runs for such a conv (``plan_mm_from_dram``). None when that
+    does not fit either (the solver's error stands)."""
+    if err.rule != "linear.program_config" or not is_mm(node):
+        return None
+    layer = plan_mm_from_dram(ctx, node, ctx.layouts[node.inputs[0]])
+    if layer is not None:
+        ctx.choices[node.name] = (f"{err.reason}: ttnn.linear with matmul's automatic config "
+                                  "out of DRAM instead (conv2d's 1x1 path)")
+    return layer
 
 
 def plan_linear_fallback(ctx: PlanContext, node: Node) -> PlannedLayer | None:

@@ -67,6 +67,16 @@ RULE_LIST = (
          "matmul_device_operation.cpp ('MatmulMultiCoreReuseMultiCastProgramConfig: Unsupported "
          "memory layout', 0.81.1 wheel: line 1737; on a grid of partial rows "
          "tt_metal/impl/buffers/buffer.cpp:272 'Invalid shard grid')"),
+    Rule("conv2d.mm_interleaved", "conv2d",
+         "a 1x1 stride-1 (matmul) conv given a DRAM interleaved input and no shard_layout "
+         "shards nothing: it runs ttnn.linear on the interleaved input with matmul's automatic "
+         "program config and writes a DRAM interleaved output (with or without a slice_config; "
+         "with shard_layout HEIGHT it shards the whole input and output into L1 instead)",
+         f"{_CONV2D}: shard_or_reshard_tensor_if_required (auto_shard && is_mm_conv: 'Skip "
+         "sharding of the input tensor and run the matmul out of interleaved tensor'), conv2d_L1 "
+         "(ttnn::linear with no program config for an interleaved input); measured on the mock "
+         "n150 (0.81.1): 32x112x112x16 -> 96 runs with 407,936 B of CBs per core, output DRAM "
+         "interleaved", kind="perf"),
     Rule("conv2d.reshard", "conv2d",
          "a sharded input whose scheme differs from conv_config.shard_layout is resharded inside "
          "conv2d (an extra move the plan should make explicit)",
@@ -200,7 +210,9 @@ def advise(op, inputs, a: ConvArgs, output, shapes) -> list[Violation]:
     if inputs and inputs[0] is not None:
         m = inputs[0].memory
         want = a.shard_layout
-        if not m.sharded and not want and not a.slice:
+        if not m.sharded and not want and not a.slice and not (
+                a.is_mm_conv and m.buffer == "dram"):
+            # (a matmul conv out of DRAM is not sharded at all: rule conv2d.mm_interleaved)
             vs.append(_v("conv2d.sharded_or_shard_layout",
                          f"conv2d input is {m.short()} and no shard_layout is set: ttnn picks one"))
         if m.sharded and want and want != m.memory_layout and a.override_sharding_config:
@@ -220,6 +232,10 @@ def _out_conv(q: OutputQuery) -> TensorLayout:
         # conv2d_DRAM writes every slice into a DRAM interleaved output (memory_config ignored)
         return TensorLayout(MemSpec(INTERLEAVED, "dram"), a.output_layout, dtype)
     is_mm = bool(a.is_mm_conv)
+    if is_mm and not a.shard_layout and x is not None and x.memory.buffer == "dram" and \
+            not x.memory.sharded:
+        # rule conv2d.mm_interleaved: ttnn.linear out of DRAM, into DRAM
+        return TensorLayout(MemSpec(INTERLEAVED, "dram"), a.output_layout, dtype)
     if requested is not None:
         mem = requested
     elif x is not None and x.memory.sharded and out_rc is not None:
