@@ -115,13 +115,18 @@ def test_resnet50_structure():
 
 
 def test_resnet50_precision_profiles_and_layout():
+    # resnet50's default is `precision: auto` (issue 33), resolved in the spec: every conv and
+    # the fc have their choice, the activations stay bfloat16; a profile replaces it
     g = load_graph("resnet50")
-    assert {x.precision for x in g.nodes} == {Precision("bfloat8_b", "bfloat16", "HiFi2")}
+    mm = [x for x in g.nodes if x.op in ("conv2d", "linear")]
+    assert mm and all(x.auto is not None and x.auto.resolved for x in mm)
+    assert {x.precision.activations for x in g.nodes} == {"bfloat16"}
     assert {x.layout for x in g.nodes} == {LayoutPolicy("auto")}
     perf = load_graph("resnet50", profile="tt-perf")
     assert {x.precision for x in perf.nodes} == {Precision("bfloat8_b", "bfloat8_b", "LoFi")}
+    assert all(x.auto is None for x in perf.nodes)
     assert perf.input_precision.activations == "bfloat8_b"
-    assert load_graph("resnet50", profile="default").nodes[0].precision.math_fidelity == "HiFi2"
+    assert load_graph("resnet50", profile="default").nodes[0].precision == g.nodes[0].precision
 
 
 def test_resnet50_stage_outputs_via_extends():
@@ -135,6 +140,10 @@ def test_resnet50_stage_outputs_via_extends():
     assert named.outputs == ["c2", "c5"]
     assert named.node("c2").inputs == ["layer1.2.conv3", "layer1.1.relu"]
     assert named.node("layer2.0.conv1").inputs == ["c2"]
+    # resolved_precision names the fc by its own name: the choice holds whether it is renamed
+    # to logits (resnet50, the first spec above) or not (this one)
+    assert g.node("logits").auto.resolved and named.node("fc").auto.resolved
+    assert g.node("logits").precision == named.node("fc").precision
 
 
 def test_bevdet_encoder_shapes_and_keys(tv_resnet50):

@@ -55,6 +55,7 @@ class _Compiler(_Sections, _Expansion):
         self.defined_at: dict[str, tuple] = {}
         self.library: dict[str, dict[str, _BlockDef]] = {}   # "ttmodels/<file>" -> its blocks
         self.splits: dict[str, dict[str, str]] = {}   # split node -> {output name: its tensor}
+        self.renamed_from: dict[str, str] = {}        # output name -> its layer's own name
 
     # ---- expressions ----------------------------------------------------------------------
     def ev(self, ctx: _Ctx, v, m, key, layer=None):
@@ -125,6 +126,8 @@ class _Compiler(_Sections, _Expansion):
         """Every ``resolved_precision`` entry names a layer of the graph (an entry for a layer
         that is not under ``precision: auto`` in this profile is not applied)."""
         names = {n.name: n for n in self.nodes}
+        names.update({own: names[final] for final, own in
+                      self.renamed_from.items() if final in names})
         for name, (_, m) in self.resolved.items():
             n = names.get(name)
             if n is None:

@@ -198,12 +198,15 @@ class _Sections:
 
     def apply_resolved(self, nodes) -> None:
         """Give each auto layer its ``resolved_precision`` entry, by its final name (after the
-        outputs' renames, which is how ``ttmodels precision`` writes them)."""
+        outputs' renames, which is how ``ttmodels precision`` writes them) or its own name (how
+        the shipped specs name them: an extending spec may rename other layers or none)."""
+        own = self.renamed_from
         for n in nodes:
-            hit = self.resolved.get(n.name)
+            key = n.name if n.name in self.resolved else own.get(n.name)
+            hit = self.resolved.get(key) if key is not None else None
             if n.auto is None or hit is None:
                 continue
-            self.resolved_used.add(n.name)
+            self.resolved_used.add(key)
             n.precision = dataclasses.replace(n.precision, **hit[0])
             n.auto = dataclasses.replace(n.auto, resolved=True)
         follow = float32_followers(nodes)        # float32 chosen for a layer is not rounded away
@@ -399,6 +402,9 @@ class _Sections:
             if tensor_name in result:
                 raise _err(f"output '{tensor_name}' is listed twice", m, key)
             result.append(tensor_name)
+        # output name -> the layer's own name: a resolved_precision entry may name either, so
+        # that a spec extending this one with other outputs keeps the choices (apply_resolved)
+        self.renamed_from = {a: t for t, a in rename.items()}
         if rename:
             for n in self.nodes:
                 n.name = rename.get(n.name, n.name)
