@@ -26,9 +26,12 @@ ROWS = [
      "an earlier release of the same test (expected_perf 5311.0): checks, not fitted"),
     ("resnet50", 16, "tt-perf", None, "the planner's own plan in TT's precision"),
     ("resnet50", 16, None, None, ""),
-    ("mobilenet_v2", 10, None, 2470.0,
+    # TT's MobileNetV2 runs bfloat8_b activations: compared at tt-perf, not at our default
+    # (precision: auto, HiFi3/HiFi4 where 0.99 needs it)
+    ("mobilenet_v2", 10, "tt-perf", 2470.0,
      "end-to-end samples/s with trace + 2 command queues, n150, batch 10, tt-metal "
      "models/demos/mobilenetv2/README.md (a lower bound of the device figure)"),
+    ("mobilenet_v2", 10, None, None, ""),
     ("resnet18", 16, None, None, ""),
     ("resnet34", 16, None, None, ""),
     ("resnet101", 8, None, None, ""),
