@@ -146,6 +146,18 @@ def test_resnet50_stage_outputs_via_extends():
     assert g.node("logits").precision == named.node("fc").precision
 
 
+@pytest.mark.parametrize("model,layer,output", [("efficientnet_b0", "classifier.1", "logits"),
+                                                ("mobilenet_v2", "classifier.1", "logits")])
+def test_a_shipped_resolution_holds_when_an_extending_spec_renames_no_output(model, layer,
+                                                                               output):
+    # an entry naming the renamed output (`logits:`) would be "no layer 'logits'" in a spec that
+    # extends the model with outputs of its own: the shipped specs name layers by their own name
+    shipped = load_graph(model)
+    other = load_graph({"extends": model, "outputs": [layer]})
+    assert other.node(layer).auto.resolved
+    assert other.node(layer).precision == shipped.node(output).precision
+
+
 def test_bevdet_encoder_shapes_and_keys(tv_resnet50):
     g = load_graph("bevdet_r50_encoder")
     assert g.inputs == {"image": TensorShape(1, 256, 704, 3)}
