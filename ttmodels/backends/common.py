@@ -193,3 +193,16 @@ def mark_prequantized(tt, weight, params, weights_dtype: str) -> None:
     mark = getattr(tt, "mark_prequantized", None)
     if mark is not None:
         mark(weight, data_type(tt, weights_dtype))
+
+
+def shares_buffer(a, b) -> bool:
+    """Whether device tensors ``a`` and ``b`` (both alive) are one buffer: a ttnn.reshape that
+    changes no shape returns its input's tensor, and one that keeps the tile rows a view of its
+    buffer, as new Python objects. ``tt.deallocate`` of either frees the buffer under both (at
+    [1, 1, 32, C] ttnn then refuses the other, "device != nullptr"; at 16 rows it lets a later
+    op's output land on it). The sim has no buffer addresses (its reshape copies): never."""
+    try:
+        return (a.is_allocated() and b.is_allocated()
+                and a.buffer_address() == b.buffer_address())
+    except (AttributeError, RuntimeError, TypeError):
+        return False

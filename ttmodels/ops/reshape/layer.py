@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 
+from ...backends import common
 from ...runtime.layers.base import Layer
 
 
@@ -29,6 +30,12 @@ class Reshape(Layer):
                 x = tt.permute(x, list(arg), memory_config=mc)
             else:
                 x = tt.reshape(x, list(arg))
+        if common.shares_buffer(x, inputs[0]):
+            # no permute copied it (the flatten of a 1x1 map is one reshape to the same
+            # [1, 1, N, C]): the output would be the input's buffer, which the executor frees
+            # after this step as the plan says (its figures give the output a buffer of its
+            # own). A copy, as planned, not an alias.
+            x = tt.clone(x, memory_config=mc)
         return x
 
 
