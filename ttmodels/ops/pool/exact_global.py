@@ -50,7 +50,8 @@ def reduce_cores(n: int, c: int, grid_cores: int) -> int:
     return max(1, min(grid_cores, n * -(-c // TILE)))
 
 
-def exact_l1(x: TensorLayout, out: TensorLayout, n: int, hw: int, c: int) -> L1Estimate:
+def exact_l1(x: TensorLayout, out: TensorLayout, n: int, hw: int, c: int,
+             dtype: str = _DTYPE) -> L1Estimate:
     """Per-core L1 of the lowering: the input, the output, for N > 1 the reshaped input copy
     (a TILE reshape re-tiles the rows when H*W is not a whole number of tiles) and the mean's
     [N, 1, 1, C] before the reshape back, the first stage's partial rows (these buffers as
@@ -62,7 +63,7 @@ def exact_l1(x: TensorLayout, out: TensorLayout, n: int, hw: int, c: int) -> L1E
         parts["mean_out"] = per_core_bytes(out, n * TILE, c)
     if splits_rows(n, hw, c):
         parts["partials"] = partial_rows_bytes(n, c)
-    parts["reduce_cb"] = REDUCE_CB_TILES * tile_bytes(_DTYPE)
+    parts["reduce_cb"] = REDUCE_CB_TILES * tile_bytes(dtype)
     return L1Estimate(sum(parts.values()), parts)
 
 
@@ -93,18 +94,20 @@ def partial_rows_bytes(n: int, c: int) -> int:
 REDUCE_CB_TILES = 5
 
 
-def plan(ctx: PlanContext, node: Node, config) -> PlannedLayer:
-    """The lowering's plan: its input interleaved TILE float32 (adapters), its output [1, 1, N,
-    C] TILE float32 in L1 interleaved (asked explicitly of ``ttnn.mean``). ``config``: the
-    pool's PoolPlan, given the lowering's fields."""
-    x = interleaved_tile_input(ctx, node, "the float32 global pool reduces an interleaved "
-                               "TILE map (ttnn.mean)", dtype=_DTYPE)
+def plan(ctx: PlanContext, node: Node, config, *, dtype: str = _DTYPE) -> PlannedLayer:
+    """The lowering's plan: its input interleaved TILE ``dtype`` (adapters; a DRAM input stays
+    in DRAM), its output [1, 1, N, C] TILE ``dtype`` in L1 interleaved (asked explicitly of
+    ``ttnn.mean``). ``config``: the pool's PoolPlan, given the lowering's fields. Besides the
+    float32 pool, the DRAM form of a bfloat16 global pool whose pool2d does not fit L1
+    (ops/pool/plan.py ``whole_map_fits``)."""
+    x = interleaved_tile_input(ctx, node, "the global pool reduces an interleaved TILE map "
+                               "(ttnn.mean)", dtype=dtype)
     s = ctx.g.shape_of(node.inputs[0])
     l1 = MemSpec(INTERLEAVED, "l1")
-    out = TensorLayout(l1, TILE_LAYOUT, _DTYPE)
-    est = exact_l1(x, out, s.n, s.h * s.w, s.c)
+    out = TensorLayout(l1, TILE_LAYOUT, dtype)
+    est = exact_l1(x, out, s.n, s.h * s.w, s.c, dtype)
     cfg = replace(config, lowering=LOWERING, applied_shard_scheme=None, shard_scheme=None,
-                  output_layout=TILE_LAYOUT, dtype=_DTYPE, kernel=(s.h, s.w), num_cores=None,
+                  output_layout=TILE_LAYOUT, dtype=dtype, kernel=(s.h, s.w), num_cores=None,
                   core_grid=None, input_memory=x.memory, out_shape=node.shape.flat,
                   memory_config=l1, l1_parts=est.parts)
     return PlannedLayer(node, [x], out, est.total, cfg)

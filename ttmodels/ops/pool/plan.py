@@ -44,6 +44,12 @@ def plan(ctx: PlanContext, node: Node) -> PlannedLayer:
     if ctx.with_adapters and exact_window.wanted(node.op, node.precision.activations, x.dtype):
         # float32 stays float32: slices and SFPU binaries, not the bfloat16-only pool2d
         return plan_exact(ctx, node, x)
+    if node.op == "global_avg_pool" and ctx.with_adapters and x.memory.buffer == "dram" and \
+            not whole_map_fits(ctx, node, x):
+        # the planner's DRAM form (its last remedy) of a map whose pool2d copies do not fit
+        # L1 (efficientnet_b0 batch 32's SE pool over 32x56x56x144): ttnn.mean reduces the
+        # DRAM map itself, only its CBs and the small output in L1 (ops/pool/exact_global.py)
+        return exact_global.plan(ctx, node, PoolPlan(), dtype="bfloat16")
     if node.op in POOL2D_OPS and x.dtype == "float32" and ctx.with_adapters:
         # pool_op.cpp:30 (0.81.1, the real run): "Only BFLOAT16 supported for now"
         x = ctx.adapt(node, 0, x, "typecast", replace(x, dtype="bfloat16"),
@@ -181,6 +187,20 @@ def plan_exact(ctx: PlanContext, node: Node, x: TensorLayout) -> PlannedLayer:
                       input_memory=dram, out_shape=node.shape.flat, l1_parts=est.parts,
                       exact=True)
     return PlannedLayer(node, [x], out, est.total, config)
+
+
+def whole_map_fits(ctx: PlanContext, node: Node, x: TensorLayout) -> bool:
+    """Whether a global pool of the DRAM map ``x`` fits the layer's L1 as pool2d: the map in L1
+    shards (``whole_map_input``) and pool2d's copies of it (``pool_l1``), its output aside."""
+    rows, c = ctx.rc(node.inputs[0])
+    s = ctx.g.shape_of(node.inputs[0])
+    # pool2d reads bfloat16 (a float32 map is typecast first)
+    x_l1 = TensorLayout(whole_map_input(rows, c, x.layout, ctx.grid), x.layout,
+                        "bfloat16" if x.dtype == "float32" else x.dtype)
+    out = TensorLayout(MemSpec(INTERLEAVED, "l1"), TILE_LAYOUT, "bfloat16")
+    est = pool_l1(in_layout=x_l1, out_layout=out, in_rows=rows, in_w=s.w, c=c,
+                  out_rows=node.shape.rows, kernel=(s.h, s.w), num_cores=1, global_pool=True)
+    return est.total <= ctx.op_budget
 
 
 def whole_map_input(rows: int, c: int, layout: str, grid: tuple[int, int]) -> MemSpec:
