@@ -41,10 +41,8 @@ def test_dict_and_tuple_outputs_and_a_view_flatten():
 
 
 class BigMap1x1(nn.Module):
-    """A 1x1 conv on a 256x256 map: float32 needs ~2.4 MB of L1 per core (a matmul conv is not
-    DRAM-sliced, and the ttnn.linear fallback does not fit either), the default profile fits.
-    (A wide 1x1 conv on a small map, whose float32 weights filled L1, plans since i33plan's
-    ttnn.linear fallback.)"""
+    """A 1x1 conv on a 256x256 map. Its float32 profile plans now (the matmul runs out of DRAM
+    when no L1 form fits), so the test below makes that profile's plan fail itself."""
 
     def __init__(self):
         super().__init__()
@@ -54,12 +52,29 @@ class BigMap1x1(nn.Module):
         return self.conv(x)
 
 
-def test_a_float32_profile_that_does_not_plan_still_writes_the_spec(tmp_path, capsys):
+def _float32_does_not_plan(monkeypatch):
+    """The float32 profile's plan fails at layer ``conv`` (as the planner says it), the default
+    profile's plans: what a model the planner cannot place in float32 gives the import."""
+    from ttmodels.errors import LayoutError
+    from ttmodels.tools.importer import entry
+
+    def refuse(text, *a, **k):
+        raise LayoutError("conv2d needs 2,424,832 B of L1 per core, over the bank",
+                          layer="conv").at("<string>", 9)
+    monkeypatch.setattr(entry, "check_spec", refuse)
+
+
+def test_a_float32_profile_that_does_not_plan_still_writes_the_spec(tmp_path, capsys,
+                                                                  monkeypatch):
+    _float32_does_not_plan(monkeypatch)
     text = importer.import_module(BigMap1x1().eval(), torch.randn(1, 256, 256, 256))
     assert "op: conv2d" in text and text.pcc is None
     why = text.check_failed
     assert why.startswith("the float32 profile does not plan")
-    assert "<string>" not in why and "[module conv: Conv2d, tests/test_import_outputs.py:54]" in why
+    import inspect
+    call = inspect.getsourcelines(BigMap1x1.forward)[1] + 1      # `return self.conv(x)`
+    assert "<string>" not in why and \
+        f"[module conv: Conv2d, tests/test_import_outputs.py:{call}]" in why
     f = tmp_path / "wide.py"
     f.write_text("import torch\n"
                  "def build():\n"

@@ -161,8 +161,13 @@ def test_over_budget_tries_other_layout():
 
 
 def test_over_budget_everywhere_raises_naming_layer_and_bytes():
-    # a 1x1 stride-1 (matmul) conv never DRAM-slices (conv2d_DRAM hands it to conv2d_L1)
+    # a 1x1 stride-1 (matmul) conv never DRAM-slices (conv2d_DRAM hands it to conv2d_L1): no L1
+    # form fits, so it runs its matmul out of DRAM interleaved (ttnn's own automatic config);
+    # held to an L1 layout, nothing fits and the error names the layer and the bank
+    plan = plan_graph(one_conv(1, 1024, 1024, 256, 256, 1))
+    assert plan.layer("c").output.memory.buffer == "dram"
     g = one_conv(1, 1024, 1024, 256, 256, 1)
+    g.nodes[0].layout = LayoutPolicy(HEIGHT, "l1")
     with pytest.raises(LayoutError) as e:
         plan_graph(g)
     msg = str(e.value)
@@ -247,7 +252,11 @@ def big_residual(order=("ca", "cb"), extra_reader=None):
     """BEVDet b6 layer1 sized: two 1x1 convs to 6x64x176x256 (540 KB height shards per core)
     added; three such shards do not fit a Wormhole core, two do."""
     s_in, s_out = TensorShape(6, 64, 176, 64), TensorShape(6, 64, 176, 256)
-    nodes = [conv("ca", "x", s_out, 64, 256, 1), conv("cb", "x", s_out, 64, 256, 1),
+    # both convs held in L1 (height shards): a 1x1 conv may otherwise run from DRAM into DRAM,
+    # and the add then has no operand in L1 to write into
+    held = LayoutPolicy(HEIGHT, "l1")
+    nodes = [conv("ca", "x", s_out, 64, 256, 1, layout=held),
+             conv("cb", "x", s_out, 64, 256, 1, layout=held),
              Node("add", "add", list(order), dict(activation="relu"), s_out)]
     outputs = ["add"]
     if extra_reader:
