@@ -166,8 +166,12 @@ def main(argv: list[str]) -> int:
         print(table(list(last.values())))
         return 0
     out = None
-    if argv[:1] == ["--out"]:
-        out, argv = Path(argv[1]), argv[2:]
+    if "--out" in argv:             # anywhere among the configurations, not only first
+        i = argv.index("--out")
+        if i + 1 >= len(argv):
+            print("error: --out needs a file", file=sys.stderr)
+            return 2
+        out, argv = Path(argv[i + 1]), argv[:i] + argv[i + 2:]
     fresh = "--fresh" in argv
     argv = [a for a in argv if a != "--fresh"]
     done: dict[tuple[str, int], dict] = {}

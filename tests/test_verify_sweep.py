@@ -59,3 +59,12 @@ def test_help_prints_the_usage_and_runs_nothing(sweep, capsys):
     assert sweep.main(["--help"]) == 0
     assert "python scripts/verify_sweep.py" in capsys.readouterr().out
     assert sweep.calls == []
+
+
+def test_out_may_follow_the_configurations(sweep, tmp_path):
+    # `... a:1 --out F`: F is the file, not a configuration named "--out"
+    out = tmp_path / "rows.jsonl"
+    assert sweep.main(["a:1", "--out", str(out), "--fresh"]) == 0
+    assert sweep.calls == [("a", 1)]
+    assert [json.loads(x)["model"] for x in out.read_text().splitlines()] == ["a"]
+    assert sweep.main(["a:1", "--out"]) == 2
