@@ -15,6 +15,7 @@ said TILE: unet's ``decoder.blocks.4.up`` was "differs")."""
 from ttmodels.language.spec import load_graph
 from ttmodels.planning import plan_alloc as PA
 from ttmodels.planning.planner import plan_graph
+from mock_helpers import signed_sizes  # noqa: E402
 
 CAT_MIXED = {
     "name": "cat_mixed", "inputs": {"x": {"channels": 128, "size": [32, 32]}},
@@ -39,18 +40,6 @@ CAT_TILE_FIRST = dict(CAT_MIXED, layers=[
 TTNN_CAT_TILE_FIRST = [262_144, 393_216, -262_144]
 
 
-def _signed(events):
-    """op_events as TTNN_CAT: + size on an allocation, - size on its free."""
-    size, out = {}, []
-    for e in events:
-        if e[0] == PA.ALLOC and e[2] > 0:
-            size[e[1]] = e[2]
-            out.append(e[2])
-        elif e[0] == PA.FREE and e[1] in size:
-            out.append(-size[e[1]])
-    return out
-
-
 def _plan():
     return plan_graph(load_graph(CAT_MIXED, batch_size=32), oracle=False)
 
@@ -60,7 +49,7 @@ def test_the_concat_of_two_layouts_allocates_ttnns_copy_before_its_output():
     cat = plan.layer("cat")
     assert [t.layout for t in cat.inputs] == ["row_major", "tile"]
     assert all(not t.memory.sharded and t.memory.buffer == "l1" for t in cat.inputs)
-    assert _signed(PA.op_events(cat, plan.graph, plan.l1_banks)) == TTNN_CAT
+    assert signed_sizes(PA.op_events(cat, plan.graph, plan.l1_banks)) == TTNN_CAT
     # the estimate counts the copy too (before: the inputs, the output and CBs only)
     assert cat.config.l1_parts["to_layout_phase"] == TTNN_CAT[0]
 
@@ -81,7 +70,7 @@ def test_a_tile_first_input_has_the_row_major_ones_tilized():
     cat = plan.layer("cat")
     assert [t.layout for t in cat.inputs] == ["tile", "row_major"] and \
         cat.output.layout == "tile" and not cat.output.memory.sharded
-    assert _signed(PA.op_events(cat, plan.graph, plan.l1_banks)) == TTNN_CAT_TILE_FIRST
+    assert signed_sizes(PA.op_events(cat, plan.graph, plan.l1_banks)) == TTNN_CAT_TILE_FIRST
 
 
 def test_the_real_run_allocates_what_the_model_says(monkeypatch):
@@ -98,5 +87,5 @@ def test_the_real_run_allocates_what_the_model_says(monkeypatch):
     assert not [(s.name, s.error) for s in report.steps if not s.ok]
     step = seen[-1].step("layer", "cat")
     ttnn = [s if w == "alloc" else -s for w, _, s in step.l1_events]
-    assert ttnn == _signed(PA.op_events(plan.layer("cat"), plan.graph, plan.l1_banks))
+    assert ttnn == signed_sizes(PA.op_events(plan.layer("cat"), plan.graph, plan.l1_banks))
     assert plan.layer("up2").output.layout == "row_major"

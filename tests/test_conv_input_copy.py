@@ -14,6 +14,7 @@ import pytest
 from ttmodels.language.spec import load_graph
 from ttmodels.planning import plan_alloc as PA
 from ttmodels.planning.planner import plan_graph
+from mock_helpers import signed_sizes  # noqa: E402
 
 
 def spec(channels: int) -> dict:
@@ -49,26 +50,13 @@ TTNN = {
 }
 
 
-def _signed(events, sizes=None) -> list[int]:
-    """op_events as TTNN's rows: + size on an allocation, - size on a free (``sizes`` for
-    buffers the step frees but did not make, ``in:0``)."""
-    size, out = dict(sizes or {}), []
-    for e in events:
-        if e[0] == PA.ALLOC and e[2] > 0:
-            size[e[1]] = e[2]
-            out.append(e[2])
-        elif e[0] == PA.FREE and e[1] in size:
-            out.append(-size[e[1]])
-    return out
-
-
 @pytest.mark.parametrize("channels,profile", list(TTNN))
 def test_a_halo_conv_copies_an_input_it_is_not_given_sharded_as_ttnn_does(channels, profile):
     plan = plan_graph(load_graph(spec(channels), batch_size=2, profile=profile), oracle=False)
     for name, (copy, halo, out) in TTNN[channels, profile].items():
         pl = plan.layer(name)
         assert not pl.inputs[0].memory.sharded, name        # DRAM (c0) or interleaved L1
-        got = _signed(PA.op_events(pl, plan.graph, plan.l1_banks))
+        got = signed_sizes(PA.op_events(pl, plan.graph, plan.l1_banks))
         assert got == _halo_row(copy, halo, out), name
 
 
@@ -104,7 +92,7 @@ def test_a_halo_conv_freeing_its_interleaved_input_frees_it_after_its_copy():
     freed = PA.freeing_input(pl, plan.graph)
     src = pl.node.inputs[0]
     inp = PA.tensor_bank_bytes(plan.graph, src, plan.layer(src).output, plan.l1_banks)
-    got = _signed(PA.op_events(freed, plan.graph, plan.l1_banks), {"in:0": inp})
+    got = signed_sizes(PA.op_events(freed, plan.graph, plan.l1_banks), {"in:0": inp})
     assert got == [8192, -8192, -8192, 8192, 26112, -8192, -26112, 26112, 8192, -26112]
     # its peak: the input beside the copy, or the copy beside a halo, or the conv without it
     parts = freed.config.l1_parts
@@ -138,7 +126,7 @@ TTNN_OUTS = {"hi": [13056, -13056, 13056, 4096, 4096, -4096, -13056],
 
 def test_a_conv_with_an_unsharded_output_writes_a_sharded_one_first_as_ttnn_does():
     plan = plan_graph(load_graph(OUTS, batch_size=2), oracle=False)
-    got = {n: _signed(PA.op_events(plan.layer(n), plan.graph, plan.l1_banks)) for n in TTNN_OUTS}
+    got = {n: signed_sizes(PA.op_events(plan.layer(n), plan.graph, plan.l1_banks)) for n in TTNN_OUTS}
     assert got == TTNN_OUTS
 
 

@@ -15,6 +15,7 @@ unmeasured, bytes per bank in ttnn's order (``TTNN_M2``)."""
 from ttmodels.language.spec import load_graph
 from ttmodels.planning import plan_alloc as PA
 from ttmodels.planning.planner import plan_graph
+from mock_helpers import signed_sizes  # noqa: E402
 
 M1 = {"name": "m1", "inputs": {"x": {"channels": 64, "size": [256, 256]}},
       "layers": [{"name": "c1", "op": "conv2d", "out": 64, "kernel": 3, "padding": 1,
@@ -154,22 +155,9 @@ TTNN_M2 = {
 }
 
 
-def _signed(events, graph_sizes=None):
-    """op_events as TTNN_M2's lists: + size on an allocation, - size on a free (0-byte ones,
-    DRAM outputs, dropped as ttnn's capture has no L1 buffer for them)."""
-    size, out = {}, []
-    for e in events:
-        if e[0] == PA.ALLOC and e[2] > 0:
-            size[e[1]] = e[2]
-            out.append(e[2])
-        elif e[0] == PA.FREE and e[1] in size:
-            out.append(-size[e[1]])
-    return out
-
-
 def test_op_events_of_the_ops_measured_for_issue_33_are_ttnns():
     plan = plan_graph(load_graph(M2, batch_size=2), oracle=False)
-    got = {name: _signed(PA.op_events(plan.layer(name), plan.graph, plan.l1_banks))
+    got = {name: signed_sizes(PA.op_events(plan.layer(name), plan.graph, plan.l1_banks))
            for name in TTNN_M2}
     assert got == TTNN_M2
 

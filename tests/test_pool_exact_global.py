@@ -1,7 +1,6 @@
 """The float32 global pool (issue 33 "float32 means float32"): a global_avg_pool (or an
 adaptive_avg_pool2d to 1x1) with float32 activations runs as ``ttnn.mean`` over the map's rows on
 the accurate fp32 reduce (ops/pool/exact_global.py), not as bfloat16 pool2d."""
-import subprocess
 import sys
 from pathlib import Path
 
@@ -12,6 +11,9 @@ import ttmodels
 from ttmodels.language.spec import load_graph
 from ttmodels.ops.pool import exact_global as EG
 from ttmodels.planning.planner import plan_graph
+
+sys.path.insert(0, str(Path(__file__).parent))
+from mock_helpers import run_own_process  # noqa: E402
 
 F32 = {"activations": "float32", "weights": "float32", "math_fidelity": "HiFi4",
        "fp32_accum": True}
@@ -129,13 +131,7 @@ def test_the_float32_global_pool_runs_on_the_mock_device():
     reshape, the accurate fp32 mean and the reshape back as planned, batch 2, for a
     global_avg_pool and an adaptive_avg_pool2d to 1x1; every step accepted, within the bank."""
     import os
-    env = dict(os.environ)
-    root = Path(__file__).resolve().parents[1]
-    env.setdefault("TT_METAL_MOCK_CLUSTER_DESC_PATH",
-                   str(root / "ttmodels" / "data" / "wormhole_n150_mock_cluster.yaml"))
-    env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")])
-    out = subprocess.run([sys.executable, "-c", _REAL.format(tests=str(Path(__file__).parent))],
-                         capture_output=True, text=True, timeout=600, env=env)
+    out = run_own_process(_REAL.format(tests=str(Path(__file__).parent)), timeout=600)
     assert "OK True" in out.stdout, out.stdout[-2000:] + out.stderr[-3000:]
 
 

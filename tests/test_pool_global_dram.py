@@ -2,14 +2,15 @@
 can run"): a global_avg_pool whose map, moved from DRAM into L1 shards for pool2d, does not fit
 beside pool2d's own copies of it (efficientnet_b0 batch 32's SE pool over 32x56x56x144) runs as
 ``ttnn.mean`` on the DRAM map (ops/pool/plan.py ``whole_map_fits``, ops/pool/exact_global.py)."""
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 from ttmodels.language.spec import load_graph
 from ttmodels.ops.pool import exact_global as EG
 from ttmodels.planning.planner import plan_graph
+
+sys.path.insert(0, str(Path(__file__).parent))
+from mock_helpers import run_own_process  # noqa: E402
 
 BF16 = {"activations": "bfloat16", "weights": "bfloat16", "math_fidelity": "HiFi2"}
 
@@ -64,11 +65,5 @@ def test_the_dram_global_pool_runs_on_the_mock_device():
     """One real run (its own process: one mock system per process), planned with ttnn asked:
     ttnn 0.81.1 accepts the bfloat16 mean over the DRAM map at batch 32 and the run reaches the
     end within the bank."""
-    env = dict(os.environ)
-    root = Path(__file__).resolve().parents[1]
-    env.setdefault("TT_METAL_MOCK_CLUSTER_DESC_PATH",
-                   str(root / "ttmodels" / "data" / "wormhole_n150_mock_cluster.yaml"))
-    env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")])
-    out = subprocess.run([sys.executable, "-c", _REAL.format(tests=str(Path(__file__).parent))],
-                         capture_output=True, text=True, timeout=900, env=env)
+    out = run_own_process(_REAL.format(tests=str(Path(__file__).parent)), timeout=900)
     assert "OK True True" in out.stdout, out.stdout[-2000:] + out.stderr[-3000:]
