@@ -164,6 +164,11 @@ def _l1_estimate(*, kind: str, per_core_M: int, per_core_N: int, out_block_h: in
     depth = MCAST_BUFFERING if blocks > 1 else 1
     a, w, o = _tile_bytes(act_dtype), _tile_bytes(weights_dtype), _tile_bytes(out_dtype)
     total = per_core_M * k_shard * a                    # in0 shard
+    if kind == KIND_1D and kb < k_shard:
+        # the 1D factory copies the whole in0 shard into a CB of its own when in0_block_w is
+        # less than the shard's K (tt-metal extract_shard_sub_blocks; measured on the mock
+        # n150, yolov8s b4 model.12.cv1.conv: 393,216 B, not borrowed, at in0_block_w 4 and 8)
+        total += per_core_M * k_shard * a
     if kind == KIND_2D:
         total += out_block_h * kb * depth * a           # in0 multicast receive CB
     total += per_core_N * kb * depth * w                # in1 CB (out_block_w == per_core_N)
@@ -195,7 +200,7 @@ def solve(M: int, K: int, N: int, *, grid: tuple[int, int] = DEFAULT_GRID, fp32_
           prefer: str | None = None, act_dtype: str = "bfloat16",
           weights_dtype: str = "bfloat8_b", out_dtype: str | None = None, bias: bool = True,
           packer_l1_acc: bool = False,
-          l1_budget: int = L1_BANK_BYTES) -> MatmulConfig:
+          l1_budget: int = L1_BANK_BYTES, cb_cap: int | None = None) -> MatmulConfig:
     """A program config for ``[M, K] x [K, N]`` on ``grid`` (x, y) cores.
 
     The 1D (rows over all cores, in1 multicast, height-sharded in0/output) or 2D (block multicast,
@@ -206,6 +211,10 @@ def solve(M: int, K: int, N: int, *, grid: tuple[int, int] = DEFAULT_GRID, fp32_
     (``determine_parallel_config`` / ``determine_per_core_conv_block_config``), so the result is
     the config conv2d itself would pass to ``ttnn::linear``. ``k_block_tiles`` pins in0_block_w
     (the K blocking decides the order in which partial sums are accumulated).
+
+    ``cb_cap``: at most that many bytes per core of circular buffers besides the in0 and output
+    shards (the address model found the CBs of the uncapped config reaching an L1 buffer:
+    ``plan_alloc._capped``); blockings or the other kind that keep below it.
 
     Raises ``Error`` (a ValueError) for bad arguments and ``LayoutError`` when no config fits.
     """
@@ -248,7 +257,7 @@ def solve(M: int, K: int, N: int, *, grid: tuple[int, int] = DEFAULT_GRID, fp32_
     common = dict(M=M, K=K, N=N, Mt=Mt, Kt=Kt, Nt=Nt, grid=grid, fp32_accum=fp32_accum,
                   activation=activation, k_block_tiles=k_block_tiles, act_dtype=act_dtype,
                   weights_dtype=weights_dtype, out_dtype=out_dtype, bias=bias,
-                  packer_l1_acc=packer_l1_acc, l1_budget=l1_budget)
+                  packer_l1_acc=packer_l1_acc, l1_budget=l1_budget, cb_cap=cb_cap)
     reasons = []
     for kind in order:
         cfg, why = (_solve_1d if kind == KIND_1D else _solve_2d)(**common)
@@ -264,10 +273,12 @@ def _divisors_desc(n: int) -> list[int]:
 
 
 def _pick_blocks(*, k_shard: int, conv_kb: int, k_block_tiles: int | None, per_core_M: int,
-                 l1, budget: int) -> tuple[tuple[int, int] | None, str]:
+                 l1, budget: int, cb_cap: int | None = None, shards: int = 0
+                 ) -> tuple[tuple[int, int] | None, str]:
     """(in0_block_w, out_block_h): the caller's K block, else conv2d's, else the largest divisor
     of the K shard that fits; for each, the tallest out_block_h dividing per_core_M that fits
-    (shrinking the output block does not change the order in which K is accumulated)."""
+    (shrinking the output block does not change the order in which K is accumulated). With
+    ``cb_cap``, fitting also means CBs (``l1`` less the in0 and output ``shards``) within it."""
     if k_block_tiles is not None:
         if k_shard % k_block_tiles:
             return None, (f"k_block_tiles={k_block_tiles} does not divide the per-core K shard "
@@ -277,14 +288,16 @@ def _pick_blocks(*, k_shard: int, conv_kb: int, k_block_tiles: int | None, per_c
         kbs = [conv_kb] + [d for d in _divisors_desc(k_shard) if d != conv_kb]
     for kb in kbs:
         for obh in _divisors_desc(per_core_M):
-            if l1(kb, obh) <= budget:
+            if l1(kb, obh) <= budget and (cb_cap is None or l1(kb, obh) - shards <= cb_cap):
                 return (kb, obh), ""
+    if cb_cap is not None:
+        return None, f"no blocking keeps its circular buffers within {cb_cap} B"
     return None, (f"k_block_tiles={k_block_tiles} does not fit L1" if k_block_tiles is not None
                   else "does not fit L1 even with in0_block_w=1 and out_block_h=1")
 
 
 def _solve_1d(*, M, K, N, Mt, Kt, Nt, grid, fp32_accum, activation, k_block_tiles, act_dtype,
-              weights_dtype, out_dtype, bias, packer_l1_acc, l1_budget):
+              weights_dtype, out_dtype, bias, packer_l1_acc, l1_budget, cb_cap):
     # Rows over the cores as conv2d's HEIGHT_SHARDED determine_parallel_config splits them;
     # output height sharded => per_core_N == N (matmul_device_operation.cpp, 1D mcast_in1:
     # "N must be equal to per_core_N"); in0 shard width == K ("K must be equal to
@@ -301,8 +314,10 @@ def _solve_1d(*, M, K, N, Mt, Kt, Nt, grid, fp32_accum, activation, k_block_tile
                             weights_dtype=weights_dtype, out_dtype=out_dtype,
                             fp32_accum=fp32_accum, packer_l1_acc=packer_l1_acc, bias=bias)
 
+    shards = per_core_M * (Kt * _tile_bytes(act_dtype) + per_core_N * _tile_bytes(out_dtype))
     picked, why = _pick_blocks(k_shard=Kt, conv_kb=conv_kb, k_block_tiles=k_block_tiles,
-                               per_core_M=per_core_M, l1=l1, budget=l1_budget)
+                               per_core_M=per_core_M, l1=l1, budget=l1_budget,
+                               cb_cap=cb_cap, shards=shards)
     if picked is None:
         return None, why
     kb, obh = picked
@@ -319,7 +334,7 @@ def _solve_1d(*, M, K, N, Mt, Kt, Nt, grid, fp32_accum, activation, k_block_tile
 
 
 def _solve_2d(*, M, K, N, Mt, Kt, Nt, grid, fp32_accum, activation, k_block_tiles, act_dtype,
-              weights_dtype, out_dtype, bias, packer_l1_acc, l1_budget):
+              weights_dtype, out_dtype, bias, packer_l1_acc, l1_budget, cb_cap):
     # conv2d BLOCK_SHARDED determine_parallel_config for a 1x1 conv (channel padding disabled for
     # mm convs): channel cores = largest d <= grid.x dividing both Cin and Cout tiles; row cores =
     # closest divisor of the row tiles (with padding) <= grid.y. Row-major orientation, so
@@ -344,8 +359,10 @@ def _solve_2d(*, M, K, N, Mt, Kt, Nt, grid, fp32_accum, activation, k_block_tile
                             weights_dtype=weights_dtype, out_dtype=out_dtype,
                             fp32_accum=fp32_accum, packer_l1_acc=packer_l1_acc, bias=bias)
 
+    shards = per_core_M * (k_shard * _tile_bytes(act_dtype) + per_core_N * _tile_bytes(out_dtype))
     picked, why = _pick_blocks(k_shard=k_shard, conv_kb=conv_kb, k_block_tiles=k_block_tiles,
-                               per_core_M=per_core_M, l1=l1, budget=l1_budget)
+                               per_core_M=per_core_M, l1=l1, budget=l1_budget,
+                               cb_cap=cb_cap, shards=shards)
     if picked is None:
         return None, why
     kb, obh = picked

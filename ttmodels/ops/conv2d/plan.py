@@ -487,7 +487,17 @@ def plan_conv_as_linear(ctx: PlanContext, node: Node) -> PlannedLayer:
     TILE and sharded exactly as the config expects (1D: height, 2D: block), the output is
     sharded the same way (matmul_device_operation.cpp 1D/2D branches)."""
     from ...planning.matmul_solver import KIND_1D, solve_node
-    cfg = solve_node(node, grid=ctx.grid, l1_budget=max(ctx.op_budget, 1))
+    cfg = None
+    cap = ctx.cb_caps.get(node.name)
+    if cap:
+        # the address model found this linear's CBs reaching an L1 buffer (plan_alloc._capped):
+        # a blocking or the other kind (2D's block shards) with fewer CBs, when one fits
+        try:
+            cfg = solve_node(node, grid=ctx.grid, l1_budget=max(ctx.op_budget, 1), cb_cap=cap)
+        except LayoutError:
+            cfg = None
+    if cfg is None:
+        cfg = solve_node(node, grid=ctx.grid, l1_budget=max(ctx.op_budget, 1))
     kind = HEIGHT if cfg.kind == KIND_1D else BLOCK
     x = ctx.layouts[node.inputs[0]]
     cin = x
