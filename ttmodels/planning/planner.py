@@ -770,8 +770,7 @@ def _at_another_batch(e, graph: Graph):
 
 
 def _plan_graph(graph, arch, adapters, l1_small_size, addresses, spill_hints, cap_hints, o,
-                rejected) -> Plan:
-    frozen: frozenset[str] = frozenset()
+                rejected, frozen: frozenset[str] = frozenset()) -> Plan:
     caps: dict[str, int] = dict(cap_hints)  # conv -> CB bytes it may keep (for the next step,
     #                                         or for its own CBs to stay below L1 buffers)
     asked: dict[str, str] = {n: n for n, _ in cap_hints}   # conv -> the layer that asked
@@ -796,8 +795,13 @@ def _plan_graph(graph, arch, adapters, l1_small_size, addresses, spill_hints, ca
                     return plan
 
                 def replan(g: Graph, hints=spill_hints, capped=cap_hints) -> Plan:
+                    # the layers this plan moved keep their places: planned afresh, a moved
+                    # layer's neighbour could be moved back over it (yolov8s b8: model.16.conv
+                    # and model.22.cv2.0.0.conv swapped on every replan, and every address
+                    # remedy replanned into a step the plan had passed)
                     out = _plan_graph(g, arch, adapters, l1_small_size, False,
-                                      frozenset(hints), frozenset(capped), o, rejected)
+                                      frozenset(hints), frozenset(capped), o, rejected,
+                                      frozenset(n.layer for n in plan.reordered))
                     out.reordered = plan.reordered + out.reordered
                     out.spill_hints, out.cap_hints = frozenset(hints), frozenset(capped)
                     return out

@@ -1,0 +1,15 @@
+"""An address remedy that replans the graph keeps the layers the plan moved where they are
+(issue 33, yolov8s b8). Planned afresh, the planner could move a moved layer's neighbour back
+over it: at batch 8 ``model.16.conv`` and ``model.22.cv2.0.0.conv`` swapped places on every
+replan, so every replanning remedy for ``model.18.cv2.conv`` (a CB clash) failed again at
+``model.16.conv``, a step the plan had passed, and the model was refused."""
+import ttmodels
+
+
+def test_yolov8s_at_batch_8_plans_with_every_address_step_placed():
+    plan = ttmodels.plan("yolov8s", batch_size=8, oracle=False)
+    assert plan.step_addr and all(s.ok for s in plan.step_addr)
+    order = [pl.name for pl in plan.layers]
+    assert order.index("model.18.cv2.conv") > order.index("model.16.conv")
+    # the plan is the one the address remedies settled on: its moved layers are noted
+    assert plan.reordered
