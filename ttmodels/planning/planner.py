@@ -750,8 +750,22 @@ def plan_graph(graph: Graph, *, arch: str = "wormhole_b0", adapters: bool = True
                            cap_hints, o if o.asks else None, rejected)
     except (LayoutError, SpecError) as e:
         raise _at_another_batch(e, graph) from None
+    plan.reordered = final_moves(plan)
     o.confirm(plan, rejected, since)
     return plan
+
+
+def final_moves(plan: Plan) -> list[ReorderNote]:
+    """The plan's reorder notes that its order bears out, each once: the replans of the address
+    remedies add their own notes to the plan's, and a layer moved before another in one replan
+    may be moved back in the next (yolov8s b8 listed "model.16.conv runs before
+    model.22.cv2.0.0.conv" and the reverse)."""
+    pos = {pl.name: k for k, pl in enumerate(plan.layers)}
+    out: list[ReorderNote] = []
+    for n in plan.reordered:
+        if n not in out and pos.get(n.layer, 0) < pos.get(n.before, -1):
+            out.append(n)
+    return out
 
 
 def _at_another_batch(e, graph: Graph):
