@@ -1,8 +1,11 @@
-"""An address remedy that replans the graph keeps the layers the plan moved where they are
-(issue 33, yolov8s b8). Planned afresh, the planner could move a moved layer's neighbour back
-over it: at batch 8 ``model.16.conv`` and ``model.22.cv2.0.0.conv`` swapped places on every
-replan, so every replanning remedy for ``model.18.cv2.conv`` (a CB clash) failed again at
-``model.16.conv``, a step the plan had passed, and the model was refused."""
+"""When the address remedies find no plan, they are tried once more with replans that keep the
+layers the plan moved where they are (issue 33, yolov8s b8). Planned afresh, the planner could
+move a moved layer's neighbour back over it: at batch 8 ``model.16.conv`` and
+``model.22.cv2.0.0.conv`` swapped places on every replan, so every replanning remedy for
+``model.18.cv2.conv`` (a CB clash) failed again at ``model.16.conv``, a step the plan had
+passed, and the model was refused. Only then: always keeping the order changed yolov8s b4's
+remedies into a plan whose DRAM-sliced ``model.22.cv3.0.0.conv`` the address model misjudges
+(DEVELOPERS.md, y4), and the real run failed."""
 import ttmodels
 
 

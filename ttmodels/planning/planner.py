@@ -808,14 +808,16 @@ def _plan_graph(graph, arch, adapters, l1_small_size, addresses, spill_hints, ca
                 if not (adapters and addresses):
                     return plan
 
-                def replan(g: Graph, hints=spill_hints, capped=cap_hints) -> Plan:
-                    # the layers this plan moved keep their places: planned afresh, a moved
-                    # layer's neighbour could be moved back over it (yolov8s b8: model.16.conv
-                    # and model.22.cv2.0.0.conv swapped on every replan, and every address
-                    # remedy replanned into a step the plan had passed)
+                def replan(g: Graph, hints=spill_hints, capped=cap_hints,
+                           in_order: bool = False) -> Plan:
+                    # in_order: the layers this plan moved keep their places. Planned afresh, a
+                    # moved layer's neighbour can be moved back over it (yolov8s b8:
+                    # model.16.conv and model.22.cv2.0.0.conv swapped on every replan, and
+                    # every address remedy replanned into a step the plan had passed);
+                    # asked for by _fit_addresses when the address remedies fail otherwise
+                    keep = frozenset(n.layer for n in plan.reordered) if in_order else frozenset()
                     out = _plan_graph(g, arch, adapters, l1_small_size, False,
-                                      frozenset(hints), frozenset(capped), o, rejected,
-                                      frozenset(n.layer for n in plan.reordered))
+                                      frozenset(hints), frozenset(capped), o, rejected, keep)
                     out.reordered = plan.reordered + out.reordered
                     out.spill_hints, out.cap_hints = frozenset(hints), frozenset(capped)
                     return out
@@ -855,7 +857,15 @@ def _fit_addresses(plan: Plan, replan) -> Plan:
     short. ``replan(graph)``: the plan of a reordered graph (without this step)."""
     from . import plan_alloc
     try:
-        return plan_alloc.fit(plan, replan=replan)
+        try:
+            return plan_alloc.fit(plan, replan=replan)
+        except LayoutError as first:
+            # once more with replans that keep the layers the plan moved in place (``replan``'s
+            # in_order): only then, so that a plan found the first way stays as it was
+            try:
+                return plan_alloc.fit(plan, replan=partial(replan, in_order=True))
+            except LayoutError:
+                raise first from None
     except LayoutError as e:
         node = next((n for n in plan.graph.nodes if n.name == e.layer), None)
         loc = getattr(node, "loc", None)
