@@ -105,6 +105,9 @@ class _Planner:
         # allowed only in plan_graph's second attempt (``uncounted_ok``)
         self.carry_free = False
         self.uncounted_ok = False
+        # the layers that failed with the previous program's CBs counted (plan_graph makes its
+        # second attempt only when there are some)
+        self.carry_blocked: list[str] = []
         self.view = PlanningView(self)     # what each op's plan(ctx, node) gets
 
     # ---- sources ---------------------------------------------------------------------------
@@ -292,7 +295,10 @@ class _Planner:
         try:
             return self._plan_live(i, node, fn)
         except LayoutError as counted:
-            if self.carry_free or not self.uncounted_ok or not self.carry_in():
+            if self.carry_free or not self.carry_in():
+                raise
+            if not self.uncounted_ok:
+                self.carry_blocked.append(node.name)
                 raise
             self.carry_free = True
             try:
@@ -750,10 +756,13 @@ def plan_graph(graph: Graph, *, arch: str = "wormhole_b0", adapters: bool = True
     since = o.mark()
     args = (graph, arch, adapters, l1_small_size, addresses, spill_hints, cap_hints,
             o if o.asks else None, rejected)
+    carried: list[str] = []
     try:
         try:
-            plan = _plan_graph(*args)
+            plan = _plan_graph(*args, carried=carried)
         except LayoutError as first:
+            if not carried:     # no layer failed with those CBs counted: nothing to try
+                raise
             # A second attempt in which a layer that fits nowhere with the previous program's
             # CBs counted may be planned with them not counted (plan_live): only when the
             # first finds no plan, so that every plan it finds stays as it was. Per layer from
@@ -800,7 +809,8 @@ def _at_another_batch(e, graph: Graph):
 
 
 def _plan_graph(graph, arch, adapters, l1_small_size, addresses, spill_hints, cap_hints, o,
-                rejected, frozen: frozenset[str] = frozenset(), uncounted: bool = False) -> Plan:
+                rejected, frozen: frozenset[str] = frozenset(), uncounted: bool = False,
+                carried: list[str] | None = None) -> Plan:
     caps: dict[str, int] = dict(cap_hints)  # conv -> CB bytes it may keep (for the next step,
     #                                         or for its own CBs to stay below L1 buffers)
     asked: dict[str, str] = {n: n for n, _ in cap_hints}   # conv -> the layer that asked
@@ -812,6 +822,8 @@ def _plan_graph(graph, arch, adapters, l1_small_size, addresses, spill_hints, ca
         p = _Planner(g, arch, adapters, l1_small_size, frozen, caps, no_cap, spill_hints,
                      o, rejected)
         p.uncounted_ok = uncounted
+        if carried is not None:
+            p.carry_blocked = carried
         return p
 
     try:
@@ -836,7 +848,7 @@ def _plan_graph(graph, arch, adapters, l1_small_size, addresses, spill_hints, ca
                     keep = frozenset(n.layer for n in plan.reordered) if in_order else frozenset()
                     out = _plan_graph(g, arch, adapters, l1_small_size, False,
                                       frozenset(hints), frozenset(capped), o, rejected, keep,
-                                      uncounted)
+                                      uncounted, carried)
                     out.reordered = plan.reordered + out.reordered
                     out.spill_hints, out.cap_hints = frozenset(hints), frozenset(capped)
                     return out
