@@ -147,6 +147,13 @@ def _tile_bytes(dtype: str) -> int:
         raise Error(f"unknown dtype {dtype!r}; expected one of {sorted(BYTES_PER_TILE)}") from None
 
 
+def _shard_bytes(per_core_M: int, k_shard: int, per_core_N: int, act_dtype: str,
+                 out_dtype: str) -> int:
+    """Per-core bytes of the in0 and output shards (the CBs globally allocated on them: the
+    shards themselves, not circular buffers of their own)."""
+    return per_core_M * (k_shard * _tile_bytes(act_dtype) + per_core_N * _tile_bytes(out_dtype))
+
+
 def _l1_estimate(*, kind: str, per_core_M: int, per_core_N: int, out_block_h: int, k_shard: int,
                  kb: int, kt: int, act_dtype: str, weights_dtype: str, out_dtype: str,
                  fp32_accum: bool, packer_l1_acc: bool, bias: bool) -> int:
@@ -163,7 +170,7 @@ def _l1_estimate(*, kind: str, per_core_M: int, per_core_N: int, out_block_h: in
     blocks = kt // kb
     depth = MCAST_BUFFERING if blocks > 1 else 1
     a, w, o = _tile_bytes(act_dtype), _tile_bytes(weights_dtype), _tile_bytes(out_dtype)
-    total = per_core_M * k_shard * a                    # in0 shard
+    total = _shard_bytes(per_core_M, k_shard, per_core_N, act_dtype, out_dtype)
     if kind == KIND_1D and kb < k_shard:
         # the 1D factory copies the whole in0 shard into a CB of its own when in0_block_w is
         # less than the shard's K (tt-metal extract_shard_sub_blocks; measured on the mock
@@ -172,7 +179,6 @@ def _l1_estimate(*, kind: str, per_core_M: int, per_core_N: int, out_block_h: in
     if kind == KIND_2D:
         total += out_block_h * kb * depth * a           # in0 multicast receive CB
     total += per_core_N * kb * depth * w                # in1 CB (out_block_w == per_core_N)
-    total += per_core_M * per_core_N * o                # output shard
     interm = out_block_h * per_core_N
     if fp32_accum and out_dtype != "float32":
         total += interm * BYTES_PER_TILE["float32"]
@@ -314,7 +320,7 @@ def _solve_1d(*, M, K, N, Mt, Kt, Nt, grid, fp32_accum, activation, k_block_tile
                             weights_dtype=weights_dtype, out_dtype=out_dtype,
                             fp32_accum=fp32_accum, packer_l1_acc=packer_l1_acc, bias=bias)
 
-    shards = per_core_M * (Kt * _tile_bytes(act_dtype) + per_core_N * _tile_bytes(out_dtype))
+    shards = _shard_bytes(per_core_M, Kt, per_core_N, act_dtype, out_dtype)
     picked, why = _pick_blocks(k_shard=Kt, conv_kb=conv_kb, k_block_tiles=k_block_tiles,
                                per_core_M=per_core_M, l1=l1, budget=l1_budget,
                                cb_cap=cb_cap, shards=shards)
@@ -359,7 +365,7 @@ def _solve_2d(*, M, K, N, Mt, Kt, Nt, grid, fp32_accum, activation, k_block_tile
                             weights_dtype=weights_dtype, out_dtype=out_dtype,
                             fp32_accum=fp32_accum, packer_l1_acc=packer_l1_acc, bias=bias)
 
-    shards = per_core_M * (k_shard * _tile_bytes(act_dtype) + per_core_N * _tile_bytes(out_dtype))
+    shards = _shard_bytes(per_core_M, k_shard, per_core_N, act_dtype, out_dtype)
     picked, why = _pick_blocks(k_shard=k_shard, conv_kb=conv_kb, k_block_tiles=k_block_tiles,
                                per_core_M=per_core_M, l1=l1, budget=l1_budget,
                                cb_cap=cb_cap, shards=shards)

@@ -285,9 +285,9 @@ class _Planner:
         previous program's CBs as reserved (liveness.py: ttnn's timeline counts them, so a plan
         that fits that way keeps ttnn's own peak figure within the bank); when no remedy fits
         that way, again with those CBs not counted (``carry_free``; only in plan_graph's second
-        attempt, ``uncounted_ok``). ttnn's allocator does not
-        reserve them: a buffer may be placed over the previous program's CB region, and a
-        program's CBs are checked only against the buffers alive when it is placed (measured:
+        attempt, ``uncounted_ok``). ttnn's allocator does not reserve them: a buffer may be
+        placed over the previous program's CB region, and a program's CBs are checked only
+        against the buffers alive when it is placed (measured:
         tests/test_auto_matmul_addresses.py), which the address model (plan_alloc) then checks.
         yolov8s b32 ``model.22.cv2.0.0.conv``: 1,562,624 B with the 901,120 B of CBs before it
         counted (the oracle's figure for a 1x1 conv that matmul's automatic config runs: it
